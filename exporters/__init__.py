@@ -1,0 +1,1 @@
+"""Outputs of nttrace: the Prometheus collector and the vmstat exporter."""

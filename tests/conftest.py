@@ -1,0 +1,115 @@
+"""Host capabilities for the tests.
+
+A test that needs something of the host says so with
+`@pytest.mark.needs("bcc", ...)`. Where the host lacks it the test is skipped
+and the skip names the capability, unless the capability is listed in
+NTTRACE_REQUIRE (comma-separated; CI lists what its hosts have), in which
+case the test fails: a capability CI relies on cannot silently disappear.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+@lru_cache(maxsize=1)
+def _report():
+    from nttrace import capabilities
+    return capabilities.report()
+
+
+def _cap(key):
+    c = _report()[key]
+    return c.available, c.detail
+
+
+def _tracepoint():
+    a, d = _cap("tracepoint:migrate:mm_migrate_pages_start")
+    return a, d
+
+
+def _root():
+    return os.geteuid() == 0, f"euid {os.geteuid()}"
+
+
+def _binary(name):
+    def probe():
+        path = shutil.which(name)
+        return path is not None, path or f"{name} not on PATH"
+    return probe
+
+
+def _qemu():
+    kvm_free = shutil.which("qemu-system-x86_64")
+    return kvm_free is not None, kvm_free or "qemu-system-x86_64 not installed"
+
+
+CAPABILITIES = {
+    "root": _root,
+    "btf": lambda: _cap("btf"),
+    "tracefs": lambda: _cap("tracefs"),
+    "tracepoint": _tracepoint,
+    "uprobe": lambda: _cap("uprobe"),
+    "kprobe": lambda: _cap("kprobe"),
+    "fentry": lambda: _cap("fentry"),
+    "bcc": lambda: _cap("bcc"),
+    "page-ref": lambda: _cap("tracepoint:page_ref:page_ref_set"),
+    "perf-software": lambda: _cap("perf:software"),
+    "perf-hardware": lambda: _cap("perf:hardware"),
+    "perf-uncore": lambda: _cap("perf:uncore"),
+    "numa-tiers": lambda: _cap("numa:tiers"),
+    "pmem": lambda: _cap("pmem"),
+    "bpftool": _binary("bpftool"),
+    "prometheus": _binary("prometheus"),
+    "promtool": _binary("promtool"),
+    "systemd-analyze": _binary("systemd-analyze"),
+    "setpriv": _binary("setpriv"),
+    "qemu": _qemu,
+}
+
+
+def required() -> set[str]:
+    return {c.strip() for c in os.environ.get("NTTRACE_REQUIRE", "").split(",") if c.strip()}
+
+
+def pytest_configure(config):
+    unknown = required() - set(CAPABILITIES)
+    if unknown:
+        raise pytest.UsageError(f"NTTRACE_REQUIRE names unknown capabilities: {', '.join(sorted(unknown))}")
+
+
+def pytest_runtest_setup(item):
+    for mark in item.iter_markers(name="needs"):
+        for cap in mark.args:
+            if cap not in CAPABILITIES:
+                pytest.fail(f"test asks for unknown capability {cap!r}")
+            ok, detail = CAPABILITIES[cap]()
+            if ok:
+                continue
+            if cap in required():
+                pytest.fail(f"capability {cap} is in NTTRACE_REQUIRE but missing on this host: {detail}")
+            pytest.skip(f"host lacks capability {cap}: {detail}")
+
+
+def run_nttrace(*args, check=False, timeout=120, env=None, **kw) -> subprocess.CompletedProcess:
+    """Run the installed `nttrace` console script (the one a user runs)."""
+    exe = Path(sys.executable).with_name("nttrace")
+    proc = subprocess.run([str(exe), *args], capture_output=True, text=True, timeout=timeout, env=env, **kw)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"nttrace {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def bpftool_prog_ids() -> set[tuple[int, str]]:
+    out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
+    import json
+    return {(p["id"], p.get("name", "")) for p in json.loads(out or "[]")}

@@ -1,0 +1,82 @@
+"""The command line: help, version, exit codes and one-line errors."""
+import json
+import os
+import subprocess
+
+import pytest
+
+from conftest import run_nttrace
+
+
+def one_line_error(proc):
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("nttrace: ")
+    return lines[0]
+
+
+def test_version_and_help():
+    v = run_nttrace("--version")
+    assert v.returncode == 0 and v.stdout.startswith("nttrace 0.")
+    for sub in ("validate", "trace", "bench", "daemon"):
+        h = run_nttrace(sub, "--help")
+        assert h.returncode == 0
+        assert "examples:" in h.stdout and "exit codes:" in h.stdout
+
+
+def test_unknown_subcommand_is_exit_2():
+    proc = run_nttrace("frobnicate")
+    assert proc.returncode == 2
+    assert "invalid choice: 'frobnicate'" in one_line_error(proc)
+
+
+def test_unknown_flag_is_exit_2():
+    proc = run_nttrace("validate", "--no-such-flag")
+    assert proc.returncode == 2
+    one_line_error(proc)
+
+
+def test_missing_sysroot_is_exit_2(tmp_path):
+    proc = run_nttrace("validate", "--sysroot", str(tmp_path / "nope"))
+    assert proc.returncode == 2
+    assert "not a directory" in one_line_error(proc)
+
+
+def test_unreadable_btf_is_exit_2(tmp_path):
+    (tmp_path / "sys/kernel/btf").mkdir(parents=True)
+    (tmp_path / "sys/kernel/btf/vmlinux").write_bytes(b"garbage, not BTF at all....")
+    proc = run_nttrace("validate", "--sysroot", str(tmp_path))
+    assert proc.returncode == 2
+    assert "not a BTF file" in one_line_error(proc)
+
+
+def test_check_pattern_matching_nothing_is_exit_2():
+    proc = run_nttrace("validate", "--check", "no.such.check")
+    assert proc.returncode == 2
+    assert "matches no check" in one_line_error(proc)
+
+
+def test_list_prints_the_catalog():
+    proc = run_nttrace("validate", "--list")
+    assert proc.returncode == 0
+    ids = [line.split()[0] for line in proc.stdout.splitlines()]
+    for expected in ("env.core", "native.correctness", "native.nt_benefit", "kernel.nt_support",
+                     "kernel.migrate_observed", "kernel.demotion_nt", "kernel.memmap_latency",
+                     "perf.llc", "perf.device_reads"):
+        assert expected in ids
+    assert len(ids) == len(set(ids))
+
+
+@pytest.mark.needs("root", "setpriv")
+def test_unprivileged_validate_is_exit_3_and_names_the_capability():
+    # Drop to nobody with an empty capability set.
+    exe = os.path.join(os.path.dirname(os.sys.executable), "nttrace")
+    proc = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
+         "--bounding-set=-all", exe, "validate", "--quick"],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert proc.returncode == 3, proc.stderr
+    line = one_line_error(proc)
+    assert "CAP_BPF" in line and "CAP_PERFMON" in line

@@ -1,0 +1,95 @@
+"""Enum values and offsets from BTF, on this host and on --sysroot trees of
+the NT demotion revisions."""
+import json
+import struct
+
+import pytest
+
+from conftest import run_nttrace
+from nttrace import kernel_meta
+from nttrace.btf import Btf
+from nttrace.errors import UsageError
+from nttrace.sysroot import Sysroot
+from sysroot_builder import build
+
+
+@pytest.mark.needs("btf")
+def test_host_btf_enums_match_the_tracepoint_tables():
+    meta = kernel_meta.load(Sysroot("/"))
+    assert meta.source == "btf"
+    assert meta.migrate_mode["MIGRATE_SYNC"] == 2
+    assert meta.migrate_reason["MR_COMPACTION"] == 0
+    assert meta.migrate_reason["MR_DEMOTION"] == 8
+    assert meta.nt_revision == "none"
+    assert meta.crosschecked and meta.crosscheck == []
+
+
+@pytest.mark.needs("btf")
+def test_host_dev_pagemap_offsets_come_from_btf():
+    btf = Btf.from_file("/sys/kernel/btf/vmlinux")
+    off_type = btf.member_offset("dev_pagemap", "type")
+    off_shift = btf.member_offset("dev_pagemap", "vmemmap_shift")
+    # `type` is the 4-byte enum right before `flags`, and vmemmap_shift the
+    # 8-byte-aligned word after them.
+    assert off_shift == off_type + 8
+    assert btf.member_offset("dev_pagemap", "flags") == off_type + 4
+    assert btf.struct_size("page") in (64, 80, 96)
+
+
+@pytest.mark.parametrize("revision,nt_name,nt_value,sync_value", [
+    ("none", None, None, 2),
+    ("v2", "MIGRATE_ASYNC_NON_TEMPORAL_STORES", 1, 3),
+    ("v3", "MIGRATE_ASYNC_NONTEMPORAL", 3, 2),
+])
+def test_revisions_decode_by_name_whatever_the_values(tmp_path, revision, nt_name, nt_value, sync_value):
+    meta = kernel_meta.load(Sysroot(build(tmp_path, revision)))
+    assert meta.nt_revision == revision
+    assert meta.migrate_mode["MIGRATE_SYNC"] == sync_value
+    assert meta.mode_name(sync_value) == "MIGRATE_SYNC"
+    if nt_name:
+        assert meta.mode_name(nt_value) == nt_name
+        assert meta.nt_mode_values == {nt_value}
+    assert meta.crosscheck == []
+    assert meta.offsets == {"dev_pagemap.type": 104, "dev_pagemap.vmemmap_shift": 112}
+
+
+def test_v2_value_1_is_not_sync_light(tmp_path):
+    # The same number means different modes on different revisions.
+    v2 = kernel_meta.load(Sysroot(build(tmp_path / "a", "v2")))
+    base = kernel_meta.load(Sysroot(build(tmp_path / "b", "none")))
+    assert v2.mode_name(1) == "MIGRATE_ASYNC_NON_TEMPORAL_STORES"
+    assert base.mode_name(1) == "MIGRATE_SYNC_LIGHT"
+
+
+def test_disagreeing_tracepoint_table_is_reported(tmp_path):
+    root = build(tmp_path, "v3", tracepoint_modes=["MIGRATE_ASYNC", "MIGRATE_SYNC_LIGHT", "MIGRATE_SYNC"])
+    meta = kernel_meta.load(Sysroot(root))
+    assert any("MIGRATE_ASYNC_NONTEMPORAL" in p for p in meta.crosscheck)
+
+
+@pytest.mark.parametrize("revision", ["v2", "v3"])
+def test_validate_sysroot_json_reports_revision(tmp_path, revision):
+    root = build(tmp_path, revision)
+    proc = run_nttrace("validate", "--json", "--sysroot", str(root))
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["kernel"]["nt_revision"] == revision
+    checks = {c["id"]: c for c in report["checks"]}
+    assert checks["kernel.nt_support"]["status"] == "pass"
+    assert revision in checks["kernel.nt_support"]["summary"]
+    assert report["capabilities"]["ksym:folio_mc_copy_nt"]["available"] is True
+
+
+def test_truncated_btf_is_a_usage_error(tmp_path):
+    root = build(tmp_path, "v3")
+    btf = root / "sys/kernel/btf/vmlinux"
+    btf.write_bytes(btf.read_bytes()[:40])
+    with pytest.raises(UsageError, match="truncated BTF"):
+        kernel_meta.load(Sysroot(root))
+
+
+def test_not_btf_is_a_usage_error(tmp_path):
+    root = build(tmp_path, "none")
+    (root / "sys/kernel/btf/vmlinux").write_bytes(struct.pack("<H", 0x1234) + b"\0" * 40)
+    with pytest.raises(UsageError, match="bad magic"):
+        kernel_meta.load(Sysroot(root))

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs the Debian packages nttrace needs. Idempotent: does nothing (and
+# does not touch the network) when every package is already installed.
+set -euo pipefail
+
+PACKAGES=(
+    python3-bpfcc      # bcc, loaded as the `bcc` module
+    bpfcc-tools        # reference tools; bpftool comes separately
+    linux-perf         # the `perf` Python module
+    bpftool            # `bpftool prog show`, used by the tests to check clean detach
+    gcc make           # the native reference library
+    python3-dev python3-venv python3-setuptools python3-pip
+    linux-headers-amd64  # headers bcc compiles against when none match the running kernel
+    prometheus         # prometheus and promtool, for the exporter's end-to-end tests
+    systemd            # systemd-analyze verify, for the shipped unit
+    ndctl daxctl       # pmem namespaces (used where /sys/bus/nd exists, and in the lab guest)
+    util-linux         # setpriv, for the unprivileged-run tests
+    iproute2
+)
+# Also try the headers matching the running kernel; absent for custom kernels.
+MATCHING_HEADERS="linux-headers-$(uname -r)"
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    echo "system packages: all present"
+    exit 0
+fi
+echo "system packages: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q
+apt-get install -y -q --no-install-recommends "${missing[@]}"
+if apt-cache show "$MATCHING_HEADERS" >/dev/null 2>&1; then
+    apt-get install -y -q --no-install-recommends "$MATCHING_HEADERS"
+fi

@@ -1,0 +1,3 @@
+from nttrace.cli import main
+
+raise SystemExit(main())

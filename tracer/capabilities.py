@@ -1,0 +1,190 @@
+"""What the running kernel lets nttrace observe, each fact found by looking
+(a file, a symbol) or by trying (compiling a BPF program, opening a perf
+event), with the reason when it is missing."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from nttrace.perf import event_open as pe
+from nttrace.sysroot import Sysroot
+
+TRACEPOINTS = (
+    ("migrate", "mm_migrate_pages_start"),
+    ("migrate", "mm_migrate_pages"),
+    ("page_ref", "page_ref_set"),
+)
+KERNEL_SYMBOLS = ("memmap_init_zone_device", "migrate_pages", "folio_copy", "folio_mc_copy", "folio_mc_copy_nt", "copy_mc_page_nt")
+LINUX_CAPS = {"cap:sys_admin": 21, "cap:perfmon": 38, "cap:bpf": 39}
+UNCORE_PMU_RE = re.compile(r"^(uncore_imc|uncore_cha|amd_df|amd_umc|cxl_pmu)")
+LIVE_ONLY = "live-only probe; not evaluated for --sysroot"
+
+
+@dataclass
+class Capability:
+    available: bool
+    detail: str
+
+    def as_json(self) -> dict:
+        return {"available": self.available, "detail": self.detail}
+
+
+def _have(ok: bool, yes: str, no: str) -> Capability:
+    return Capability(ok, yes if ok else no)
+
+
+def effective_caps(status_text: str) -> int:
+    m = re.search(r"^CapEff:\s*([0-9a-fA-F]+)", status_text, re.M)
+    return int(m.group(1), 16) if m else 0
+
+
+def kallsyms_names(path: Path) -> set[str]:
+    names = set()
+    try:
+        with open(path) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 3:
+                    names.add(parts[2])
+    except OSError:
+        pass
+    return names
+
+
+def bcc_compiles() -> Capability:
+    try:
+        from bcc import BPF  # noqa: WPS433 (import only when probing)
+    except ImportError as exc:
+        return Capability(False, f"python3-bpfcc not importable: {exc}")
+    try:
+        with _quiet_stderr():
+            b = BPF(text="int nttrace_probe_compile(void *ctx) { return 0; }")
+        b.cleanup()
+    except Exception as exc:  # bcc raises bare Exception on compile failure
+        build = Path(f"/lib/modules/{os.uname().release}/build")
+        hint = "" if build.exists() else f"; {build} missing (run `make kernel-headers`)"
+        return Capability(False, f"bcc cannot compile a program: {exc}{hint}")
+    return Capability(True, "bcc compiled and loaded a test program")
+
+
+def fentry_works() -> Capability:
+    try:
+        from bcc import BPF
+    except ImportError as exc:
+        return Capability(False, f"python3-bpfcc not importable: {exc}")
+    try:
+        if not BPF.support_kfunc():
+            return Capability(False, "kernel lacks BPF trampolines (BPF.support_kfunc() is false)")
+    except Exception as exc:
+        return Capability(False, f"BPF.support_kfunc() failed: {exc}")
+    # support_kfunc() only looks for the trampoline symbol; load a real
+    # fentry program to know (some hosts refuse it with EPERM).
+    try:
+        with _quiet_stderr():
+            b = BPF(text="KFUNC_PROBE(vfs_read) { return 0; }")
+        b.cleanup()
+    except Exception as exc:
+        return Capability(False, f"support_kfunc() is true but loading an fentry program failed: {exc}")
+    return Capability(True, "fentry program on vfs_read loaded")
+
+
+class _quiet_stderr:
+    """bcc's compiler writes diagnostics straight to fd 2; keep probes quiet."""
+
+    def __enter__(self):
+        self._saved = os.dup(2)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+    def __exit__(self, *exc):
+        os.dup2(self._saved, 2)
+        os.close(self._saved)
+
+
+def uncore_pmus(sysroot: Sysroot) -> list[str]:
+    devices = sysroot.path("sys/bus/event_source/devices")
+    try:
+        return sorted(p.name for p in devices.iterdir() if UNCORE_PMU_RE.match(p.name))
+    except OSError:
+        return []
+
+
+def numa_tiers(sysroot: Sysroot) -> Capability:
+    nodes_online = sysroot.path("sys/devices/system/node/online")
+    tiers_dir = sysroot.path("sys/devices/virtual/memory_tiering")
+    demotion = sysroot.path("sys/kernel/mm/numa/demotion_enabled")
+    online = nodes_online.read_text().strip() if nodes_online.exists() else "?"
+    tiers = sorted(p.name for p in tiers_dir.glob("memory_tier*")) if tiers_dir.is_dir() else []
+    dem = demotion.read_text().strip() if demotion.exists() else "absent"
+    detail = f"nodes online {online}; tiers {', '.join(tiers) or 'none'}; demotion_enabled={dem}"
+    return Capability(len(tiers) > 1, detail)
+
+
+def pmem(sysroot: Sysroot) -> Capability:
+    nd = sysroot.path("sys/bus/nd/devices")
+    if not nd.is_dir():
+        return Capability(False, "no /sys/bus/nd (libnvdimm not loaded or no NVDIMM)")
+    namespaces = sorted(p.name for p in nd.iterdir() if p.name.startswith("namespace"))
+    return _have(bool(namespaces), f"namespaces: {', '.join(namespaces)}", "libnvdimm present, no namespaces")
+
+
+def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str, Capability]:
+    """The capability report, keyed as in `nttrace validate --json`."""
+    sysroot = sysroot or Sysroot("/")
+    live = sysroot.live and live_probes
+    caps: dict[str, Capability] = {}
+    btf = sysroot.btf_path()
+    caps["btf"] = _have(btf.exists(), f"{btf}", f"{btf} missing (kernel built without CONFIG_DEBUG_INFO_BTF)")
+    tracefs = sysroot.tracefs()
+    caps["tracefs"] = _have(tracefs is not None, f"mounted at {tracefs}", "tracefs not mounted (run `make tracefs`)")
+    for system, event in TRACEPOINTS:
+        fmt = tracefs / "events" / system / event / "format" if tracefs else None
+        caps[f"tracepoint:{system}:{event}"] = _have(
+            bool(fmt and fmt.exists()), "format present", f"no tracepoint {system}:{event} in this kernel"
+        )
+    devices = sysroot.path("sys/bus/event_source/devices")
+    for kind in ("kprobe", "uprobe"):
+        pmu = devices / kind
+        events = tracefs / f"{kind}_events" if tracefs else None
+        caps[kind] = _have(
+            pmu.exists() or bool(events and events.exists()),
+            f"{kind} PMU or {kind}_events present",
+            f"no {kind} PMU in {devices} and no {kind}_events in tracefs (kernel built without CONFIG_{kind.upper()}_EVENTS)",
+        )
+    caps["fentry"] = fentry_works() if live else Capability(False, LIVE_ONLY)
+    caps["bcc"] = bcc_compiles() if live else Capability(False, LIVE_ONLY)
+    syms = kallsyms_names(sysroot.kallsyms())
+    for sym in KERNEL_SYMBOLS:
+        caps[f"ksym:{sym}"] = _have(sym in syms, "in kallsyms", "not in kallsyms")
+    if live:
+        sw = pe.probe(pe.EventSpec("task-clock", pe.PERF_TYPE_SOFTWARE, pe.PERF_COUNT_SW_TASK_CLOCK))
+        hw = pe.probe(pe.EventSpec("cycles", pe.PERF_TYPE_HARDWARE, pe.PERF_COUNT_HW_CPU_CYCLES))
+        caps["perf:software"] = _have(sw is None, "task-clock opens", sw or "")
+        caps["perf:hardware"] = _have(hw is None, "cycles opens", hw or "")
+    else:
+        caps["perf:software"] = caps["perf:hardware"] = Capability(False, LIVE_ONLY)
+    uncore = uncore_pmus(sysroot)
+    caps["perf:uncore"] = _have(bool(uncore), f"PMUs: {', '.join(uncore)}", f"no uncore/CXL PMU in {devices}")
+    caps["numa:tiers"] = numa_tiers(sysroot)
+    caps["pmem"] = pmem(sysroot)
+    if sysroot.live:
+        eff = effective_caps(Path("/proc/self/status").read_text())
+        for key, bit in LINUX_CAPS.items():
+            caps[key] = _have(bool(eff & (1 << bit)), "in the effective set", "not in the effective set")
+    else:
+        for key in LINUX_CAPS:
+            caps[key] = Capability(False, LIVE_ONLY)
+    return caps
+
+
+def missing_privilege(caps: dict[str, Capability]) -> str | None:
+    """Name what is missing for loading BPF and opening perf events, or None."""
+    if caps["cap:sys_admin"].available:
+        return None
+    lacking = [k.split(":")[1].upper() for k in ("cap:bpf", "cap:perfmon") if not caps[k].available]
+    if lacking:
+        return "missing CAP_" + " and CAP_".join(lacking) + " (or CAP_SYS_ADMIN): run as root"
+    return None

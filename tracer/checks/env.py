@@ -1,0 +1,56 @@
+"""env.*: the capability report as checks. What nttrace cannot work without
+fails; what only some probes need skips with the reason."""
+from __future__ import annotations
+
+from nttrace.checks import FAIL, PASS, SKIP, CheckResult, check
+
+ESSENTIAL = ("btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "tracepoint:migrate:mm_migrate_pages", "bcc")
+OPTIONAL = {
+    "env.kprobe": ("kprobe", "memmap and copy probes attach by kprobe"),
+    "env.fentry": ("fentry", "fentry/fexit is preferred over kprobes where it loads"),
+    "env.uprobe": ("uprobe", "uprobes time the native reference"),
+    "env.page_ref": ("tracepoint:page_ref:page_ref_set", "template-path inference"),
+    "env.perf_hardware": ("perf:hardware", "LLC misses, cycles, instructions"),
+    "env.perf_uncore": ("perf:uncore", "memory-device read/write traffic"),
+    "env.numa_tiers": ("numa:tiers", "demotion to a lower memory tier"),
+    "env.pmem": ("pmem", "memmap init on namespace rebind"),
+}
+
+
+@check("env.core", "BTF, tracefs, migrate tracepoints and a working bcc")
+def core(ctx) -> CheckResult:
+    # bcc can only be tried on the live host; a --sysroot is judged on its files.
+    keys = ESSENTIAL if ctx.sysroot.live else tuple(k for k in ESSENTIAL if k != "bcc")
+    missing = {k: ctx.caps[k].detail for k in keys if not ctx.caps[k].available}
+    evidence = {k: ctx.caps[k].as_json() for k in keys}
+    if missing:
+        return CheckResult("env.core", FAIL, "; ".join(f"{k}: {v}" for k, v in missing.items()), evidence)
+    what = "BTF, tracefs, migrate tracepoints and bcc" if ctx.sysroot.live else "BTF, tracefs and migrate tracepoints (files)"
+    return CheckResult("env.core", PASS, f"{what} all usable", evidence)
+
+
+@check("env.kernel_metadata", "enum values from BTF agree with the tracepoint symbol tables")
+def kernel_metadata(ctx) -> CheckResult:
+    meta = ctx.kernel
+    ev = meta.as_json()
+    if meta.crosscheck:
+        return CheckResult("env.kernel_metadata", FAIL, "BTF and tracepoint tables disagree: " + "; ".join(meta.crosscheck), ev)
+    how = "cross-checked against mm_migrate_pages_start" if meta.crosschecked else "no tracepoint to cross-check"
+    return CheckResult(
+        "env.kernel_metadata", PASS,
+        f"{len(meta.migrate_mode)} migrate modes, {len(meta.migrate_reason)} reasons from {meta.source}; {how}", ev,
+    )
+
+
+def _optional(check_id: str, key: str, needed_for: str):
+    @check(check_id, f"{key} ({needed_for})")
+    def run(ctx) -> CheckResult:
+        cap = ctx.caps[key]
+        if cap.available:
+            return CheckResult(check_id, PASS, f"{key}: {cap.detail}", cap.as_json())
+        return CheckResult(check_id, SKIP, f"{key} unavailable: {cap.detail} (needed for {needed_for})", cap.as_json())
+    return run
+
+
+for _id, (_key, _why) in OPTIONAL.items():
+    _optional(_id, _key, _why)

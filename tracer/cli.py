@@ -1,0 +1,177 @@
+"""The `nttrace` command line.
+
+Exit codes:
+  0  all checks passed / the command succeeded
+  1  a validation check failed
+  2  usage, configuration or input-file error
+  3  missing privilege or kernel capability
+  4  internal error (a bug in nttrace; NTTRACE_DEBUG=1 shows the traceback)
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from nttrace import __version__
+from nttrace.errors import EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, NttraceError, UsageError
+
+EPILOG_EXIT = "exit codes: 0 ok, 1 a check failed, 2 usage/config/input error, 3 missing privilege or kernel capability, 4 internal error"
+
+VALIDATE_EXAMPLES = """examples:
+  nttrace validate                      # capability report and every default check
+  nttrace validate --quick --json       # the fast set, as JSON
+  nttrace validate --list               # the check catalog
+  nttrace validate --check 'native.*'   # only the native reference checks
+  nttrace validate --sysroot ./capture  # decode another machine's BTF/tracefs offline
+  nttrace validate --json > base.json; (reboot into the patched kernel)
+  nttrace validate --baseline base.json # per-check deltas against the saved run
+  nttrace validate --baseline base.json --current patched.json  # compare two saved runs
+  nttrace validate --rebind namespace0.0 --runs 30  # time memmap init over 30 rebinds
+"""
+TRACE_EXAMPLES = """examples:
+  nttrace trace                                   # migrate probe, table every 1 s until Ctrl-C
+  nttrace trace --probes migrate --duration 5 --json
+  nttrace trace --probes migrate,memmap,copy --record calls.jsonl
+  nttrace trace --ebpf --probes migrate           # print the BPF program and exit
+"""
+BENCH_EXAMPLES = """examples:
+  nttrace bench native --quick          # the seeds' tables on this CPU, small sizes
+  nttrace bench native --json > native.json
+  nttrace bench probes                  # per-event cost of each BPF program
+"""
+DAEMON_EXAMPLES = """examples:
+  nttrace daemon                                  # Prometheus metrics on 127.0.0.1:9435
+  nttrace daemon --config /etc/nttrace/nttrace.toml
+  nttrace daemon --check-config /etc/nttrace/nttrace.toml
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, no usage dump
+        raise UsageError(f"{self.prog}: {message} (see --help)")
+
+
+def _formatter(prog):
+    return argparse.RawDescriptionHelpFormatter(prog, max_help_position=32)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="nttrace", description="Trace and validate the kernel's non-temporal-store memory paths.",
+                epilog=EPILOG_EXIT, formatter_class=_formatter)
+    p.add_argument("--version", action="version", version=f"nttrace {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    v = sub.add_parser("validate", help="check this kernel's NT paths against the native reference",
+                       epilog=VALIDATE_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
+    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument("--list", action="store_true", help="print the check catalog and exit")
+    v.add_argument("--check", action="append", metavar="PATTERN", help="run only checks matching PATTERN (glob or prefix; repeatable)")
+    v.add_argument("--quick", action="store_true", help="only the checks that finish quickly")
+    v.add_argument("--sysroot", metavar="DIR", default="/", help="read BTF, tracefs and kallsyms under DIR (offline analysis)")
+    v.add_argument("--baseline", metavar="FILE", help="compare with a saved --json report")
+    v.add_argument("--current", metavar="FILE", help="with --baseline: compare two saved reports instead of running")
+    v.add_argument("--rebind", metavar="NAMESPACE", help="rebind this pmem namespace to time memmap init (changes system state)")
+    v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
+    v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
+
+    t = sub.add_parser("trace", help="attach the probes and print live aggregates",
+                       epilog=TRACE_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
+    t.add_argument("--probes", default="migrate", help="comma-separated: migrate,memmap,page_ref,copy (default migrate)")
+    t.add_argument("--duration", type=float, help="seconds to trace (default: until Ctrl-C)")
+    t.add_argument("--interval", type=float, default=1.0, help="seconds between table updates (default 1)")
+    t.add_argument("--json", action="store_true", help="print only a final JSON summary")
+    t.add_argument("--record", metavar="FILE", help="write per-call events as JSON Lines")
+    t.add_argument("--ebpf", action="store_true", help="print the generated BPF programs and exit")
+
+    b = sub.add_parser("bench", help="benchmarks: the native reference and the probes' cost",
+                       epilog=BENCH_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
+    bsub = b.add_subparsers(dest="bench", metavar="WHAT", parser_class=_Parser)
+    bn = bsub.add_parser("native", help="the seeds' copy tables, reproduced with the native reference")
+    bn.add_argument("--json", action="store_true")
+    bn.add_argument("--quick", action="store_true", help="smaller arrays and shorter cells")
+    bp = bsub.add_parser("probes", help="per-event cost of each BPF program (kernel.bpf_stats_enabled)")
+    bp.add_argument("--json", action="store_true")
+    bp.add_argument("--events", type=int, default=2000, help="approximate events to drive per probe")
+
+    d = sub.add_parser("daemon", help="export Prometheus metrics (systemd service)",
+                       epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
+    d.add_argument("--config", metavar="FILE", help="TOML configuration")
+    d.add_argument("--listen", metavar="ADDR:PORT", help="override the listen address")
+    d.add_argument("--check-config", metavar="FILE", help="validate FILE and exit")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            build_parser().print_help()
+            return EXIT_USAGE
+        return _dispatch(args)
+    except NttraceError as exc:
+        print(f"nttrace: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as exc:  # a bug in nttrace: one line, traceback on request
+        if os.environ.get("NTTRACE_DEBUG"):
+            raise
+        print(f"nttrace: internal error: {exc.__class__.__name__}: {exc} (NTTRACE_DEBUG=1 shows the traceback)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+def _dispatch(args) -> int:
+    if args.command == "validate":
+        return _validate(args)
+    if args.command == "trace":
+        from nttrace import trace_cmd
+        return trace_cmd.main(args)
+    if args.command == "bench":
+        if args.bench == "native":
+            from nttrace import bench_native
+            return bench_native.main(args)
+        if args.bench == "probes":
+            from nttrace import bench_probes
+            return bench_probes.main(args)
+        raise UsageError("nttrace bench: choose native or probes (see --help)")
+    if args.command == "daemon":
+        from nttrace import daemon
+        return daemon.main(args)
+    raise UsageError(f"unknown command {args.command}")
+
+
+def _validate(args) -> int:
+    from nttrace import validate
+    from nttrace.sysroot import Sysroot
+
+    if args.list:
+        validate.print_list()
+        return EXIT_OK
+    if args.runs < 1:
+        raise UsageError("--runs must be at least 1")
+    if args.current and not args.baseline:
+        raise UsageError("--current needs --baseline")
+    baseline = validate.load_report(args.baseline) if args.baseline else None
+    if args.current:
+        report = validate.load_report(args.current)
+    else:
+        options = validate.ValidateOptions(rebind=args.rebind, runs=args.runs, demote=args.demote, quick=args.quick)
+        report = validate.run(Sysroot(args.sysroot), args.check, options)
+    if baseline is not None:
+        rows = validate.compare(baseline, report)
+        if args.json:
+            report = dict(report, baseline_comparison=rows)
+        else:
+            validate.print_comparison(rows)
+            return validate.exit_code(report)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2, sort_keys=False)
+        print()
+    else:
+        validate.print_table(report)
+    return validate.exit_code(report)

@@ -1,0 +1,124 @@
+"""Enum values and struct offsets of the running (or --sysroot) kernel.
+
+Sources, in order: BTF (`sys/kernel/btf/vmlinux`) for enums and offsets; the
+`__print_symbolic` tables in the migrate tracepoints' format files as an
+independent cross-check (and as the only source when BTF is absent).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from nttrace.btf import Btf
+from nttrace.errors import UsageError
+from nttrace.sysroot import Sysroot
+from nttrace.tracefs import read_format
+
+# The NT demotion revisions add one migrate_mode each (see the seeds):
+#   RFC v2 inserts MIGRATE_ASYNC_NON_TEMPORAL_STORES at index 1,
+#   RFC v3 appends MIGRATE_ASYNC_NONTEMPORAL.
+NT_MODES = {
+    "MIGRATE_ASYNC_NON_TEMPORAL_STORES": "v2",
+    "MIGRATE_ASYNC_NONTEMPORAL": "v3",
+}
+OFFSETS = (("dev_pagemap", "type"), ("dev_pagemap", "vmemmap_shift"), ("zone", "node"))
+ENUMS = ("migrate_mode", "migrate_reason", "memory_type")
+
+
+@dataclass
+class KernelMetadata:
+    source: str                       # "btf" or "tracefs"
+    migrate_mode: dict[str, int]
+    migrate_reason: dict[str, int]
+    memory_type: dict[str, int]
+    offsets: dict[str, int] = field(default_factory=dict)
+    crosscheck: list[str] = field(default_factory=list)   # disagreements, empty when consistent
+    crosschecked: bool = False
+
+    @property
+    def nt_revision(self) -> str:
+        for name, rev in NT_MODES.items():
+            if name in self.migrate_mode:
+                return rev
+        return "none"
+
+    @property
+    def nt_mode_values(self) -> set[int]:
+        return {v for k, v in self.migrate_mode.items() if k in NT_MODES}
+
+    def mode_name(self, value: int) -> str:
+        return _reverse(self.migrate_mode).get(value, f"MIGRATE_MODE_{value}")
+
+    def reason_name(self, value: int) -> str:
+        return _reverse(self.migrate_reason).get(value, f"MR_{value}")
+
+    def memory_type_name(self, value: int) -> str:
+        return _reverse(self.memory_type).get(value, f"MEMORY_TYPE_{value}")
+
+    def as_json(self) -> dict:
+        return {
+            "source": self.source,
+            "migrate_mode": self.migrate_mode,
+            "migrate_reason": self.migrate_reason,
+            "memory_type": self.memory_type,
+            "offsets": self.offsets,
+            "nt_revision": self.nt_revision,
+            "crosscheck": {"done": self.crosschecked, "disagreements": self.crosscheck},
+        }
+
+
+def _reverse(d: dict[str, int]) -> dict[int, str]:
+    return {v: k for k, v in d.items()}
+
+
+def load(sysroot: Sysroot) -> KernelMetadata:
+    """Kernel metadata from BTF, cross-checked against tracepoint formats.
+
+    Raises UsageError when neither source is readable."""
+    tracefs = sysroot.tracefs()
+    start_fmt = read_format(tracefs, "migrate", "mm_migrate_pages_start")
+    btf_path = sysroot.btf_path()
+    if btf_path.exists():
+        btf = Btf.from_file(btf_path)
+        enums = {}
+        for name in ENUMS:
+            enums[name] = btf.enum(name) if btf.has_enum(name) else {}
+        offsets = {}
+        for struct_name, member in OFFSETS:
+            try:
+                offsets[f"{struct_name}.{member}"] = btf.member_offset(struct_name, member)
+            except KeyError:
+                pass  # ZONE_DEVICE off in this kernel: the memmap probe reports it
+        enums["migrate_reason"].pop("MR_TYPES", None)
+        meta = KernelMetadata("btf", enums["migrate_mode"], enums["migrate_reason"], enums["memory_type"], offsets)
+    elif start_fmt is not None:
+        # No BTF: the tracepoint's own symbol tables. Reason names there are
+        # the tracepoint's lower-case labels, which is all this kernel offers.
+        modes = {n: v for v, n in start_fmt.symbolic("mode").items()}
+        reasons = {"MR_" + n.upper(): v for v, n in start_fmt.symbolic("reason").items()}
+        return KernelMetadata("tracefs", modes, reasons, {}, {})
+    else:
+        raise UsageError(f"no BTF at {btf_path} and no migrate tracepoint format under {sysroot.root}")
+
+    if start_fmt is not None:
+        meta.crosschecked = True
+        meta.crosscheck = _crosscheck(meta, start_fmt)
+    return meta
+
+
+def _crosscheck(meta: KernelMetadata, fmt) -> list[str]:
+    problems = []
+    tp_modes = fmt.symbolic("mode")
+    for value, name in tp_modes.items():
+        if meta.migrate_mode.get(name) != value:
+            problems.append(f"tracepoint says {name}={value}, BTF says {meta.migrate_mode.get(name)}")
+    for name, value in meta.migrate_mode.items():
+        if tp_modes and tp_modes.get(value) != name:
+            problems.append(f"BTF {name}={value} missing from the tracepoint's mode table")
+    # The reason table carries labels ("compaction"), not enumerator names:
+    # compare the value sets.
+    tp_reasons = set(fmt.symbolic("reason"))
+    if tp_reasons and tp_reasons != set(meta.migrate_reason.values()):
+        problems.append(
+            f"reason values differ: tracepoint {sorted(tp_reasons)}, BTF {sorted(meta.migrate_reason.values())}"
+        )
+    return problems

@@ -1,0 +1,1 @@
+"""Hardware, software and uncore counters through the kernel's perf events."""

@@ -1,0 +1,112 @@
+"""What every probe provides to the Tracer."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from nttrace import bpf as bpf_sources
+
+
+@dataclass
+class Availability:
+    ok: bool
+    reason: str = ""
+    attach_via: str = ""  # "tracepoint", "kprobe", "fentry", "uprobe"
+
+
+class Probe:
+    """A BPF program plus the code that attaches it and reads its maps.
+
+    Subclasses set `name` and `source`, and implement availability(),
+    defines(), attach() and snapshot()."""
+
+    name = ""
+    source = ""
+
+    def __init__(self, meta, caps, options=None):
+        self.meta = meta
+        self.caps = caps
+        self.options = options or {}
+        self.bpf = None
+        self.via = ""
+
+    # -- program -----------------------------------------------------------
+    def availability(self) -> Availability:
+        raise NotImplementedError
+
+    def defines(self) -> dict[str, int | str]:
+        return {}
+
+    def program_text(self) -> str:
+        """The C text bcc compiles: the NTTRACE_* defines, then the source."""
+        lines = [f"/* nttrace {self.name} probe ({self.via or 'unattached'}) */"]
+        for k, v in self.defines().items():
+            lines.append(f"#define {k} {v}")
+        return "\n".join(lines) + "\n" + bpf_sources.source(self.source)
+
+    @staticmethod
+    def include_dir() -> str:
+        return str(Path(bpf_sources.__file__).parent)
+
+    # -- lifecycle -----------------------------------------------------------
+    def load(self):
+        from bcc import BPF
+        self.bpf = BPF(text=self.program_text(), cflags=[f"-I{self.include_dir()}", "-Wno-macro-redefined"])
+        return self.bpf
+
+    def attach(self) -> None:
+        raise NotImplementedError
+
+    def snapshot(self) -> dict:
+        raise NotImplementedError
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        """Drain per-call records, where the probe emits them."""
+
+    def records(self) -> list[dict]:
+        return []
+
+    def detach(self) -> None:
+        if self.bpf is not None:
+            self.bpf.cleanup()
+            self.bpf = None
+
+
+def hist_by_label(table) -> dict[tuple[int, int], dict[int, int]]:
+    """A BPF_HISTOGRAM keyed by nttrace_hist_key as {(a, b): {slot: count}}."""
+    out: dict[tuple[int, int], dict[int, int]] = {}
+    for k, v in table.items():
+        if v.value:
+            out.setdefault((k.a, k.b), {})[k.slot] = out.get((k.a, k.b), {}).get(k.slot, 0) + v.value
+    return out
+
+
+def kernel_function_attach(caps, symbols: list[str]) -> Availability:
+    """How to attach to kernel functions: fentry where it loads, else kprobe."""
+    present = [sym for sym in symbols if caps[f"ksym:{sym}"].available]
+    if not present:
+        return Availability(False, f"{', '.join(symbols)} not in /proc/kallsyms")
+    if not caps["bcc"].available:
+        return Availability(False, caps["bcc"].detail)
+    if caps["fentry"].available:
+        return Availability(True, attach_via="fentry")
+    if caps["kprobe"].available:
+        return Availability(True, attach_via="kprobe")
+    return Availability(False, f"neither fentry ({caps['fentry'].detail}) nor kprobes ({caps['kprobe'].detail})")
+
+
+def load_with_fallback(probe) -> None:
+    """Load `probe` by fentry, falling back to kprobe when the fentry program
+    does not load or attach (e.g. a function with more arguments than the
+    kernel's BPF trampoline takes)."""
+    if probe.via == "fentry":
+        try:
+            probe.load()
+            probe.fentry_error = ""
+            return
+        except Exception as exc:
+            probe.fentry_error = str(exc)
+            if not probe.caps["kprobe"].available:
+                raise
+            probe.via = "kprobe"
+    probe.load()

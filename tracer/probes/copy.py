@@ -1,0 +1,77 @@
+"""The copy probe: calls and bytes of folio_copy, folio_mc_copy,
+folio_mc_copy_nt and copy_mc_page_nt (bpf/copy.bpf.c)."""
+from __future__ import annotations
+
+from nttrace.btf import Btf
+from nttrace.probes.base import Availability, Probe, kernel_function_attach, load_with_fallback
+from nttrace.sysroot import Sysroot
+
+# (symbol, kind, nt): folio routines take (dst, src) folios; page routines copy 4 KiB.
+ROUTINES = [
+    ("folio_copy", "FOLIO", False),
+    ("folio_mc_copy", "FOLIO", False),
+    ("folio_mc_copy_nt", "FOLIO", True),
+    ("copy_mc_page_nt", "PAGE", True),
+]
+
+
+def folio_layout(btf: Btf) -> dict[str, int]:
+    """Offsets for folio_order() from BTF: 6.1 has folio._folio_order,
+    later kernels keep the order in the low byte of folio._flags_1."""
+    out = {"NTTRACE_FOLIO_FLAGS": btf.member_offset("folio", "flags"),
+           "NTTRACE_PG_HEAD": btf.enum("pageflags")["PG_head"]}
+    for member in ("_flags_1", "_folio_order"):
+        try:
+            out["NTTRACE_FOLIO_ORDER"] = btf.member_offset("folio", member)
+            return out
+        except KeyError:
+            continue
+    raise KeyError("struct folio has neither _flags_1 nor _folio_order")
+
+
+class CopyProbe(Probe):
+    name = "copy"
+    source = "copy.bpf.c"
+
+    def __init__(self, meta, caps, options=None):
+        super().__init__(meta, caps, options)
+        self.present = [r for r in ROUTINES if caps[f"ksym:{r[0]}"].available]
+        self.fentry_error = ""
+        self._layout = None
+
+    def layout(self) -> dict[str, int]:
+        if self._layout is None:
+            self._layout = folio_layout(Btf.from_file(Sysroot("/").btf_path()))
+        return self._layout
+
+    def availability(self) -> Availability:
+        if not self.present:
+            return Availability(False, "none of " + ", ".join(r[0] for r in ROUTINES) + " in /proc/kallsyms")
+        try:
+            self.layout()
+        except (KeyError, OSError) as exc:
+            return Availability(False, f"BTF lacks the folio layout: {exc}")
+        return kernel_function_attach(self.caps, [r[0] for r in self.present])
+
+    def defines(self) -> dict:
+        entries = " ".join(f"COPY_{kind}({i}, {sym})" for i, (sym, kind, _nt) in enumerate(self.present))
+        via = self.via or "kprobe"
+        return {f"NTTRACE_VIA_{via.upper()}": 1, **self.layout(), "NTTRACE_COPY_ROUTINES": entries}
+
+    def attach(self) -> None:
+        self.via = self.availability().attach_via
+        load_with_fallback(self)
+        if self.via == "kprobe":
+            for sym, _kind, _nt in self.present:
+                self.bpf.attach_kprobe(event=sym, fn_name=f"nttrace_copy_{sym}")
+
+    def snapshot(self) -> dict:
+        table = self.bpf["copy_stats"]
+        rows = []
+        for i, (sym, _kind, nt) in enumerate(self.present):
+            s = table[i]
+            rows.append({"routine": sym, "nt": nt, "calls": s.calls, "bytes": s.bytes})
+        out = {"via": self.via, "rows": rows}
+        if self.fentry_error:
+            out["fentry_fallback"] = self.fentry_error
+        return out

@@ -1,0 +1,136 @@
+"""The memmap probe: memmap_init_zone_device() calls (bpf/memmap.bpf.c), by
+fentry or kprobe; or, with target="native", the native reference's memmap
+model by uprobe (the same maps and records, to validate the latency
+machinery on hosts without kprobes)."""
+from __future__ import annotations
+
+import ctypes
+
+from nttrace import histogram
+from nttrace.probes.base import Availability, Probe, hist_by_label, kernel_function_attach, load_with_fallback
+
+SYMBOL = "memmap_init_zone_device"
+
+
+class MemmapRecord(ctypes.Structure):
+    _fields_ = [("ts", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64), ("nr_pages", ctypes.c_uint64),
+                ("start_pfn", ctypes.c_uint64), ("vmemmap_shift", ctypes.c_uint64),
+                ("page_ref_sets", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("pgmap_type", ctypes.c_uint32),
+                ("nid", ctypes.c_int32), ("pad", ctypes.c_uint32)]
+
+
+class MemmapProbe(Probe):
+    name = "memmap"
+    source = "memmap.bpf.c"
+
+    def __init__(self, meta, caps, options=None):
+        super().__init__(meta, caps, options)
+        self.target = self.options.get("target", "kernel")
+        self.page_ref = bool(self.options.get("page_ref"))
+        self._records: list[dict] = []
+        self._lost_records = 0
+        self.fentry_error = ""
+        self.page_ref_note = ""
+
+    def availability(self) -> Availability:
+        if self.target == "native":
+            if not self.caps["uprobe"].available:
+                return Availability(False, self.caps["uprobe"].detail)
+            if not self.caps["bcc"].available:
+                return Availability(False, self.caps["bcc"].detail)
+            return Availability(True, attach_via="uprobe")
+        missing = [k for k in ("dev_pagemap.type", "dev_pagemap.vmemmap_shift") if k not in self.meta.offsets]
+        if missing:
+            return Availability(False, f"BTF has no {', '.join(missing)} (kernel without ZONE_DEVICE)")
+        if self.page_ref and not self.caps["tracepoint:page_ref:page_ref_set"].available:
+            # Time the calls anyway; say why there is no template-path inference.
+            self.page_ref = False
+            self.page_ref_note = "no template-path inference: " + self.caps["tracepoint:page_ref:page_ref_set"].detail
+        return kernel_function_attach(self.caps, [SYMBOL])
+
+    def defines(self) -> dict:
+        d = {f"NTTRACE_VIA_{(self.via or 'kprobe').upper()}": 1, "NTTRACE_PAGE_REF": int(self.page_ref)}
+        if self.target == "native":
+            d.update(NTTRACE_PGMAP_TYPE=0, NTTRACE_PGMAP_VMEMMAP_SHIFT=0, NTTRACE_ZONE_NODE=-1)
+            return d
+        d["NTTRACE_PGMAP_TYPE"] = self.meta.offsets["dev_pagemap.type"]
+        d["NTTRACE_PGMAP_VMEMMAP_SHIFT"] = self.meta.offsets["dev_pagemap.vmemmap_shift"]
+        d["NTTRACE_ZONE_NODE"] = self.meta.offsets.get("zone.node", -1)
+        return d
+
+    def attach(self) -> None:
+        self.via = self.availability().attach_via
+        if self.target == "native":
+            from nttrace import native
+            b = self.load()
+            path = native.library_path()
+            b.attach_uprobe(name=path, sym=native.MODEL_SYMBOL, fn_name="nttrace_memmap_entry")
+            b.attach_uretprobe(name=path, sym=native.MODEL_SYMBOL, fn_name="nttrace_memmap_return")
+        else:
+            load_with_fallback(self)
+            b = self.bpf
+            if self.via == "kprobe":
+                b.attach_kprobe(event=SYMBOL, fn_name="nttrace_memmap_entry")
+                b.attach_kretprobe(event=SYMBOL, fn_name="nttrace_memmap_return")
+            if self.page_ref:
+                b.attach_tracepoint(tp="page_ref:page_ref_set", fn_name="nttrace_memmap_page_ref_set")
+        self.bpf["memmap_records"].open_perf_buffer(self._on_record, page_cnt=16, lost_cb=self._on_lost)
+
+    def _on_lost(self, count):
+        self._lost_records += count
+
+    def _on_record(self, cpu, data, size):
+        r = ctypes.cast(data, ctypes.POINTER(MemmapRecord)).contents
+        rec = {
+            "probe": "memmap", "target": self.target, "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
+            "nr_pages": r.nr_pages, "start_pfn": r.start_pfn, "pgmap_type": self.type_name(r.pgmap_type),
+            "vmemmap_shift": r.vmemmap_shift, "nid": r.nid,
+            "ns_per_page": (r.latency_ns / r.nr_pages) if r.nr_pages else None,
+        }
+        if self.page_ref:
+            rec["page_ref_sets"] = r.page_ref_sets
+            rec["template_path"] = infer_template_path(r.page_ref_sets, r.nr_pages)
+        self._records.append(rec)
+
+    def type_name(self, value: int) -> str:
+        return self.meta.memory_type_name(value).removeprefix("MEMORY_DEVICE_")
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        if self.bpf is not None:
+            self.bpf.perf_buffer_poll(timeout=timeout_ms)
+
+    def records(self) -> list[dict]:
+        out, self._records = self._records, []
+        return out
+
+    def snapshot(self) -> dict:
+        stats = {(k.pgmap_type, k.nid): v for k, v in self.bpf["memmap_stats"].items()}
+        hists = hist_by_label(self.bpf["memmap_latency"])
+        rows = []
+        for (ptype, nid), s in sorted(stats.items()):
+            rows.append({
+                "pgmap_type": self.type_name(ptype), "nid": nid, "calls": s.calls, "pages": s.pages,
+                "ns_per_page": (s.sum_ns / s.pages) if s.pages else None,
+                "latency_ns": histogram.summary(hists.get((ptype, nid), {}), s.calls, s.sum_ns, s.max_ns),
+                **({"page_ref_sets": s.page_ref_sets} if self.page_ref else {}),
+            })
+        lost = self.bpf["memmap_lost"][ctypes.c_int(0)].value + self._lost_records
+        out = {"via": self.via, "rows": rows, "events_lost": lost}
+        if self.fentry_error:
+            out["fentry_fallback"] = self.fentry_error
+        if self.page_ref_note:
+            out["page_ref"] = self.page_ref_note
+        return out
+
+
+def infer_template_path(page_ref_sets: int, nr_pages: int) -> str:
+    """The slow path sets each page's refcount (1 or 2 page_ref_set events per
+    page); the template path sets it only while seeding its templates."""
+    if nr_pages == 0:
+        return "unknown"
+    if page_ref_sets >= nr_pages:
+        return "slow"
+    if page_ref_sets <= 8:
+        return "template"
+    return "mixed"
+

@@ -1,0 +1,110 @@
+"""The migrate probe: migrate_pages() calls by (mode, reason), from the
+migrate tracepoints (bpf/migrate.bpf.c)."""
+from __future__ import annotations
+
+import ctypes
+
+from nttrace import histogram
+from nttrace.kernel_meta import NT_MODES
+from nttrace.probes.base import Availability, Probe, hist_by_label
+from nttrace.sysroot import Sysroot
+from nttrace.tracefs import read_format
+
+START = ("migrate", "mm_migrate_pages_start")
+DONE = ("migrate", "mm_migrate_pages")
+
+
+class MigrateRecord(ctypes.Structure):
+    _fields_ = [("ts", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64), ("succeeded", ctypes.c_uint64),
+                ("failed", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("mode", ctypes.c_uint32),
+                ("reason", ctypes.c_int32), ("pad", ctypes.c_uint32)]
+
+
+class MigrateProbe(Probe):
+    name = "migrate"
+    source = "migrate.bpf.c"
+
+    def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
+        super().__init__(meta, caps, options)
+        tracefs = (sysroot or Sysroot("/")).tracefs()
+        self.start_fmt = read_format(tracefs, *START)
+        self.done_fmt = read_format(tracefs, *DONE)
+        self._records: list[dict] = []
+
+    def availability(self) -> Availability:
+        for fmt, (system, event) in ((self.start_fmt, START), (self.done_fmt, DONE)):
+            if fmt is None:
+                return Availability(False, f"no tracepoint {system}:{event} in this kernel")
+        if not self.caps["bcc"].available:
+            return Availability(False, self.caps["bcc"].detail)
+        return Availability(True, attach_via="tracepoint")
+
+    def defines(self) -> dict:
+        self.start_fmt.require("mode", "reason")
+        self.done_fmt.require("succeeded", "failed", "thp_succeeded", "thp_failed", "mode", "reason")
+        s, d = self.start_fmt.fields, self.done_fmt.fields
+        return {
+            "NTTRACE_START_MODE": s["mode"].offset,
+            "NTTRACE_START_REASON": s["reason"].offset,
+            "NTTRACE_DONE_SUCCEEDED": d["succeeded"].offset,
+            "NTTRACE_DONE_FAILED": d["failed"].offset,
+            "NTTRACE_DONE_THP_SUCCEEDED": d["thp_succeeded"].offset,
+            "NTTRACE_DONE_THP_FAILED": d["thp_failed"].offset,
+            "NTTRACE_DONE_MODE": d["mode"].offset,
+            "NTTRACE_DONE_REASON": d["reason"].offset,
+            "NTTRACE_RECORD": 1 if self.options.get("record") else 0,
+        }
+
+    def attach(self) -> None:
+        self.via = "tracepoint"
+        b = self.load()
+        b.attach_tracepoint(tp=":".join(START), fn_name="nttrace_migrate_start")
+        b.attach_tracepoint(tp=":".join(DONE), fn_name="nttrace_migrate_done")
+        if self.options.get("record"):
+            b["migrate_records"].open_perf_buffer(self._on_record, page_cnt=64, lost_cb=self._on_lost)
+        self._lost_records = 0
+
+    def _on_record(self, cpu, data, size):
+        r = ctypes.cast(data, ctypes.POINTER(MigrateRecord)).contents
+        self._records.append({
+            "probe": "migrate", "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
+            "mode": self.meta.mode_name(r.mode), "reason": self.meta.reason_name(r.reason),
+            "nt": r.mode in self.meta.nt_mode_values, "succeeded": r.succeeded, "failed": r.failed,
+        })
+
+    def _on_lost(self, count):
+        self._lost_records += count
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        if self.bpf is not None and self.options.get("record"):
+            self.bpf.perf_buffer_poll(timeout=timeout_ms)
+
+    def records(self) -> list[dict]:
+        out, self._records = self._records, []
+        return out
+
+    def raw(self) -> dict:
+        """Cumulative map contents keyed by (mode value, reason value)."""
+        stats = {(k.mode, k.reason): v for k, v in self.bpf["migrate_stats"].items()}
+        hists = hist_by_label(self.bpf["migrate_latency"])
+        lost = self.bpf["migrate_lost"][ctypes.c_int(0)].value + getattr(self, "_lost_records", 0)
+        return {"stats": stats, "hists": hists, "lost": lost}
+
+    def snapshot(self) -> dict:
+        raw = self.raw()
+        rows = []
+        for (mode, reason), s in sorted(raw["stats"].items()):
+            buckets = raw["hists"].get((mode, reason), {})
+            rows.append({
+                "mode": self.meta.mode_name(mode),
+                "reason": self.meta.reason_name(reason),
+                "nt": self.meta.mode_name(mode) in NT_MODES,
+                "calls": s.calls,
+                "succeeded": s.succeeded,
+                "failed": s.failed,
+                "thp_succeeded": s.thp_succeeded,
+                "thp_failed": s.thp_failed,
+                "unpaired": s.unpaired,
+                "latency_ns": histogram.summary(buckets, s.calls, s.sum_ns, s.max_ns),
+            })
+        return {"rows": rows, "events_lost": raw["lost"]}

@@ -1,0 +1,119 @@
+"""The Tracer: attaches a set of probes, snapshots their kernel-side
+aggregates, and always detaches (normal exit, SIGINT, SIGTERM, exceptions).
+"""
+from __future__ import annotations
+
+import signal
+import time
+
+from nttrace import capabilities as capmod
+from nttrace import kernel_meta
+from nttrace.errors import CapabilityError, UsageError
+from nttrace.probes import PROBES
+from nttrace.sysroot import Sysroot
+
+
+class Terminated(Exception):
+    """SIGTERM, turned into an exception so every `finally` runs."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
+class Tracer:
+    def __init__(self, probe_names: list[str], options: dict | None = None, caps=None, meta=None):
+        unknown = [p for p in probe_names if p not in PROBES]
+        if unknown:
+            raise UsageError(f"unknown probe {', '.join(unknown)} (choose from {', '.join(PROBES)})")
+        if not probe_names:
+            raise UsageError("no probes selected")
+        self.options = options or {}
+        self.sysroot = Sysroot("/")
+        self.caps = caps or capmod.report(self.sysroot)
+        lacking = capmod.missing_privilege(self.caps)
+        if lacking:
+            raise CapabilityError(lacking)
+        self.meta = meta or kernel_meta.load(self.sysroot)
+        self.probes = {}
+        for name in probe_names:
+            cls = PROBES[name]
+            kwargs = {"sysroot": self.sysroot} if name == "migrate" else {}
+            self.probes[name] = cls(self.meta, self.caps, self.options.get(name, {}), **kwargs)
+        self.status: dict[str, dict] = {}
+        self.started = None
+        self._old_term = None
+
+    def programs(self) -> dict[str, str]:
+        """The C text of each available probe (for --ebpf)."""
+        out = {}
+        for name, p in self.probes.items():
+            av = p.availability()
+            p.via = av.attach_via
+            out[name] = p.program_text() if av.ok else f"/* {name}: unavailable: {av.reason} */\n"
+        return out
+
+    def attach(self) -> "Tracer":
+        self._old_term = signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            for name, p in self.probes.items():
+                av = p.availability()
+                if not av.ok:
+                    self.status[name] = {"status": "unavailable", "reason": av.reason}
+                    continue
+                try:
+                    p.attach()
+                    self.status[name] = {"status": "attached", "via": p.via}
+                except Exception as exc:  # bcc raises bare Exception
+                    p.detach()
+                    self.status[name] = {"status": "unavailable", "reason": f"attach failed: {exc}"}
+        except BaseException:
+            self.detach()
+            raise
+        self.started = time.monotonic()
+        if not any(s["status"] == "attached" for s in self.status.values()):
+            reasons = "; ".join(f"{n}: {s['reason']}" for n, s in self.status.items())
+            self.detach()
+            raise CapabilityError(f"no probe could attach ({reasons})")
+        return self
+
+    def poll(self, timeout_ms: int = 0) -> None:
+        for name, p in self.probes.items():
+            if self.status.get(name, {}).get("status") == "attached":
+                p.poll(timeout_ms)
+
+    def records(self) -> list[dict]:
+        out = []
+        for name, p in self.probes.items():
+            if self.status.get(name, {}).get("status") == "attached":
+                out.extend(p.records())
+        return out
+
+    def snapshot(self) -> dict:
+        result = {}
+        for name, p in self.probes.items():
+            st = self.status.get(name, {"status": "detached"})
+            entry = dict(st)
+            if st["status"] == "attached":
+                entry.update(p.snapshot())
+            result[name] = entry
+        return result
+
+    def attached(self, name: str) -> bool:
+        return self.status.get(name, {}).get("status") == "attached"
+
+    def detach(self) -> None:
+        for p in self.probes.values():
+            try:
+                p.detach()
+            except Exception:
+                pass
+        if self._old_term is not None:
+            signal.signal(signal.SIGTERM, self._old_term)
+            self._old_term = None
+
+    def __enter__(self):
+        return self.attach()
+
+    def __exit__(self, *exc):
+        self.detach()
