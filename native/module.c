@@ -118,17 +118,23 @@ NT_EXPORT int nt_selftest_fixed(int variant, struct nt_selftest_result *out)
 	return 0;
 }
 
-/* Time `iters` copies of `len` bytes; one drain at the end, inside the
- * timed interval, so NT primitives pay for their write-back. */
-NT_EXPORT uint64_t nt_bench_copy_ns(int prim, void *dst, const void *src, size_t len, uint64_t iters)
+/* Time `iters` copies of `len` bytes, walking src and dst forward by `len`
+ * through `span` bytes (span == len: the same bytes every time); one drain
+ * at the end, inside the timed interval, so NT primitives pay for their
+ * write-back. */
+NT_EXPORT uint64_t nt_bench_copy_ns(int prim, void *dst, const void *src, size_t len, size_t span, uint64_t iters)
 {
 	nt_copy_fn fn = nt_primitive_fn(prim);
+	size_t off = 0;
 
-	if (!fn)
+	if (!fn || span < len || len == 0)
 		return 0;
 	uint64_t t0 = nt_now_ns();
 	for (uint64_t i = 0; i < iters; i++) {
-		fn(dst, src, len);
+		fn((char *)dst + off, (const char *)src + off, len);
+		off += len;
+		if (off + len > span)
+			off = 0;
 		__asm__ volatile("" ::: "memory");
 	}
 	nt_drain();

@@ -118,7 +118,7 @@ int nt_selftest_copy(int prim, size_t exhaustive_max, size_t max_size, size_t sa
 int nt_selftest_fixed(int variant, struct nt_selftest_result *out);
 
 /* bench loops */
-uint64_t nt_bench_copy_ns(int prim, void *dst, const void *src, size_t len, uint64_t iters);
+uint64_t nt_bench_copy_ns(int prim, void *dst, const void *src, size_t len, size_t span, uint64_t iters);
 uint64_t nt_bench_fixed_ns(int variant, void *dst, const void *src, size_t len, uint64_t iters);
 
 #endif

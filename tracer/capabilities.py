@@ -86,7 +86,11 @@ def fentry_works() -> Capability:
             b = BPF(text="KFUNC_PROBE(vfs_read) { return 0; }")
         b.cleanup()
     except Exception as exc:
-        return Capability(False, f"support_kfunc() is true but loading an fentry program failed: {exc}")
+        why = str(exc)
+        if "super-user" in why and os.geteuid() == 0:
+            # bcc words every EPERM this way, even for root.
+            why = "the kernel refused it with EPERM although nttrace runs as root (lockdown, LSM or a hypervisor policy)"
+        return Capability(False, f"support_kfunc() is true but loading an fentry program failed: {why}")
     return Capability(True, "fentry program on vfs_read loaded")
 
 

@@ -62,7 +62,7 @@ def lib() -> ctypes.CDLL:
         "nt_memmap_refcount_stores": ([ctypes.POINTER(MemmapArgs)], ctypes.c_uint32),
         "nt_selftest_copy": ([i32, sz, sz, sz, ctypes.POINTER(SelftestResult)], i32),
         "nt_selftest_fixed": ([i32, ctypes.POINTER(SelftestResult)], i32),
-        "nt_bench_copy_ns": ([i32, vp, vp, sz, u64], u64),
+        "nt_bench_copy_ns": ([i32, vp, vp, sz, sz, u64], u64),
         "nt_bench_fixed_ns": ([i32, vp, vp, sz, u64], u64),
     }
     for name, (argtypes, restype) in sigs.items():
