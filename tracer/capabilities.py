@@ -60,7 +60,7 @@ def bcc_compiles() -> Capability:
         return Capability(False, f"python3-bpfcc not importable: {exc}")
     try:
         with _quiet_stderr():
-            b = BPF(text="int nttrace_probe_compile(void *ctx) { return 0; }")
+            b = BPF(text=b"int nttrace_probe_compile(void *ctx) { return 0; }")
         b.cleanup()
     except Exception as exc:  # bcc raises bare Exception on compile failure
         build = Path(f"/lib/modules/{os.uname().release}/build")
@@ -83,7 +83,7 @@ def fentry_works() -> Capability:
     # fentry program to know (some hosts refuse it with EPERM).
     try:
         with _quiet_stderr():
-            b = BPF(text="KFUNC_PROBE(vfs_read) { return 0; }")
+            b = BPF(text=b"KFUNC_PROBE(vfs_read) { return 0; }")
         b.cleanup()
     except Exception as exc:
         why = str(exc)

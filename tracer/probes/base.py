@@ -51,7 +51,7 @@ class Probe:
     # -- lifecycle -----------------------------------------------------------
     def load(self):
         from bcc import BPF
-        self.bpf = BPF(text=self.program_text(), cflags=[f"-I{self.include_dir()}", "-Wno-macro-redefined"])
+        self.bpf = BPF(text=self.program_text().encode(), cflags=[f"-I{self.include_dir()}", "-Wno-macro-redefined"])
         return self.bpf
 
     def attach(self) -> None:

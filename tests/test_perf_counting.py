@@ -1,0 +1,92 @@
+"""perf counting on this host (software events, real) and the adapter's
+arithmetic."""
+import ctypes
+import mmap
+import os
+import time
+import types
+
+import pytest
+
+from nttrace.perf import counters
+from nttrace.perf.counters import Reading, scale
+
+
+@pytest.mark.needs("perf-software")
+def test_page_faults_around_a_native_first_touch_match_n():
+    n = 20000
+
+    def first_touch():
+        m = mmap.mmap(-1, n * 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+        m.madvise(mmap.MADV_NOHUGEPAGE)
+        addr = ctypes.addressof(ctypes.c_char.from_buffer(m))
+        ctypes.memset(addr, 1, n * 4096)  # one fault per page
+        return m
+
+    m, readings = counters.around(first_touch, {"page_faults": counters.GENERIC_EVENTS["page_faults"]})
+    m.close()
+    r = readings["page_faults"]
+    assert r.available, r.error
+    assert abs(r.value - n) <= 0.05 * n, f"{r.value} faults for {n} pages"
+    assert r.running_fraction == 1.0
+
+
+@pytest.mark.needs("perf-software")
+def test_task_clock_is_positive_and_bounded_by_wall_time():
+    t0 = time.monotonic()
+    with counters.counting({"task_clock": counters.GENERIC_EVENTS["task_clock"]}) as readings:
+        end = time.monotonic() + 0.2
+        while time.monotonic() < end:
+            pass
+    wall_ns = (time.monotonic() - t0) * 1e9
+    tc = readings["task_clock"]
+    assert 0 < tc.value <= wall_ns * os.cpu_count()
+    assert tc.value >= 0.1e9  # it spun for 0.2 s on a CPU
+
+
+@pytest.mark.needs("perf-software")
+def test_system_wide_task_clock_covers_every_cpu():
+    with counters.counting({"task_clock": counters.GENERIC_EVENTS["cpu_clock"]}, system_wide=True) as r:
+        time.sleep(0.2)
+    reading = r["task_clock"]
+    assert len(reading.per_cpu) == len(os.sched_getaffinity(0))
+    assert reading.value > 0
+
+
+def test_which_path_ran_on_this_host():
+    import perf  # Debian's linux-perf module
+    assert counters.binding_can_count(perf) is hasattr(perf.evsel, "read")
+    with counters.Counters({"pf": counters.GENERIC_EVENTS["page_faults"]}) as c:
+        assert c.path == ("binding" if hasattr(perf.evsel, "read") else "syscall")
+
+
+def test_binding_detection_sees_a_counting_api():
+    fake = types.SimpleNamespace(evsel=type("evsel", (), {"read": lambda self, cpu, thread: None}))
+    assert counters.binding_can_count(fake)
+    assert not counters.binding_can_count(types.SimpleNamespace(evsel=type("evsel", (), {})))
+
+
+@pytest.mark.needs("perf-software")
+def test_hardware_counter_absence_is_reported_with_errno():
+    with counters.counting({"cycles": counters.GENERIC_EVENTS["cycles"],
+                            "pf": counters.GENERIC_EVENTS["page_faults"]}) as r:
+        pass
+    assert r["pf"].available
+    if not r["cycles"].available:  # as on hosts without a hardware PMU
+        assert "perf_event_open(cycles)" in r["cycles"].error
+        assert r["cycles"].value is None
+
+
+@pytest.mark.parametrize("raw,enabled,running,expected", [
+    (1000, 100, 100, 1000.0),     # ran all the time
+    (1000, 100, 50, 2000.0),      # multiplexed half the time: doubled
+    (1000, 100, 25, 4000.0),
+    (0, 100, 0, 0.0),             # never scheduled: nothing to extrapolate
+    (7, 0, 0, 0.0),
+])
+def test_multiplex_scaling(raw, enabled, running, expected):
+    assert scale(raw, enabled, running) == expected
+    r = Reading("x", raw, enabled, running, "syscall")
+    assert r.value == expected
+    if enabled:
+        assert r.running_fraction == running / enabled
