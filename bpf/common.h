@@ -6,6 +6,8 @@
 #ifndef NTTRACE_COMMON_H
 #define NTTRACE_COMMON_H
 
+#include <uapi/linux/ptrace.h>
+
 /* Read a field of a tracepoint record (ctx) at an offset from its format file. */
 #define TP_READ(ctx, type, off) ({ type __v = 0; bpf_probe_read_kernel(&__v, sizeof(__v), (char *)(ctx) + (off)); __v; })
 

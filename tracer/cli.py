@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--rebind", metavar="NAMESPACE", help="rebind this pmem namespace to time memmap init (changes system state)")
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
+    v.add_argument("--page-ref", action="store_true",
+                   help="with --rebind: count page_ref_set per call (turns the template path off on v4..v8 kernels)")
 
     t = sub.add_parser("trace", help="attach the probes and print live aggregates",
                        epilog=TRACE_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
@@ -160,7 +162,8 @@ def _validate(args) -> int:
     if args.current:
         report = validate.load_report(args.current)
     else:
-        options = validate.ValidateOptions(rebind=args.rebind, runs=args.runs, demote=args.demote, quick=args.quick)
+        options = validate.ValidateOptions(rebind=args.rebind, runs=args.runs, demote=args.demote,
+                                           page_ref=args.page_ref, quick=args.quick)
         report = validate.run(Sysroot(args.sysroot), args.check, options)
     if baseline is not None:
         rows = validate.compare(baseline, report)

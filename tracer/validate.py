@@ -19,6 +19,7 @@ class ValidateOptions:
     runs: int = 30
     demote: bool = False
     demote_mib: int = 256
+    page_ref: bool = False
     quick: bool = False
 
 

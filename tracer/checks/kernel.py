@@ -48,3 +48,59 @@ def migrate_observed(ctx) -> CheckResult:
     modes = sorted({r["mode"] for r in compaction_rows})
     return CheckResult(cid, PASS, f"{calls} MR_COMPACTION calls ({', '.join(modes)}), {probe_pages} pages "
                        f"= /proc/vmstat pgmigrate_success delta", ev)
+
+
+DEMOTE_COUNTERS = ("pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged", "pgdemote_proactive")
+
+
+@check("kernel.demotion_nt", "demotions to the lower tier use an NT migrate mode on an NT kernel",
+       quick=False, triggers="with --demote: reclaims a scratch cgroup's memory into the lower tier")
+def demotion_nt(ctx) -> CheckResult:
+    from nttrace import demotion, triggers
+    from nttrace.tracer import Tracer
+
+    cid = "kernel.demotion_nt"
+    tiers = ctx.caps["numa:tiers"]
+    if not tiers.available:
+        return CheckResult(cid, SKIP, f"no lower memory tier to demote to: {tiers.detail}")
+    if not ctx.options.demote:
+        return CheckResult(cid, SKIP, "demotion changes system state; run with --demote to exercise it")
+    probes = ["migrate"] + (["copy"] if ctx.caps["kprobe"].available or ctx.caps["fentry"].available else [])
+    try:
+        demotion.cgroup2_root()
+    except demotion.DemotionUnavailable as exc:
+        return CheckResult(cid, SKIP, f"cannot run a scratch demotion: {exc}")
+    with Tracer(probes, caps=ctx.caps, meta=ctx.kernel) as tracer:
+        before = triggers.vmstat()
+        run = demotion.demote_scratch(ctx.options.demote_mib)
+        after = triggers.vmstat()
+        snap = tracer.snapshot()
+    rows = [r for r in snap["migrate"].get("rows", []) if r["reason"] == "MR_DEMOTION"]
+    demoted = sum(after.get(k, 0) - before.get(k, 0) for k in DEMOTE_COUNTERS)
+    probe_pages = sum(r["succeeded"] for r in rows)
+    ev = {"rows": rows, "pgdemote_delta": demoted, "probe_succeeded_pages": probe_pages, "run": run,
+          "copy": snap.get("copy"), "nt_revision": ctx.kernel.nt_revision}
+    if not rows or probe_pages == 0:
+        return CheckResult(cid, FAIL, f"reclaim ran ({run['reclaimed_bytes']} bytes asked) but no MR_DEMOTION migration was seen", ev)
+    if probe_pages != demoted:
+        return CheckResult(cid, FAIL, f"probe saw {probe_pages} demoted pages, /proc/vmstat pgdemote_* {demoted}", ev)
+    cached = [r for r in rows if not r["nt"]]
+    modes = ", ".join(sorted({r["mode"] for r in rows}))
+    if ctx.kernel.nt_revision == "none":
+        return CheckResult(cid, WARN, f"{probe_pages} pages demoted with {modes}: this kernel has no NT migrate mode, "
+                           "demotion copies are cached", ev)
+    if cached:
+        return CheckResult(cid, FAIL, f"NT kernel ({ctx.kernel.nt_revision}) demoted {sum(r['succeeded'] for r in cached)} "
+                           f"pages with a cached mode ({modes})", ev)
+    return CheckResult(cid, PASS, f"{probe_pages} pages demoted, all with {modes} (NT)", ev)
+
+
+@check("kernel.memmap_latency", "memmap_init_zone_device() latency over namespace rebinds (--rebind)",
+       quick=False, triggers="with --rebind: unbinds and binds a pmem namespace's driver")
+def memmap_latency(ctx) -> CheckResult:
+    from nttrace import memmap_runs
+    cid = "kernel.memmap_latency"
+    if not ctx.options.rebind:
+        return CheckResult(cid, SKIP, "rebinding changes system state; run with --rebind NAMESPACE to time it"
+                           + ("" if ctx.caps["pmem"].available else f" (and this host has no pmem: {ctx.caps['pmem'].detail})"))
+    return memmap_runs.run_check(ctx, cid)

@@ -1,0 +1,121 @@
+"""Program generation for every probe: the C text with this kernel's
+offsets, compiled by bcc and loaded through the verifier even where the
+attach point (kprobe, fentry, page_ref tracepoint) is missing."""
+import pytest
+
+from conftest import run_nttrace
+from nttrace import capabilities, kernel_meta
+from nttrace.capabilities import Capability
+from nttrace.probes.copy import CopyProbe
+from nttrace.probes.memmap import MemmapProbe, infer_template_path
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.page_ref import PageRefProbe
+from nttrace.sysroot import Sysroot
+from nttrace.tracefs import read_format
+
+
+@pytest.fixture(scope="module")
+def meta():
+    return kernel_meta.load(Sysroot("/"))
+
+
+def with_kprobes(caps):
+    """A capability report that claims kprobes, to generate kprobe programs."""
+    out = dict(caps)
+    out["kprobe"] = Capability(True, "assumed for program generation")
+    out["fentry"] = Capability(False, "not used")
+    for sym in ("memmap_init_zone_device", "folio_copy", "folio_mc_copy"):
+        out[f"ksym:{sym}"] = Capability(True, "assumed")
+    return out
+
+
+@pytest.mark.needs("btf", "tracepoint")
+def test_migrate_offsets_come_from_the_format_files(meta):
+    caps = capabilities.report(live_probes=False)
+    p = MigrateProbe(meta, caps)
+    d = p.defines()
+    fmt = read_format(Sysroot("/").tracefs(), "migrate", "mm_migrate_pages")
+    assert d["NTTRACE_DONE_SUCCEEDED"] == fmt.fields["succeeded"].offset
+    assert d["NTTRACE_DONE_MODE"] == fmt.fields["mode"].offset
+    assert "#define NTTRACE_DONE_REASON" in p.program_text()
+
+
+@pytest.mark.needs("root", "btf", "bcc")
+@pytest.mark.parametrize("via", ["kprobe", "fentry_text"])
+def test_memmap_program_uses_btf_offsets_and_loads(meta, via):
+    caps = with_kprobes(capabilities.report())
+    p = MemmapProbe(meta, caps, {"page_ref": False})
+    assert p.availability().ok and p.availability().attach_via == "kprobe"
+    p.via = "kprobe" if via == "kprobe" else "fentry"
+    d = p.defines()
+    assert d["NTTRACE_PGMAP_TYPE"] == meta.offsets["dev_pagemap.type"]
+    assert d["NTTRACE_PGMAP_VMEMMAP_SHIFT"] == meta.offsets["dev_pagemap.vmemmap_shift"]
+    assert d["NTTRACE_ZONE_NODE"] == meta.offsets.get("zone.node", -1)
+    text = p.program_text()
+    if via == "kprobe":
+        # Load (compile + verify) without attaching: kprobe programs load on
+        # kernels without kprobe events.
+        p.load()
+        assert p.bpf.load_func("nttrace_memmap_entry", p.bpf.KPROBE).fd > 0
+        p.detach()
+    else:
+        assert "KFUNC_PROBE(memmap_init_zone_device" in text and "NTTRACE_VIA_FENTRY 1" in text
+
+
+@pytest.mark.needs("root", "btf", "bcc")
+def test_copy_program_reads_folio_order_from_btf(meta):
+    caps = with_kprobes(capabilities.report())
+    p = CopyProbe(meta, caps)
+    assert [r[0] for r in p.present] == ["folio_copy", "folio_mc_copy"]
+    p.via = "kprobe"
+    d = p.defines()
+    assert d["NTTRACE_PG_HEAD"] >= 0 and d["NTTRACE_FOLIO_FLAGS"] == 0
+    assert "COPY_FOLIO(0, folio_copy) COPY_FOLIO(1, folio_mc_copy)" == d["NTTRACE_COPY_ROUTINES"]
+    p.load()
+    for sym in ("folio_copy", "folio_mc_copy"):
+        assert p.bpf.load_func(f"nttrace_copy_{sym}", p.bpf.KPROBE).fd > 0
+    p.detach()
+
+
+@pytest.mark.needs("root", "bcc")
+def test_page_ref_program_loads(meta):
+    caps = capabilities.report()
+    p = PageRefProbe(meta, caps)
+    p.load()
+    assert p.bpf.load_func("nttrace_page_ref_set", p.bpf.TRACEPOINT).fd > 0
+    p.detach()
+    if not caps["tracepoint:page_ref:page_ref_set"].available:
+        av = p.availability()
+        assert not av.ok and "CONFIG_DEBUG_PAGE_REF" in av.reason
+
+
+@pytest.mark.needs("root", "btf", "bcc")
+def test_memmap_with_page_ref_inference_loads(meta):
+    caps = with_kprobes(capabilities.report())
+    caps["tracepoint:page_ref:page_ref_set"] = Capability(True, "assumed")
+    p = MemmapProbe(meta, caps, {"page_ref": True})
+    p.via = "kprobe"
+    assert "NTTRACE_PAGE_REF 1" in p.program_text()
+    p.load()
+    assert p.bpf.load_func("nttrace_memmap_page_ref_set", p.bpf.TRACEPOINT).fd > 0
+    p.detach()
+
+
+@pytest.mark.parametrize("sets,pages,expected", [(2048, 1024, "slow"), (1024, 1024, "slow"), (2, 262144, "template"),
+                                                 (4, 512, "template"), (300, 1024, "mixed"), (0, 0, "unknown")])
+def test_template_path_inference(sets, pages, expected):
+    assert infer_template_path(sets, pages) == expected
+
+
+@pytest.mark.needs("root", "bcc")
+def test_ebpf_flag_prints_programs():
+    proc = run_nttrace("trace", "--ebpf", "--probes", "migrate,memmap,copy,page_ref")
+    assert proc.returncode == 0, proc.stderr
+    assert "nttrace_migrate_start" in proc.stdout
+    assert "/* ===== memmap ===== */" in proc.stdout
+
+
+def test_unknown_probe_is_a_usage_error():
+    proc = run_nttrace("trace", "--probes", "migrate,bogus")
+    assert proc.returncode in (2, 3)  # 3 when not privileged; else 2 for the name
+    assert "bogus" in proc.stderr or "CAP_" in proc.stderr

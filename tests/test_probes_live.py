@@ -1,0 +1,150 @@
+"""The probes on this host's real kernel: tracepoints, uprobes, compaction."""
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import bpftool_prog_ids, run_nttrace
+from nttrace import capabilities, kernel_meta, native, triggers
+from nttrace.sysroot import Sysroot
+from nttrace.tracer import Tracer
+
+
+@pytest.fixture(scope="module")
+def caps():
+    return capabilities.report()
+
+
+@pytest.fixture(scope="module")
+def meta():
+    return kernel_meta.load(Sysroot("/"))
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc")
+def test_migrate_probe_pages_equal_vmstat_delta(caps, meta):
+    with Tracer(["migrate"], caps=caps, meta=meta) as t:
+        before = triggers.vmstat()
+        triggers.compaction()
+        time.sleep(0.2)
+        after = triggers.vmstat()
+        snap = t.snapshot()["migrate"]
+    delta = after["pgmigrate_success"] - before["pgmigrate_success"]
+    assert snap["status"] == "attached" and snap["via"] == "tracepoint"
+    rows = snap["rows"]
+    assert sum(r["succeeded"] for r in rows) == delta
+    assert sum(r["failed"] for r in rows) == after["pgmigrate_fail"] - before["pgmigrate_fail"]
+    compaction = [r for r in rows if r["reason"] == "MR_COMPACTION"]
+    assert compaction and compaction[0]["mode"] == "MIGRATE_SYNC" and compaction[0]["nt"] is False
+    lat = compaction[0]["latency_ns"]
+    assert lat["count"] == compaction[0]["calls"] >= 1
+    assert 0 < lat["p50"] <= lat["max"] and lat["p99"] <= lat["max"]
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc")
+def test_trace_cli_json_during_compaction():
+    proc = subprocess.Popen([os.path.join(os.path.dirname(os.sys.executable), "nttrace"), "trace", "--probes",
+                             "migrate", "--duration", "5", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    time.sleep(2.5)  # let bcc compile and attach
+    triggers.compaction()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    report = json.loads(out)
+    assert report["duration_s"] >= 5
+    mig = report["probes"]["migrate"]
+    assert mig["status"] == "attached"
+    row = next(r for r in mig["rows"] if r["reason"] == "MR_COMPACTION")
+    assert row["mode"] == "MIGRATE_SYNC" and row["nt"] is False and row["calls"] >= 1
+    for key in ("count", "p50", "p99", "max"):
+        assert row["latency_ns"][key] is not None
+    for key in ("succeeded", "failed"):
+        assert isinstance(row[key], int)
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc")
+def test_trace_record_writes_json_lines(tmp_path):
+    rec = tmp_path / "calls.jsonl"
+    proc = subprocess.Popen([os.path.join(os.path.dirname(os.sys.executable), "nttrace"), "trace", "--probes",
+                             "migrate", "--duration", "4", "--json", "--record", str(rec)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(2.0)
+    triggers.compaction()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    lines = [json.loads(x) for x in rec.read_text().splitlines()]
+    summary = json.loads(out)["probes"]["migrate"]
+    assert len(lines) == sum(r["calls"] for r in summary["rows"]) >= 1
+    assert {"ts_ns", "pid", "latency_ns", "mode", "reason", "nt", "succeeded", "failed"} <= set(lines[0])
+    assert sum(x["succeeded"] for x in lines) == sum(r["succeeded"] for r in summary["rows"] if r["calls"])
+
+
+@pytest.mark.needs("root", "uprobe", "bcc")
+def test_latency_machinery_agrees_with_the_models_own_clock(caps, meta):
+    # The memmap probe's program, attached by uprobe to the native model: the
+    # same entry/exit pairing, maps and records the kernel attach uses.
+    nr = 1 << 20
+    with native.Buffer(nr * 64, fill=0) as buf:
+        with Tracer(["memmap"], options={"memmap": {"target": "native"}}, caps=caps, meta=meta) as t:
+            assert t.status["memmap"] == {"status": "attached", "via": "uprobe"}
+            own = []
+            for i in range(20):
+                run = native.memmap_init(buf, nr, 64, "FS_DAX", 9 if i % 2 else 0,
+                                         "slow" if i % 3 == 0 else "template_nt")
+                own.append(run.elapsed_ns)
+            records = []
+            for _ in range(20):
+                t.poll(timeout_ms=100)
+                records.extend(t.records())
+                if len(records) >= 20:
+                    break
+            snap = t.snapshot()["memmap"]
+    assert len(records) == 20
+    for rec, mine in zip(records, own):
+        assert rec["nr_pages"] == nr and rec["pgmap_type"] == "FS_DAX"
+        assert abs(rec["latency_ns"] - mine) <= 0.10 * mine, (rec["latency_ns"], mine)
+    assert {r["vmemmap_shift"] for r in records} == {0, 9}
+    row = snap["rows"][0]
+    assert row["calls"] == 20 and row["pages"] == 20 * nr
+    assert abs(row["latency_ns"]["mean"] - sum(own) / 20) <= 0.10 * sum(own) / 20
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
+def test_no_program_stays_attached_after_trace():
+    before = bpftool_prog_ids()
+    proc = run_nttrace("trace", "--probes", "migrate,memmap,page_ref,copy", "--duration", "1", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert bpftool_prog_ids() == before
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
+def test_sigint_and_sigterm_detach(tmp_path):
+    import signal
+    before = bpftool_prog_ids()
+    exe = os.path.join(os.path.dirname(os.sys.executable), "nttrace")
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        proc = subprocess.Popen([exe, "trace", "--probes", "migrate", "--json"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and bpftool_prog_ids() == before:
+            time.sleep(0.1)
+        assert bpftool_prog_ids() != before, "trace never attached"
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=10)
+        assert proc.returncode == 0, err
+        assert json.loads(out)["probes"]["migrate"]["status"] == "attached"
+        assert bpftool_prog_ids() == before
+
+
+@pytest.mark.needs("root", "bcc")
+def test_kernel_function_probes_report_why_they_are_unavailable(caps, meta):
+    if caps["kprobe"].available or caps["fentry"].available:
+        pytest.skip("host has kprobes or fentry; the lab covers attaching them")
+    with Tracer(["migrate", "memmap", "copy", "page_ref"], caps=caps, meta=meta) as t:
+        for name in ("memmap", "copy"):
+            assert t.status[name]["status"] == "unavailable"
+            assert "kprobe" in t.status[name]["reason"]
+        if not caps["tracepoint:page_ref:page_ref_set"].available:
+            assert "page_ref_set" in t.status["page_ref"]["reason"]
+        assert t.status["migrate"]["status"] == "attached"
