@@ -70,7 +70,8 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
 
 
 def exit_code(report: dict) -> int:
-    return EXIT_CHECK_FAILED if report["summary"]["fail"] else EXIT_OK
+    failed = any(isinstance(c, dict) and c.get("status") == "fail" for c in report["checks"])
+    return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 
 def print_table(report: dict, out=sys.stdout) -> None:
