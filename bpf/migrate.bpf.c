@@ -10,13 +10,19 @@
  *   NTTRACE_DONE_SUCCEEDED, NTTRACE_DONE_FAILED, NTTRACE_DONE_THP_SUCCEEDED,
  *   NTTRACE_DONE_THP_FAILED, NTTRACE_DONE_MODE, NTTRACE_DONE_REASON
  *   NTTRACE_RECORD (0/1): also emit one record per call
+ * and from BTF: NTTRACE_MODES, NTTRACE_REASONS (enum sizes)
  */
 #include "common.h"
 
-struct migrate_key {
-	u32 mode;
-	s32 reason;
-};
+/*
+ * Cost per event matters (the probe is meant to stay on): the done path does
+ * one LRU-hash lookup and two per-CPU array updates, and ctx fields are read
+ * directly. Rows are indexed mode * NTTRACE_REASONS + reason, with both
+ * bounds from the running kernel's enums (NTTRACE_MODES, NTTRACE_REASONS);
+ * out-of-range values land in the last row, which user space reports.
+ */
+#define NTTRACE_ROWS (NTTRACE_MODES * NTTRACE_REASONS + 1)
+#define NTTRACE_SLOTS 64
 
 struct migrate_stats {
 	u64 calls;          /* paired start/done                          */
@@ -46,69 +52,81 @@ struct migrate_record {
 	u32 pad;
 };
 
-BPF_HASH(migrate_inflight, u32, struct migrate_inflight, 16384);
-BPF_HASH(migrate_stats, struct migrate_key, struct migrate_stats, 256);
-BPF_HISTOGRAM(migrate_latency, struct nttrace_hist_key, 4096);
-BPF_ARRAY(migrate_lost, u64, 1);
+BPF_TABLE("lru_hash", u32, struct migrate_inflight, migrate_inflight, 16384);
+BPF_PERCPU_ARRAY(migrate_stats, struct migrate_stats, NTTRACE_ROWS);
+BPF_PERCPU_ARRAY(migrate_latency, u64, NTTRACE_ROWS * NTTRACE_SLOTS);
 #if NTTRACE_RECORD
 BPF_PERF_OUTPUT(migrate_records);
 #endif
 
+#define TP_FIELD(ctx, type, off) (*(type *)((char *)(ctx) + (off)))
+
+static __always_inline u32 row_of(u32 mode, s32 reason)
+{
+	if (mode >= NTTRACE_MODES || reason < 0 || reason >= NTTRACE_REASONS)
+		return NTTRACE_ROWS - 1;
+	return mode * NTTRACE_REASONS + (u32)reason;
+}
+
 int nttrace_migrate_start(void *ctx)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct migrate_inflight *slot = migrate_inflight.lookup(&tid);
+
+	/* A task that migrated before reuses its entry in place: a lookup is
+	 * much cheaper than an LRU update. */
+	if (slot) {
+		slot->ts = bpf_ktime_get_ns();
+		slot->mode = TP_FIELD(ctx, u32, NTTRACE_START_MODE);
+		slot->reason = TP_FIELD(ctx, s32, NTTRACE_START_REASON);
+		return 0;
+	}
 	struct migrate_inflight f = {
 		.ts = bpf_ktime_get_ns(),
-		.mode = TP_READ(ctx, u32, NTTRACE_START_MODE),
-		.reason = TP_READ(ctx, s32, NTTRACE_START_REASON),
+		.mode = TP_FIELD(ctx, u32, NTTRACE_START_MODE),
+		.reason = TP_FIELD(ctx, s32, NTTRACE_START_REASON),
 	};
-
-	if (migrate_inflight.update(&tid, &f) < 0) {
-		int zero = 0;
-		u64 *lost = migrate_lost.lookup(&zero);
-		if (lost)
-			__sync_fetch_and_add(lost, 1);
-	}
+	migrate_inflight.update(&tid, &f);
 	return 0;
 }
 
 int nttrace_migrate_done(void *ctx)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct migrate_key key = {
-		.mode = TP_READ(ctx, u32, NTTRACE_DONE_MODE),
-		.reason = TP_READ(ctx, s32, NTTRACE_DONE_REASON),
-	};
-	struct migrate_stats zero = {}, *s;
+	u32 mode = TP_FIELD(ctx, u32, NTTRACE_DONE_MODE);
+	s32 reason = TP_FIELD(ctx, s32, NTTRACE_DONE_REASON);
+	u32 row = row_of(mode, reason);
+	struct migrate_stats *s = migrate_stats.lookup(&row);
 	struct migrate_inflight *f;
 
-	s = migrate_stats.lookup_or_try_init(&key, &zero);
 	if (!s)
 		return 0;
-	__sync_fetch_and_add(&s->succeeded, TP_READ(ctx, u64, NTTRACE_DONE_SUCCEEDED));
-	__sync_fetch_and_add(&s->failed, TP_READ(ctx, u64, NTTRACE_DONE_FAILED));
-	__sync_fetch_and_add(&s->thp_succeeded, TP_READ(ctx, u64, NTTRACE_DONE_THP_SUCCEEDED));
-	__sync_fetch_and_add(&s->thp_failed, TP_READ(ctx, u64, NTTRACE_DONE_THP_FAILED));
+	s->succeeded += TP_FIELD(ctx, u64, NTTRACE_DONE_SUCCEEDED);
+	s->failed += TP_FIELD(ctx, u64, NTTRACE_DONE_FAILED);
+	s->thp_succeeded += TP_FIELD(ctx, u64, NTTRACE_DONE_THP_SUCCEEDED);
+	s->thp_failed += TP_FIELD(ctx, u64, NTTRACE_DONE_THP_FAILED);
 
 	f = migrate_inflight.lookup(&tid);
-	if (!f) {
-		__sync_fetch_and_add(&s->unpaired, 1);
+	if (!f || !f->ts) {
+		s->unpaired++;
 		return 0;
 	}
 	u64 delta = bpf_ktime_get_ns() - f->ts;
-	migrate_inflight.delete(&tid);
-	__sync_fetch_and_add(&s->calls, 1);
-	__sync_fetch_and_add(&s->sum_ns, delta);
+	f->ts = 0;  /* consumed; the LRU map recycles the entry */
+	s->calls++;
+	s->sum_ns += delta;
 	if (delta > s->max_ns)
 		s->max_ns = delta;
-	struct nttrace_hist_key hk = { .a = key.mode, .b = key.reason, .slot = bpf_log2l(delta) };
-	migrate_latency.increment(hk);
+	u32 slot = row * NTTRACE_SLOTS + (u32)(bpf_log2l(delta) & (NTTRACE_SLOTS - 1));
+	u64 *h = migrate_latency.lookup(&slot);
+	if (h)
+		(*h)++;
 #if NTTRACE_RECORD
 	struct migrate_record r = {
-		.ts = f->ts, .latency_ns = delta,
-		.succeeded = TP_READ(ctx, u64, NTTRACE_DONE_SUCCEEDED),
-		.failed = TP_READ(ctx, u64, NTTRACE_DONE_FAILED),
-		.pid = tid, .mode = key.mode, .reason = key.reason,
+		.ts = bpf_ktime_get_ns() - delta, .latency_ns = delta,
+		.succeeded = TP_FIELD(ctx, u64, NTTRACE_DONE_SUCCEEDED),
+		.failed = TP_FIELD(ctx, u64, NTTRACE_DONE_FAILED),
+		.pid = tid, .mode = mode, .reason = reason,
 	};
 	migrate_records.perf_submit(ctx, &r, sizeof(r));
 #endif

@@ -6,7 +6,7 @@ import ctypes
 
 from nttrace import histogram
 from nttrace.kernel_meta import NT_MODES
-from nttrace.probes.base import Availability, Probe, hist_by_label
+from nttrace.probes.base import Availability, Probe
 from nttrace.sysroot import Sysroot
 from nttrace.tracefs import read_format
 
@@ -18,6 +18,13 @@ class MigrateRecord(ctypes.Structure):
     _fields_ = [("ts", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64), ("succeeded", ctypes.c_uint64),
                 ("failed", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("mode", ctypes.c_uint32),
                 ("reason", ctypes.c_int32), ("pad", ctypes.c_uint32)]
+
+
+def _sum_stats(per_cpu) -> dict:
+    fields = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "sum_ns", "unpaired")
+    out = {f: sum(getattr(v, f) for v in per_cpu) for f in fields}
+    out["max_ns"] = max((v.max_ns for v in per_cpu), default=0)
+    return out
 
 
 class MigrateProbe(Probe):
@@ -53,7 +60,17 @@ class MigrateProbe(Probe):
             "NTTRACE_DONE_MODE": d["mode"].offset,
             "NTTRACE_DONE_REASON": d["reason"].offset,
             "NTTRACE_RECORD": 1 if self.options.get("record") else 0,
+            "NTTRACE_MODES": self.n_modes,
+            "NTTRACE_REASONS": self.n_reasons,
         }
+
+    @property
+    def n_modes(self) -> int:
+        return max(self.meta.migrate_mode.values(), default=0) + 1
+
+    @property
+    def n_reasons(self) -> int:
+        return max(self.meta.migrate_reason.values(), default=0) + 1
 
     def attach(self) -> None:
         self.via = "tracepoint"
@@ -84,11 +101,26 @@ class MigrateProbe(Probe):
         return out
 
     def raw(self) -> dict:
-        """Cumulative map contents keyed by (mode value, reason value)."""
-        stats = {(k.mode, k.reason): v for k, v in self.bpf["migrate_stats"].items()}
-        hists = hist_by_label(self.bpf["migrate_latency"])
-        lost = self.bpf["migrate_lost"][ctypes.c_int(0)].value + getattr(self, "_lost_records", 0)
-        return {"stats": stats, "hists": hists, "lost": lost}
+        """Cumulative per-(mode, reason) stats and log2 histograms, summed
+        over CPUs. Row index = mode * reasons + reason; the last row holds
+        values outside the kernel's enums (reported as mode/reason -1)."""
+        stats_t, hist_t = self.bpf["migrate_stats"], self.bpf["migrate_latency"]
+        n_rows = self.n_modes * self.n_reasons + 1
+        stats, hists = {}, {}
+        for row in range(n_rows):
+            per_cpu = stats_t[ctypes.c_int(row)]
+            total = _sum_stats(per_cpu)
+            if not (total["calls"] or total["unpaired"] or total["succeeded"] or total["failed"]):
+                continue
+            key = (-1, -1) if row == n_rows - 1 else divmod(row, self.n_reasons)
+            stats[key] = total
+            buckets = {}
+            for slot in range(64):
+                count = sum(hist_t[ctypes.c_int(row * 64 + slot)])
+                if count:
+                    buckets[slot] = count
+            hists[key] = buckets
+        return {"stats": stats, "hists": hists, "lost": getattr(self, "_lost_records", 0)}
 
     def snapshot(self) -> dict:
         raw = self.raw()
@@ -96,15 +128,15 @@ class MigrateProbe(Probe):
         for (mode, reason), s in sorted(raw["stats"].items()):
             buckets = raw["hists"].get((mode, reason), {})
             rows.append({
-                "mode": self.meta.mode_name(mode),
-                "reason": self.meta.reason_name(reason),
+                "mode": self.meta.mode_name(mode) if mode >= 0 else "OUT_OF_RANGE",
+                "reason": self.meta.reason_name(reason) if reason >= 0 else "OUT_OF_RANGE",
                 "nt": self.meta.mode_name(mode) in NT_MODES,
-                "calls": s.calls,
-                "succeeded": s.succeeded,
-                "failed": s.failed,
-                "thp_succeeded": s.thp_succeeded,
-                "thp_failed": s.thp_failed,
-                "unpaired": s.unpaired,
-                "latency_ns": histogram.summary(buckets, s.calls, s.sum_ns, s.max_ns),
+                "calls": s["calls"],
+                "succeeded": s["succeeded"],
+                "failed": s["failed"],
+                "thp_succeeded": s["thp_succeeded"],
+                "thp_failed": s["thp_failed"],
+                "unpaired": s["unpaired"],
+                "latency_ns": histogram.summary(buckets, s["calls"], s["sum_ns"], s["max_ns"]),
             })
         return {"rows": rows, "events_lost": raw["lost"]}
