@@ -45,6 +45,7 @@ def summary(buckets: dict[int, int], count: int, sum_ns: int, max_ns: int) -> di
         return None if p is None or not count else min(p, float(max_ns))
     return {
         "count": count,
+        "sum": sum_ns,
         "mean": (sum_ns / count) if count else None,
         "p50": bounded(0.50),
         "p99": bounded(0.99),

@@ -22,12 +22,9 @@ def _raise_terminated(signum, frame):
 
 
 class Tracer:
-    def __init__(self, probe_names: list[str], options: dict | None = None, caps=None, meta=None):
-        unknown = [p for p in probe_names if p not in PROBES]
-        if unknown:
-            raise UsageError(f"unknown probe {', '.join(unknown)} (choose from {', '.join(PROBES)})")
-        if not probe_names:
-            raise UsageError("no probes selected")
+    def __init__(self, probe_names: list[str], options: dict | None = None, caps=None, meta=None,
+                 handle_sigterm: bool = True):
+        self._check_names(probe_names)
         self.options = options or {}
         self.sysroot = Sysroot("/")
         self.caps = caps or capmod.report(self.sysroot)
@@ -35,14 +32,23 @@ class Tracer:
         if lacking:
             raise CapabilityError(lacking)
         self.meta = meta or kernel_meta.load(self.sysroot)
-        self.probes = {}
-        for name in probe_names:
-            cls = PROBES[name]
-            kwargs = {"sysroot": self.sysroot} if name == "migrate" else {}
-            self.probes[name] = cls(self.meta, self.caps, self.options.get(name, {}), **kwargs)
+        self.probes = {name: self._make(name) for name in probe_names}
         self.status: dict[str, dict] = {}
         self.started = None
+        self.handle_sigterm = handle_sigterm
         self._old_term = None
+
+    @staticmethod
+    def _check_names(names: list[str]) -> None:
+        unknown = [p for p in names if p not in PROBES]
+        if unknown:
+            raise UsageError(f"unknown probe {', '.join(unknown)} (choose from {', '.join(PROBES)})")
+        if not names:
+            raise UsageError("no probes selected")
+
+    def _make(self, name: str):
+        kwargs = {"sysroot": self.sysroot} if name == "migrate" else {}
+        return PROBES[name](self.meta, self.caps, self.options.get(name, {}), **kwargs)
 
     def programs(self) -> dict[str, str]:
         """The C text of each available probe (for --ebpf)."""
@@ -53,20 +59,25 @@ class Tracer:
             out[name] = p.program_text() if av.ok else f"/* {name}: unavailable: {av.reason} */\n"
         return out
 
-    def attach(self) -> "Tracer":
-        self._old_term = signal.signal(signal.SIGTERM, _raise_terminated)
+    def _attach_one(self, name: str) -> None:
+        p = self.probes[name]
+        av = p.availability()
+        if not av.ok:
+            self.status[name] = {"status": "unavailable", "reason": av.reason}
+            return
         try:
-            for name, p in self.probes.items():
-                av = p.availability()
-                if not av.ok:
-                    self.status[name] = {"status": "unavailable", "reason": av.reason}
-                    continue
-                try:
-                    p.attach()
-                    self.status[name] = {"status": "attached", "via": p.via}
-                except Exception as exc:  # bcc raises bare Exception
-                    p.detach()
-                    self.status[name] = {"status": "unavailable", "reason": f"attach failed: {exc}"}
+            p.attach()
+            self.status[name] = {"status": "attached", "via": p.via}
+        except Exception as exc:  # bcc raises bare Exception
+            p.detach()
+            self.status[name] = {"status": "unavailable", "reason": f"attach failed: {exc}"}
+
+    def attach(self) -> "Tracer":
+        if self.handle_sigterm:
+            self._old_term = signal.signal(signal.SIGTERM, _raise_terminated)
+        try:
+            for name in self.probes:
+                self._attach_one(name)
         except BaseException:
             self.detach()
             raise
@@ -76,6 +87,20 @@ class Tracer:
             self.detach()
             raise CapabilityError(f"no probe could attach ({reasons})")
         return self
+
+    def set_probes(self, names: list[str]) -> dict[str, list[str]]:
+        """Attach what is new, detach what is gone, leave the rest (and its
+        counters) alone. Returns {"added": [...], "removed": [...]}."""
+        self._check_names(names)
+        removed = [n for n in self.probes if n not in names]
+        added = [n for n in names if n not in self.probes]
+        for n in removed:
+            self.probes.pop(n).detach()
+            self.status.pop(n, None)
+        for n in added:
+            self.probes[n] = self._make(n)
+            self._attach_one(n)
+        return {"added": added, "removed": removed}
 
     def poll(self, timeout_ms: int = 0) -> None:
         for name, p in self.probes.items():

@@ -1,0 +1,60 @@
+"""Demotion, promotion and migration counters from /proc/vmstat and the
+per-node vmstat files, as Prometheus counters. node_exporter leaves these
+untyped and off by default; they are the independent cross-check of the
+migrate probe. Per-node counters carry a `node` label; pgmigrate_* exist
+only system-wide (/proc/vmstat) and carry none."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from prometheus_client.core import CounterMetricFamily
+
+PREFIXES = ("pgdemote_", "pgpromote_", "pgmigrate_")
+NODE_DIR_RE = re.compile(r"^node(\d+)$")
+
+
+def _read_counters(path: Path) -> dict[str, int]:
+    out = {}
+    try:
+        for line in path.read_text().splitlines():
+            k, _, v = line.partition(" ")
+            if k.startswith(PREFIXES) and v.strip().isdigit():
+                out[k] = int(v)
+    except OSError:
+        pass
+    return out
+
+
+class VmstatCollector:
+    def __init__(self, sys_root: Path = Path("/sys"), proc_root: Path = Path("/proc")):
+        self.node_root = sys_root / "devices/system/node"
+        self.vmstat = proc_root / "vmstat"
+
+    def nodes(self) -> dict[int, Path]:
+        out = {}
+        try:
+            for d in self.node_root.iterdir():
+                m = NODE_DIR_RE.match(d.name)
+                if m:
+                    out[int(m.group(1))] = d / "vmstat"
+        except OSError:
+            pass
+        return dict(sorted(out.items()))
+
+    def collect(self):
+        per_node: dict[str, list[tuple[str, int]]] = {}
+        for node, path in self.nodes().items():
+            for k, v in _read_counters(path).items():
+                per_node.setdefault(k, []).append((str(node), v))
+        for k, series in sorted(per_node.items()):
+            fam = CounterMetricFamily(f"nttrace_vmstat_{k}", f"{k} from /sys/devices/system/node/node*/vmstat", labels=["node"])
+            for node, v in series:
+                fam.add_metric([node], v)
+            yield fam
+        for k, v in sorted(_read_counters(self.vmstat).items()):
+            if k in per_node:
+                continue
+            fam = CounterMetricFamily(f"nttrace_vmstat_{k}", f"{k} from /proc/vmstat (system-wide only)")
+            fam.add_metric([], v)
+            yield fam

@@ -1,0 +1,111 @@
+"""Running `nttrace daemon` for real in tests: a free loopback port, a
+NOTIFY_SOCKET the test reads, and a bounded wait for READY."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+NTTRACE = str(Path(sys.executable).with_name("nttrace"))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DaemonProcess:
+    def __init__(self, tmp: Path, config_text: str | None = None, prefix: list[str] | None = None,
+                 watchdog_usec: int | None = None):
+        self.tmp = tmp
+        self.port = free_port()
+        self.config = tmp / "nttrace.toml"
+        self.config.write_text(config_text if config_text is not None else self.default_config())
+        self.notify_path = str(tmp / "notify.sock")
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        self.messages: list[tuple[float, str]] = []
+        env = dict(os.environ, NOTIFY_SOCKET=self.notify_path)
+        if watchdog_usec:
+            env["WATCHDOG_USEC"] = str(watchdog_usec)
+        self.log = open(tmp / "daemon.log", "w+")
+        self.started = time.monotonic()
+        self.proc = subprocess.Popen((prefix or []) + [NTTRACE, "daemon", "--config", str(self.config)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env)
+
+    def default_config(self, probes=("migrate",), perf=()) -> str:
+        return (f'listen = "127.0.0.1:{self.port}"\nlog_level = "info"\n'
+                f"probes = {list(probes)!r}\nperf = {list(perf)!r}\n").replace("'", '"')
+
+    def wait_message(self, prefix: str, timeout: float = 60.0) -> float:
+        """Seconds from start until a notify message starting with `prefix`."""
+        deadline = time.monotonic() + timeout
+        for t, m in self.messages:
+            if m.startswith(prefix):
+                return t - self.started
+        while time.monotonic() < deadline:
+            exited = self.proc.poll() is not None
+            self.notify.settimeout(0.01 if exited else 0.2)
+            try:
+                data = self.notify.recv(4096).decode()
+            except socket.timeout:
+                if exited:  # everything it sent has been read
+                    raise AssertionError(f"daemon exited {self.proc.returncode} before {prefix}: {self.read_log()}")
+                continue
+            now = time.monotonic()
+            self.messages.append((now, data))
+            if data.startswith(prefix):
+                return now - self.started
+        raise AssertionError(f"no {prefix} within {timeout}s: {self.read_log()}")
+
+    def get(self, path: str, headers: dict | None = None, timeout: float = 5.0) -> tuple[int, str]:
+        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers=headers or {})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout) as r:
+                return r.status, r.read().decode()
+        except urllib.error.HTTPError as e:
+            return e.code, e.read().decode()
+
+    def metric(self, name: str, **labels) -> float | None:
+        _, text = self.get("/metrics")
+        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+        for line in text.splitlines():
+            if line.startswith(name + "{") or line.startswith(name + " "):
+                series, _, value = line.rpartition(" ")
+                got = series[len(name):].strip("{}")
+                if all(f'{k}="{v}"' in got.split(",") for k, v in labels.items()) or (not labels and not got):
+                    return float(value)
+        return None
+
+    def read_log(self) -> str:
+        self.log.flush()
+        self.log.seek(0)
+        return self.log.read()
+
+    def stop(self, sig=None, timeout: float = 10.0) -> float:
+        import signal
+        if self.proc.poll() is None:
+            t0 = time.monotonic()
+            self.proc.send_signal(sig or signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+                raise
+            return time.monotonic() - t0
+        return 0.0
+
+    def close(self):
+        try:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+        finally:
+            self.notify.close()
+            self.log.close()

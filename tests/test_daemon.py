@@ -1,0 +1,293 @@
+"""The daemon for real: systemd notify, reload, termination, bad configs,
+auth/TLS, the shipped unit and alert rules, and a real Prometheus server."""
+import hashlib
+import json
+import re
+import shutil
+import signal
+import ssl
+import subprocess
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+import nttrace
+from conftest import bpftool_prog_ids, run_nttrace
+from daemon_helpers import NTTRACE, DaemonProcess, free_port
+from nttrace import triggers
+
+DATA = Path(nttrace.__file__).parent / "data"
+LIVE = ("root", "tracepoint", "bcc")
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    made = []
+
+    def start(**kw):
+        sub = tmp_path / f"d{len(made)}"
+        sub.mkdir()
+        d = DaemonProcess(sub, **kw)
+        made.append(d)
+        return d
+    yield start
+    for d in made:
+        d.close()
+
+
+def one_line(proc):
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
+    return lines[0]
+
+
+# -- configuration ------------------------------------------------------------
+def test_shipped_config_checks():
+    proc = run_nttrace("daemon", "--check-config", str(DATA / "nttrace.toml"))
+    assert proc.returncode == 0, proc.stderr
+    assert "listen 127.0.0.1:9435" in proc.stdout
+
+
+@pytest.mark.parametrize("text,message", [
+    ('listen = "127.0.0.1:9435"\nprobes = ["migrate"\n', "TOML syntax error"),
+    ('listen = "127.0.0.1:9435"\nfrobnicate = 1\n', "unknown key 'frobnicate'"),
+    ('listen = "127.0.0.1:70000"\n', "not a port number"),
+    ('listen = "127.0.0.1:http"\n', "not a port number"),
+    ('listen = "9435"\n', "ADDR:PORT"),
+    ('probes = ["migrate", "nope"]\n', "unknown probes nope"),
+    ('log_level = "loud"\n', "log_level must be one of"),
+    ('[tls]\ncert_file = "/nonexistent.crt"\nkey_file = "/nonexistent.key"\n', "is not readable"),
+    ('[basic_auth]\nusername = "p"\n', "needs password_sha256"),
+    ('[basic_auth]\nusername = "p"\npassword_sha256 = "xyz"\n', "64 hex digits"),
+])
+def test_bad_config_is_one_line_exit_2(tmp_path, text, message):
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    for args in (["daemon", "--check-config", str(cfg)], ["daemon", "--config", str(cfg)]):
+        proc = run_nttrace(*args)
+        assert proc.returncode == 2
+        assert message in one_line(proc)
+
+
+def test_missing_config_file_is_exit_2(tmp_path):
+    proc = run_nttrace("daemon", "--config", str(tmp_path / "absent.toml"))
+    assert proc.returncode == 2 and "No such file" in one_line(proc)
+
+
+@pytest.mark.needs(*LIVE, "bpftool")
+def test_port_in_use_is_exit_2_and_leaves_nothing_attached(tmp_path):
+    import socket
+    before = bpftool_prog_ids()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        proc = run_nttrace("daemon", "--listen", f"127.0.0.1:{port}")
+    assert proc.returncode == 2
+    assert "Address already in use" in one_line(proc)
+    assert bpftool_prog_ids() == before
+
+
+# -- lifecycle ------------------------------------------------------------------
+@pytest.mark.needs(*LIVE)
+def test_ready_watchdog_metrics_and_healthz(daemon):
+    d = daemon(watchdog_usec=1_000_000)
+    ready = d.wait_message("READY=1")
+    assert ready < 60
+    d.wait_message("WATCHDOG=1", timeout=5)
+    code, body = d.get("/healthz")
+    assert code == 200 and json.loads(body)["probes"]["migrate"]["status"] == "attached"
+    assert d.metric("nttrace_probe_up", probe="migrate") == 1.0
+    assert d.metric("nttrace_build_info", version=nttrace.__version__) == 1.0
+    assert d.metric("nttrace_kernel_info", nt_revision="none") == 1.0
+    assert d.metric("nttrace_vmstat_pgmigrate_success_total") is not None
+    assert d.metric("nttrace_vmstat_pgdemote_kswapd_total", node="0") is not None
+    assert d.get("/nope")[0] == 404
+
+
+@pytest.mark.needs(*LIVE)
+def test_metrics_follow_a_compaction(daemon):
+    d = daemon()
+    d.wait_message("READY=1")
+    before = d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION") or 0
+    vm_before = triggers.vmstat()["pgmigrate_success"]
+    p_before = d.metric("nttrace_migrate_pages_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION", result="succeeded") or 0
+    triggers.compaction()
+    vm_after = triggers.vmstat()["pgmigrate_success"]
+    assert d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION", nt="false") > before
+    p_after = d.metric("nttrace_migrate_pages_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION", result="succeeded")
+    assert p_after - p_before == vm_after - vm_before
+    count = d.metric("nttrace_migrate_duration_seconds_count", mode="MIGRATE_SYNC", reason="MR_COMPACTION")
+    inf = d.metric("nttrace_migrate_duration_seconds_bucket", mode="MIGRATE_SYNC", reason="MR_COMPACTION", le="+Inf")
+    assert count == inf == d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION")
+
+
+@pytest.mark.needs(*LIVE, "bpftool")
+def test_sigterm_exits_within_2s_and_detaches(daemon):
+    before = bpftool_prog_ids()
+    d = daemon()
+    d.wait_message("READY=1")
+    assert bpftool_prog_ids() != before
+    took = d.stop(signal.SIGTERM)
+    assert d.proc.returncode == 0, d.read_log()
+    assert took < 2.0, f"took {took:.2f}s"
+    assert bpftool_prog_ids() == before
+    d.wait_message("STOPPING=1", timeout=1)
+
+
+@pytest.mark.needs(*LIVE)
+def test_sighup_applies_a_changed_config_keeping_unchanged_counters(daemon):
+    d = daemon()
+    d.wait_message("READY=1")
+    triggers.compaction()
+    calls = d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION")
+    assert calls and calls > 0
+    d.config.write_text(d.default_config(probes=("migrate", "copy", "page_ref"), perf=("llc",)))
+    d.messages.clear()
+    d.proc.send_signal(signal.SIGHUP)
+    d.wait_message("RELOADING=1", timeout=30)
+    d.wait_message("READY=1", timeout=30)
+    health = json.loads(d.get("/healthz")[1])
+    assert set(health["probes"]) == {"migrate", "copy", "page_ref"}
+    assert health["probes"]["migrate"]["status"] == "attached"
+    for name in ("copy", "page_ref"):  # live where the host has kprobes / page_ref (the lab)
+        st = health["probes"][name]
+        assert st["status"] == "attached" or st["reason"]
+        assert d.metric("nttrace_probe_up", probe=name) == (1.0 if st["status"] == "attached" else 0.0)
+    assert "llc" in health["perf"]
+    # the migrate probe was not re-attached: its counters continue
+    assert d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION") >= calls
+    # and dropping a probe detaches it
+    d.config.write_text(d.default_config(probes=("migrate",)))
+    d.messages.clear()
+    d.proc.send_signal(signal.SIGHUP)
+    d.wait_message("READY=1", timeout=30)
+    assert set(json.loads(d.get("/healthz")[1])["probes"]) == {"migrate"}
+    assert d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION") >= calls
+
+
+@pytest.mark.needs(*LIVE)
+def test_sighup_with_bad_config_keeps_running_on_the_old_one(daemon):
+    d = daemon()
+    d.wait_message("READY=1")
+    d.config.write_text('listen = "127.0.0.1:99999"\nprobes = ["migrate"]\n')
+    d.proc.send_signal(signal.SIGHUP)
+    deadline = time.monotonic() + 10
+    while "reload rejected" not in d.read_log() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    log = d.read_log()
+    assert "reload rejected, keeping the running configuration" in log and "not a port number" in log
+    assert d.proc.poll() is None
+    assert d.get("/healthz")[0] == 200 and d.metric("nttrace_probe_up", probe="migrate") == 1.0
+
+
+@pytest.mark.needs(*LIVE)
+def test_basic_auth(daemon, tmp_path):
+    digest = hashlib.sha256(b"s3cret").hexdigest()
+    port = free_port()
+    d2 = daemon(config_text=f'listen = "127.0.0.1:{port}"\nprobes = ["migrate"]\n'
+                            f'[basic_auth]\nusername = "prom"\npassword_sha256 = "{digest}"\n')
+    d2.port = port
+    d2.wait_message("READY=1")
+    import base64
+    assert d2.get("/metrics")[0] == 401
+    bad = base64.b64encode(b"prom:wrong").decode()
+    assert d2.get("/metrics", {"Authorization": f"Basic {bad}"})[0] == 401
+    good = base64.b64encode(b"prom:s3cret").decode()
+    code, body = d2.get("/metrics", {"Authorization": f"Basic {good}"})
+    assert code == 200 and "nttrace_probe_up" in body
+
+
+@pytest.mark.needs(*LIVE)
+def test_tls(daemon, tmp_path):
+    if not shutil.which("openssl"):
+        pytest.skip("host lacks openssl to make a test certificate")
+    crt, key = tmp_path / "t.crt", tmp_path / "t.key"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
+                    "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
+    port = free_port()
+    cfg = f'listen = "127.0.0.1:{port}"\nprobes = ["migrate"]\n[tls]\ncert_file = "{crt}"\nkey_file = "{key}"\n'
+    d = daemon(config_text=cfg)
+    d.port = port
+    d.wait_message("READY=1")
+    ctx = ssl.create_default_context(cafile=str(crt))
+    ctx.check_hostname = False
+    with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=5) as r:
+        assert r.status == 200 and b"nttrace_probe_up" in r.read()
+
+
+# -- shipped files ----------------------------------------------------------------
+@pytest.mark.needs("promtool")
+def test_alert_rules_pass_promtool():
+    proc = subprocess.run(["promtool", "check", "rules", str(DATA / "nttrace-alerts.yml")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "SUCCESS: 5 rules found" in proc.stdout
+
+
+@pytest.mark.needs("systemd-analyze")
+def test_unit_passes_systemd_analyze_verify(tmp_path):
+    # The one change: ExecStart points at this installation's entry point,
+    # since verify checks that the binary exists.
+    unit = (DATA / "nttrace.service").read_text().replace("/usr/local/bin/nttrace", NTTRACE)
+    path = tmp_path / "nttrace.service"
+    path.write_text(unit)
+    proc = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Type=notify" in unit and "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit
+
+
+def unit_capabilities() -> list[str]:
+    unit = (DATA / "nttrace.service").read_text()
+    return re.search(r"^CapabilityBoundingSet=(.*)$", unit, re.M).group(1).split()
+
+
+@pytest.mark.needs(*LIVE, "setpriv")
+def test_daemon_runs_with_exactly_the_units_capabilities(daemon):
+    caps = unit_capabilities()
+    assert caps == ["CAP_BPF", "CAP_PERFMON"]
+    bounding = "-all," + ",".join("+" + c[4:].lower() for c in caps)
+    d = daemon(prefix=["setpriv", f"--bounding-set={bounding}", "--inh-caps=-all", "--no-new-privs"])
+    d.wait_message("READY=1")
+    status = Path(f"/proc/{d.proc.pid}/status").read_text()
+    eff = int(re.search(r"CapEff:\s*(\w+)", status).group(1), 16)
+    assert eff == (1 << 38) | (1 << 39)  # CAP_PERFMON | CAP_BPF, nothing else
+    assert json.loads(d.get("/healthz")[1])["probes"]["migrate"]["status"] == "attached"
+
+
+# -- a real Prometheus server -------------------------------------------------------
+@pytest.mark.needs(*LIVE, "prometheus")
+def test_prometheus_scrapes_the_daemon(daemon, tmp_path):
+    d = daemon()
+    d.wait_message("READY=1")
+    prom_port = free_port()
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: nttrace\n    static_configs:\n      - targets: ['127.0.0.1:{d.port}']\n")
+    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        triggers.compaction()
+        query = 'nttrace_migrate_calls_total{mode="MIGRATE_SYNC",reason="MR_COMPACTION"}'
+        url = f"http://127.0.0.1:{prom_port}/api/v1/query?query=" + urllib.parse.quote(query)
+        value, deadline = None, time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as r:
+                    result = json.loads(r.read())["data"]["result"]
+                if result and float(result[0]["value"][1]) > 0:
+                    value = float(result[0]["value"][1])
+                    break
+            except (OSError, ValueError, KeyError):
+                pass
+            time.sleep(0.5)
+        assert value and value > 0, "Prometheus never saw the compaction"
+        with urllib.request.urlopen(f"http://127.0.0.1:{prom_port}/api/v1/targets", timeout=2) as r:
+            targets = json.loads(r.read())["data"]["activeTargets"]
+        assert targets[0]["health"] == "up"
+    finally:
+        prom.terminate()
+        prom.wait(timeout=10)

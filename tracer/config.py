@@ -1,0 +1,126 @@
+"""The daemon's TOML configuration (stdlib tomllib).
+
+    listen = "127.0.0.1:9435"          # loopback by default
+    log_level = "info"                 # debug, info, warning, error
+    probes = ["migrate", "memmap", "copy"]
+    perf = ["llc", "memory_traffic"]   # system-wide counters, where the host has them
+
+    [tls]                              # optional: serve HTTPS
+    cert_file = "/etc/nttrace/tls.crt"
+    key_file = "/etc/nttrace/tls.key"
+
+    [basic_auth]                       # optional: require HTTP basic auth
+    username = "prometheus"
+    password_sha256 = "<hex sha256 of the password>"
+
+Every problem is reported as one UsageError line naming the file and key.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import tomllib
+from dataclasses import dataclass, field
+
+from nttrace.errors import UsageError
+from nttrace.probes import PROBES
+
+DEFAULT_LISTEN = "127.0.0.1:9435"
+LOG_LEVELS = ("debug", "info", "warning", "error")
+PERF_GROUPS = ("llc", "memory_traffic")
+TOP_KEYS = {"listen", "log_level", "probes", "perf", "tls", "basic_auth"}
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 9435
+    log_level: str = "info"
+    probes: tuple[str, ...] = ("migrate",)
+    perf: tuple[str, ...] = ()
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    auth_user: str | None = None
+    auth_sha256: str | None = None
+    source: str = "<defaults>"
+
+    @property
+    def listen(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def parse_listen(text: str, where: str) -> tuple[str, int]:
+    if not isinstance(text, str) or ":" not in text:
+        raise UsageError(f"{where}: listen must be \"ADDR:PORT\", got {text!r}")
+    host, _, port_s = text.rpartition(":")
+    host = host.strip("[]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        if host != "localhost":
+            raise UsageError(f"{where}: listen address {host!r} is not an IP address") from None
+    if not port_s.isdigit() or not 1 <= int(port_s) <= 65535:
+        raise UsageError(f"{where}: listen port {port_s!r} is not a port number (1-65535)")
+    return host, int(port_s)
+
+
+def _str_list(value, key: str, where: str, allowed) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise UsageError(f"{where}: {key} must be a list of strings")
+    bad = [v for v in value if v not in allowed]
+    if bad:
+        raise UsageError(f"{where}: unknown {key} {', '.join(bad)} (choose from {', '.join(allowed)})")
+    return tuple(dict.fromkeys(value))
+
+
+def _table(data: dict, key: str, fields: set[str], where: str) -> dict:
+    t = data.get(key)
+    if t is None:
+        return {}
+    if not isinstance(t, dict):
+        raise UsageError(f"{where}: [{key}] must be a table")
+    unknown = set(t) - fields
+    if unknown:
+        raise UsageError(f"{where}: unknown key {key}.{sorted(unknown)[0]}")
+    missing = fields - set(t)
+    if missing:
+        raise UsageError(f"{where}: [{key}] needs {', '.join(sorted(missing))}")
+    for f in fields:
+        if not isinstance(t[f], str) or not t[f]:
+            raise UsageError(f"{where}: {key}.{f} must be a non-empty string")
+    return t
+
+
+def load(path: str | None, listen_override: str | None = None) -> Config:
+    where = path or "<defaults>"
+    data: dict = {}
+    if path is not None:
+        try:
+            with open(path, "rb") as f:
+                data = tomllib.load(f)
+        except OSError as exc:
+            raise UsageError(f"{path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise UsageError(f"{path}: TOML syntax error: {exc}") from None
+    unknown = set(data) - TOP_KEYS
+    if unknown:
+        raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(TOP_KEYS))})")
+    host, port = parse_listen(listen_override or data.get("listen", DEFAULT_LISTEN),
+                              "--listen" if listen_override else where)
+    level = data.get("log_level", "info")
+    if level not in LOG_LEVELS:
+        raise UsageError(f"{where}: log_level must be one of {', '.join(LOG_LEVELS)}")
+    probes = _str_list(data.get("probes", ["migrate"]), "probes", where, tuple(PROBES))
+    if not probes:
+        raise UsageError(f"{where}: probes is empty")
+    perf = _str_list(data.get("perf", []), "perf", where, PERF_GROUPS)
+    tls = _table(data, "tls", {"cert_file", "key_file"}, where)
+    for k in ("cert_file", "key_file"):
+        if tls and not os.access(tls[k], os.R_OK):
+            raise UsageError(f"{where}: tls.{k} {tls[k]} is not readable")
+    auth = _table(data, "basic_auth", {"username", "password_sha256"}, where)
+    if auth and (len(auth["password_sha256"]) != 64 or any(c not in "0123456789abcdef" for c in auth["password_sha256"].lower())):
+        raise UsageError(f"{where}: basic_auth.password_sha256 must be 64 hex digits")
+    return Config(host, port, level, probes, perf, tls.get("cert_file"), tls.get("key_file"),
+                  auth.get("username"), auth.get("password_sha256", "").lower() or None, where)

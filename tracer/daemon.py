@@ -1,0 +1,162 @@
+"""`nttrace daemon`: the probes, the vmstat counters and the perf counters
+exported for Prometheus, run as a systemd service (Type=notify).
+
+Lifecycle: bind the listen socket (a port in use fails before anything is
+attached), attach the probes, READY=1, then serve. SIGHUP reloads the
+config: a bad one is logged and the running one kept; a good one attaches
+new probes and detaches dropped ones, leaving the others and their counters
+alone. SIGTERM/SIGINT detach everything and exit.
+"""
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+
+from prometheus_client import CollectorRegistry
+
+from nttrace import capabilities, config, kernel_meta, sd_notify
+from nttrace.errors import CapabilityError, EXIT_OK, UsageError
+from nttrace.exporters.http_server import MetricsServer
+from nttrace.exporters.perf_collector import PerfCollector
+from nttrace.exporters.prometheus_collector import ProbeCollector
+from nttrace.exporters.vmstat_collector import VmstatCollector
+from nttrace.sysroot import Sysroot
+from nttrace.tracer import Tracer
+
+log = logging.getLogger("nttrace")
+
+
+def _setup_logging(level: str) -> None:
+    logging.basicConfig(stream=sys.stderr, format="%(levelname)s %(name)s: %(message)s", force=True)
+    logging.getLogger().setLevel(level.upper())
+
+
+class Daemon:
+    def __init__(self, cfg: config.Config, config_path: str | None, listen_override: str | None):
+        self.cfg = cfg
+        self.config_path = config_path
+        self.listen_override = listen_override
+        self.stop_event = threading.Event()
+        self.reload_requested = False
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.tracer = None
+        self.perf = None
+        self.server = None
+
+    # -- lifecycle -------------------------------------------------------------
+    def start(self) -> None:
+        t0 = time.monotonic()
+        caps = capabilities.report()
+        lacking = capabilities.missing_privilege(caps)
+        if lacking:
+            raise CapabilityError(f"nttrace daemon: {lacking}")
+        meta = kernel_meta.load(Sysroot("/"))
+        self.server = MetricsServer(self.cfg, self.registry, self.health)
+        try:
+            self.tracer = Tracer(list(self.cfg.probes), caps=caps, meta=meta, handle_sigterm=False).attach()
+            self.perf = PerfCollector(self.cfg.perf)
+        except BaseException:
+            self.shutdown()
+            raise
+        self.registry.register(ProbeCollector(self.tracer))
+        self.registry.register(VmstatCollector())
+        self.registry.register(self.perf)
+        self.server.start()
+        for name, st in self.tracer.status.items():
+            if st["status"] == "attached":
+                log.info("probe %s attached via %s", name, st["via"])
+            else:
+                log.warning("probe %s unavailable: %s", name, st["reason"])
+        self.ready_s = time.monotonic() - t0
+        log.info("listening on %s (ready in %.2fs)", self.cfg.listen, self.ready_s)
+        sd_notify.notify(f"READY=1\nSTATUS=exporting {', '.join(self.attached())} on {self.cfg.listen}")
+
+    def attached(self) -> list[str]:
+        return [n for n, s in self.tracer.status.items() if s["status"] == "attached"]
+
+    def health(self) -> dict:
+        status = self.tracer.status if self.tracer else {}
+        up = [n for n, s in status.items() if s["status"] == "attached"]
+        state = "ok" if status and len(up) == len(status) else ("degraded" if up else "down")
+        return {"status": state, "probes": status, "perf": self.perf.status if self.perf else {},
+                "config": self.cfg.source, "listen": self.cfg.listen}
+
+    def run(self) -> None:
+        watchdog = sd_notify.watchdog_interval_s()
+        next_ping = time.monotonic()
+        while not self.stop_event.wait(0.2):
+            # Per-call records (memmap) are not exported; keep their buffers drained.
+            self.tracer.poll(timeout_ms=0)
+            self.tracer.records()
+            if self.reload_requested:
+                self.reload_requested = False
+                self.reload()
+            if watchdog and time.monotonic() >= next_ping:
+                sd_notify.notify("WATCHDOG=1")
+                next_ping = time.monotonic() + watchdog
+
+    def reload(self) -> None:
+        try:
+            new = config.load(self.config_path, self.listen_override)
+        except UsageError as exc:
+            log.error("reload rejected, keeping the running configuration: %s", exc)
+            return
+        sd_notify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
+        changes = self.tracer.set_probes(list(new.probes))
+        for name in changes["added"]:
+            st = self.tracer.status[name]
+            log.info("reload: probe %s %s", name, st["status"] + (f" via {st['via']}" if "via" in st else f": {st.get('reason')}"))
+        for name in changes["removed"]:
+            log.info("reload: probe %s detached", name)
+        if new.perf != self.cfg.perf:
+            self.registry.unregister(self.perf)
+            self.perf.close()
+            self.perf = PerfCollector(new.perf)
+            self.registry.register(self.perf)
+            log.info("reload: perf groups now %s", ", ".join(new.perf) or "none")
+        for what in ("listen", "tls_cert", "tls_key", "auth_user", "auth_sha256"):
+            if getattr(new, what) != getattr(self.cfg, what):
+                log.warning("reload: %s changed; it takes effect on restart", what)
+        _setup_logging(new.log_level)
+        self.cfg = new
+        sd_notify.notify("READY=1\nSTATUS=reloaded: " + ", ".join(self.attached()))
+
+    def shutdown(self) -> None:
+        sd_notify.notify("STOPPING=1")
+        if self.server is not None:
+            self.server.stop()
+        if self.tracer is not None:
+            self.tracer.detach()
+        if self.perf is not None:
+            self.perf.close()
+
+
+def main(args) -> int:
+    if args.check_config:
+        cfg = config.load(args.check_config, args.listen)
+        print(f"{args.check_config}: OK (listen {cfg.listen}, probes {', '.join(cfg.probes)}, "
+              f"perf {', '.join(cfg.perf) or 'none'})")
+        return EXIT_OK
+    cfg = config.load(args.config, args.listen)
+    _setup_logging(cfg.log_level)
+    d = Daemon(cfg, args.config, args.listen)
+
+    def on_term(signum, frame):
+        d.stop_event.set()
+
+    def on_hup(signum, frame):
+        d.reload_requested = True
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    signal.signal(signal.SIGHUP, on_hup)
+    d.start()
+    try:
+        d.run()
+    finally:
+        d.shutdown()
+        log.info("stopped")
+    return EXIT_OK
