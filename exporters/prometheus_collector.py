@@ -9,17 +9,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from nttrace import __version__, histogram
 
-NS = 1e-9
-
-
 def _hist(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
     return HistogramMetricFamily(name, doc, labels=labels)
 
 
 def _add_hist(fam: HistogramMetricFamily, labels: list[str], lat: dict) -> None:
     buckets = {int(k): v for k, v in lat["log2_buckets"].items()}
-    cum = histogram.cumulative(buckets, scale=NS)
-    fam.add_metric(labels, [(_le(le), c) for le, c in cum], sum_value=lat["sum"] * NS)
+    cum = histogram.cumulative(buckets, divisor=1e9)
+    fam.add_metric(labels, [(_le(le), c) for le, c in cum], sum_value=lat["sum"] / 1e9)
 
 
 def _le(value: float) -> str:

@@ -26,15 +26,16 @@ def percentile(buckets: dict[int, int], q: float) -> float | None:
     return float(hi)
 
 
-def cumulative(buckets: dict[int, int], scale: float = 1.0) -> list[tuple[float, int]]:
+def cumulative(buckets: dict[int, int], divisor: float = 1.0) -> list[tuple[float, int]]:
     """[(upper bound * scale, cumulative count)] ending in (+Inf, total), as a
     Prometheus histogram wants. Upper bounds are exclusive in the kernel
     (< 2**(slot+1)); Prometheus `le` is inclusive, so the bound is the last
-    integer value in the bucket, 2**(slot+1) - 1."""
+    integer value in the bucket, 2**(slot+1) - 1 (divided by `divisor`, 1e9
+    for nanoseconds to seconds)."""
     out, running = [], 0
     for slot in sorted(buckets):
         running += buckets[slot]
-        out.append((((1 << (slot + 1)) - 1) * scale, running))
+        out.append((((1 << (slot + 1)) - 1) / divisor, running))
     out.append((float("inf"), running))
     return out
 
