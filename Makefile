@@ -31,7 +31,7 @@ install: venv
 	@$(PY) -c "import nttrace, nttrace._native; print('nttrace', nttrace.__version__, 'installed in $(VENV)')"
 
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 validate: setup
 	$(VENV)/bin/nttrace validate

@@ -1,5 +1,5 @@
 """What `pip install .` puts in site-packages."""
-import importlib.util
+import importlib.machinery
 from pathlib import Path
 
 import nttrace
@@ -9,8 +9,13 @@ def test_one_import_name():
     site = Path(nttrace.__file__).resolve().parents[1]
     assert not (site / "tracer").exists()
     assert not (site / "exporters").exists()
-    assert importlib.util.find_spec("tracer") is None
-    assert importlib.util.find_spec("exporters") is None
+    finder = importlib.machinery.PathFinder
+    assert finder.find_spec("tracer", [str(site)]) is None
+    assert finder.find_spec("exporters", [str(site)]) is None
+    record = next(site.glob("nttrace-*.dist-info")) / "RECORD"
+    installed = [line.split(",", 1)[0] for line in record.read_text().splitlines()]
+    top = {p.split("/", 1)[0] for p in installed if not p.startswith("../")}  # ../../../bin/nttrace: the script
+    assert top == {"nttrace", next(site.glob("nttrace-*.dist-info")).name}, top
 
 
 def test_bpf_sources_and_native_library_are_installed():

@@ -143,7 +143,7 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
     btf = sysroot.btf_path()
     caps["btf"] = _have(btf.exists(), f"{btf}", f"{btf} missing (kernel built without CONFIG_DEBUG_INFO_BTF)")
     tracefs = sysroot.tracefs()
-    caps["tracefs"] = _have(tracefs is not None, f"mounted at {tracefs}", "tracefs not mounted (run `make tracefs`)")
+    caps["tracefs"] = _have(tracefs is not None, f"mounted at {tracefs}", sysroot.tracefs_problem())
     for system, event in TRACEPOINTS:
         fmt = tracefs / "events" / system / event / "format" if tracefs else None
         caps[f"tracepoint:{system}:{event}"] = _have(

@@ -22,11 +22,26 @@ class Sysroot:
         return self.root / relative.lstrip("/")
 
     def tracefs(self) -> Path | None:
+        """The tracefs mount, or None (see tracefs_problem() for why)."""
         for cand in TRACEFS_CANDIDATES:
             p = self.path(cand)
-            if (p / "events").is_dir():
-                return p
+            try:
+                if (p / "events").is_dir():
+                    return p
+            except PermissionError:
+                continue
         return None
+
+    def tracefs_problem(self) -> str:
+        for cand in TRACEFS_CANDIDATES:
+            p = self.path(cand)
+            try:
+                (p / "events").stat()
+            except PermissionError:
+                return f"{p} is not accessible to this user (run as root)"
+            except OSError:
+                continue
+        return "tracefs not mounted (run `make tracefs`)"
 
     def btf_path(self) -> Path:
         return self.path("sys/kernel/btf/vmlinux")
