@@ -16,7 +16,7 @@ import pytest
 
 import nttrace
 from conftest import bpftool_prog_ids, run_nttrace
-from daemon_helpers import NTTRACE, DaemonProcess, free_port
+from nttrace.daemon_process import NTTRACE, DaemonProcess, free_port
 from nttrace import triggers
 
 DATA = Path(nttrace.__file__).parent / "data"

@@ -40,6 +40,7 @@ BENCH_EXAMPLES = """examples:
   nttrace bench native --quick          # the seeds' tables on this CPU, small sizes
   nttrace bench native --json > native.json
   nttrace bench probes                  # per-event cost of each BPF program
+  nttrace bench daemon --requests 2000  # daemon start-up, RSS, idle CPU, scrape latency
 """
 DAEMON_EXAMPLES = """examples:
   nttrace daemon                                  # Prometheus metrics on 127.0.0.1:9435
@@ -96,6 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     bp = bsub.add_parser("probes", help="per-event cost of each BPF program (kernel.bpf_stats_enabled)")
     bp.add_argument("--json", action="store_true")
     bp.add_argument("--events", type=int, default=2000, help="approximate events to drive per probe")
+    bd = bsub.add_parser("daemon", help="daemon start-up, memory, idle CPU and scrape latency on loopback")
+    bd.add_argument("--json", action="store_true")
+    bd.add_argument("--requests", type=int, default=2000, help="scrapes in the bounded load (default 2000)")
+    bd.add_argument("--concurrency", type=int, default=4, help="client threads (default 4)")
+    bd.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measurement (default 10)")
 
     d = sub.add_parser("daemon", help="export Prometheus metrics (systemd service)",
                        epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
@@ -140,7 +146,12 @@ def _dispatch(args) -> int:
         if args.bench == "probes":
             from nttrace import bench_probes
             return bench_probes.main(args)
-        raise UsageError("nttrace bench: choose native or probes (see --help)")
+        if args.bench == "daemon":
+            from nttrace import bench_daemon
+            if args.requests < 1 or args.concurrency < 1 or args.idle <= 0:
+                raise UsageError("--requests, --concurrency and --idle must be positive")
+            return bench_daemon.main(args)
+        raise UsageError("nttrace bench: choose native, probes or daemon (see --help)")
     if args.command == "daemon":
         from nttrace import daemon
         return daemon.main(args)

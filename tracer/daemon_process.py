@@ -1,5 +1,6 @@
-"""Running `nttrace daemon` for real in tests: a free loopback port, a
-NOTIFY_SOCKET the test reads, and a bounded wait for READY."""
+"""Running `nttrace daemon` as a child process, the way systemd would: a
+free loopback port, a NOTIFY_SOCKET this side reads, bounded waits for
+READY and friends. Used by `nttrace bench daemon` and by the tests."""
 from __future__ import annotations
 
 import os
