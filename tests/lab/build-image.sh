@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Builds the lab guest: a Debian 12 root filesystem with Debian's stock
+# kernel (from bookworm-security, with its matching headers for bcc) and
+# nttrace's runtime dependencies, as an ext4 image plus the kernel and
+# initramfs to boot it with.
+#
+#   build-image.sh OUT_DIR
+#
+# Writes OUT_DIR/{vmlinuz,initrd.img,root.img} and OUT_DIR/kernel-release.
+# Needs root, debootstrap, e2fsprogs; fetches only from Debian's archive.
+set -euo pipefail
+out=${1:?usage: build-image.sh OUT_DIR}
+here=$(cd "$(dirname "$0")" && pwd)
+mirror=${NTTRACE_LAB_MIRROR:-http://deb.debian.org/debian}
+security=${NTTRACE_LAB_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+work=$(mktemp -d "${out%/}.build.XXXXXX")
+root=$work/root
+cleanup() {
+    for m in proc sys dev/pts dev; do umount -l "$root/$m" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "lab image: debootstrap bookworm into $root"
+debootstrap --variant=minbase \
+    --include=ca-certificates,kmod,iproute2,procps,util-linux,e2fsprogs,python3,python3-venv \
+    bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
+
+cat >"$root/etc/apt/sources.list" <<SRC
+deb $mirror bookworm main
+deb $mirror bookworm-updates main
+deb $security bookworm-security main
+SRC
+mount -t proc proc "$root/proc"
+mount -t sysfs sys "$root/sys"
+mount --bind /dev "$root/dev"
+mount --bind /dev/pts "$root/dev/pts"
+
+echo "lab image: kernel, headers and nttrace's dependencies"
+chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -euc '
+    apt-get update -q
+    mkdir -p /etc/initramfs-tools/conf.d && echo "MODULES=most" > /etc/initramfs-tools/conf.d/modules
+    apt-get install -y -q --no-install-recommends \
+        linux-image-amd64 linux-headers-amd64 \
+        python3-bpfcc bpftool ndctl daxctl \
+        python3-prometheus-client python3-pip \
+        initramfs-tools busybox
+    apt-get clean
+' >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; exit 1; }
+
+kver=$(ls "$root/lib/modules" | sort -V | tail -n 1)
+test -e "$root/lib/modules/$kver/build/include" || { echo "headers for $kver missing" >&2; exit 1; }
+install -m 0755 "$here/guest-init.sh" "$root/sbin/nttrace-lab-init"
+mkdir -p "$root/nttrace" "$root/results"
+echo "nttrace-lab" > "$root/etc/hostname"
+
+mkdir -p "$out"
+cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
+cp "$root/boot/initrd.img-$kver" "$out/initrd.img"
+echo "$kver" > "$out/kernel-release"
+for m in proc sys dev/pts dev; do umount -l "$root/$m"; done
+echo "lab image: ext4 root image"
+rm -rf "$root/boot"/* "$root/var/cache/apt"/*.bin
+mkfs.ext4 -q -F -L nttrace-lab -d "$root" "$out/root.img" 3G
+echo "lab image: done ($kver) in $out"

@@ -1,0 +1,20 @@
+#!/bin/sh
+# Runs inside the lab guest (started by guest-init.sh): installs the nttrace
+# wheel the host built into the results share, then runs the scenarios.
+# Every step is bounded; the host bounds the whole run as well.
+set -u
+R=/results
+case "$(cat /proc/cmdline)" in
+    *nttrace.inject=hang*) echo "injected hang"; sleep 100000 ;;
+    *nttrace.inject=panic*) echo "injected panic"; echo c > /proc/sysrq-trigger ;;
+esac
+# No udev in the guest: load what it would (ACPI NFIT for the NVDIMM first).
+for m in nfit nd_pmem dax_pmem device_dax kmem; do modprobe "$m" 2>/dev/null || echo "modprobe $m failed"; done
+# QEMU user networking: the host forwards 127.0.0.1:<port> to 10.0.2.15:9435.
+nic=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
+ip link set "$nic" up && ip addr add 10.0.2.15/24 dev "$nic" && ip route add default via 10.0.2.2
+udevadm settle 2>/dev/null || sleep 2
+timeout 300 python3 -m venv --system-site-packages /opt/venv || exit 10
+timeout 300 /opt/venv/bin/pip install -q --no-index --no-deps "$R"/wheel/nttrace-*.whl || exit 11
+ln -sf /opt/venv/bin/nttrace /usr/local/bin/nttrace
+timeout -k 10 1500 /opt/venv/bin/python /nttrace/tests/lab/guest_scenarios.py "$R"

@@ -1,0 +1,140 @@
+"""The lab's scenarios, run inside the guest by guest-run.sh. Each writes
+RESULTS/<name>.json; a scenario that raises writes its error instead, and
+the next one still runs. Every command is bounded with a timeout."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+RESULTS = Path(sys.argv[1])
+NTTRACE = "/opt/venv/bin/nttrace"
+
+
+def sh(*cmd, timeout=300, check=True) -> subprocess.CompletedProcess:
+    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr.strip()[-2000:]}")
+    return p
+
+
+def nttrace_json(*args, timeout=900) -> dict:
+    p = sh(NTTRACE, *args, "--json", timeout=timeout, check=False)
+    try:
+        out = json.loads(p.stdout)
+    except ValueError:
+        out = {"unparsed_stdout": p.stdout[-4000:]}
+    out["_rc"], out["_stderr"] = p.returncode, p.stderr[-4000:]
+    return out
+
+
+def scenario(fn):
+    name = fn.__name__
+    t0 = time.monotonic()
+    try:
+        result = fn()
+    except Exception as exc:
+        result = {"error": f"{exc.__class__.__name__}: {exc}", "traceback": traceback.format_exc()}
+    result["_seconds"] = time.monotonic() - t0
+    (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=1, default=str))
+    print(f"scenario {name}: {'error' if 'error' in result else 'done'} in {result['_seconds']:.0f}s", flush=True)
+
+
+def bpftool_ids() -> set:
+    return {(p["id"], p.get("name", "")) for p in json.loads(sh("bpftool", "-j", "prog", "show").stdout or "[]")}
+
+
+def capabilities():
+    return nttrace_json("validate", "--check", "env.", "--check", "kernel.nt_support")
+
+
+def attach_modes():
+    """Every probe attached by fentry where it loads and by kprobe, then detached."""
+    from nttrace import capabilities as capmod, kernel_meta, triggers
+    from nttrace.capabilities import Capability
+    from nttrace.sysroot import Sysroot
+    from nttrace.tracer import Tracer
+    caps = capmod.report()
+    meta = kernel_meta.load(Sysroot("/"))
+    out = {"caps": {k: v.as_json() for k, v in caps.items() if k in ("kprobe", "fentry", "bcc", "pmem", "numa:tiers")}}
+    for mode in ("fentry", "kprobe"):
+        c = dict(caps)
+        if mode == "kprobe":
+            c["fentry"] = Capability(False, "disabled by the lab to exercise kprobes")
+        before = bpftool_ids()
+        with Tracer(["migrate", "memmap", "copy"], caps=c, meta=meta) as t:
+            status = dict(t.status)
+            triggers.compaction(scratch_mib=64)
+            snap = t.snapshot()
+        out[mode] = {"status": status, "copy": snap.get("copy"), "detached_clean": bpftool_ids() == before}
+    return out
+
+
+def _dmesg_memmap() -> list[dict]:
+    lines = sh("dmesg").stdout.splitlines()
+    calls = []
+    for line in lines:
+        m = re.search(r"memmap_init_zone_device initialised (\d+) pages in (\d+)ms", line)
+        if m:
+            calls.append({"pages": int(m.group(1)), "ms": int(m.group(2))})
+    return calls
+
+
+def _memmap(mode_args: list[str]) -> dict:
+    sh("ndctl", "create-namespace", "-f", "-e", "namespace0.0", *mode_args, timeout=300)
+    ns = json.loads(sh("ndctl", "list", "-N").stdout)
+    ns = ns[0] if isinstance(ns, list) else ns
+    Path("/proc/dynamic_debug/control").write_text("func memmap_init_zone_device +p\n")
+    sh("dmesg", "-C")
+    report = nttrace_json("validate", "--check", "kernel.memmap_latency", "--rebind", "namespace0.0", "--runs", "30")
+    return {"namespace": ns, "report": report, "kernel_debug_lines": _dmesg_memmap()}
+
+
+def memmap_fsdax():
+    return _memmap(["-m", "fsdax", "-M", "dev"])
+
+
+def memmap_devdax():
+    return _memmap(["-m", "devdax", "-a", "2M"])
+
+
+def demotion():
+    devs = json.loads(sh("daxctl", "list").stdout or "[]")
+    dev = devs[0]["chardev"] if devs else "dax0.0"
+    sh("daxctl", "reconfigure-device", "--mode=system-ram", "--force", dev, timeout=300)
+    nodes = Path("/sys/devices/system/node/online").read_text().strip()
+    report = nttrace_json("validate", "--check", "kernel.demotion_nt", "--demote")
+    return {"nodes_online": nodes, "report": report,
+            "tiers": sorted(p.name for p in Path("/sys/devices/virtual/memory_tiering").glob("memory_tier*"))}
+
+
+def daemon():
+    """Serve on the forwarded port until the host has scraped (or 300 s)."""
+    from nttrace.daemon_process import DaemonProcess
+    work = Path("/tmp/daemon")
+    work.mkdir(exist_ok=True)
+    d = DaemonProcess(work, config_text='listen = "0.0.0.0:9435"\nprobes = ["migrate", "memmap", "copy"]\n')
+    d.port = 9435
+    try:
+        ready = d.wait_message("READY=1", timeout=600)
+        from nttrace import triggers
+        triggers.compaction(scratch_mib=64)
+        (RESULTS / "daemon-ready").write_text(f"{ready}\n")
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and not (RESULTS / "host-scraped").exists():
+            time.sleep(0.5)
+        scraped = (RESULTS / "host-scraped").exists()
+        took = d.stop()
+        return {"ready_s": ready, "host_scraped": scraped, "stop_s": took, "rc": d.proc.returncode,
+                "log": d.read_log()[-3000:]}
+    finally:
+        d.close()
+
+
+if __name__ == "__main__":
+    for fn in (capabilities, attach_modes, memmap_fsdax, memmap_devdax, demotion, daemon):
+        scenario(fn)

@@ -1,0 +1,176 @@
+"""The lab harness: build (and cache) the guest image, boot it under QEMU
+(TCG) with an emulated NVDIMM as a CPU-less NUMA node, hand it nttrace as a
+wheel built from the working tree, and bring its results back. Every wait is
+bounded; QEMU is always killed on the way out.
+
+Cache: $NTTRACE_LAB_CACHE (default /var/cache/nttrace-lab), one directory
+per hash of the image inputs (build-image.sh, guest-init.sh).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TREE = HERE.parents[1]
+IMAGE_INPUTS = ("build-image.sh", "guest-init.sh")
+CACHE = Path(os.environ.get("NTTRACE_LAB_CACHE", "/var/cache/nttrace-lab"))
+
+
+class LabError(AssertionError):
+    """The guest failed; the message carries the guest's log."""
+
+
+def image_key() -> str:
+    h = hashlib.sha256()
+    for name in IMAGE_INPUTS:
+        h.update(name.encode() + b"\0" + (HERE / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def image(build_timeout: float = 1800) -> Path:
+    """The cached image directory, built first when missing."""
+    d = CACHE / image_key()
+    if (d / "complete").exists():
+        return d
+    shutil.rmtree(d, ignore_errors=True)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    log = d.parent / f"{d.name}.build.log"
+    with open(log, "w") as f:
+        try:
+            p = subprocess.run(["bash", str(HERE / "build-image.sh"), str(d)], stdout=f, stderr=subprocess.STDOUT,
+                               timeout=build_timeout)
+        except subprocess.TimeoutExpired:
+            raise LabError(f"image build exceeded {build_timeout}s: {log.read_text()[-3000:]}") from None
+    if p.returncode != 0:
+        raise LabError(f"image build failed ({p.returncode}): {log.read_text()[-3000:]}")
+    (d / "complete").write_text(time.strftime("%F %T\n"))
+    return d
+
+
+def build_wheel(dest: Path) -> Path:
+    dest.mkdir(parents=True, exist_ok=True)
+    # /usr/bin/python3 is Debian 12's 3.11, the guest's Python too.
+    p = subprocess.run(["/usr/bin/python3", "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
+                        "-w", str(dest), str(TREE)], capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise LabError(f"building the nttrace wheel failed: {p.stderr[-2000:]}")
+    return next(dest.glob("nttrace-*.whl"))
+
+
+@dataclass
+class LabRun:
+    results: Path
+    console: str
+    elapsed_s: float
+    scrape: dict = field(default_factory=dict)
+
+    def json(self, name: str) -> dict:
+        path = self.results / f"{name}.json"
+        if not path.exists():
+            raise LabError(f"the guest wrote no {name}.json\n{self.tail()}")
+        data = json.loads(path.read_text())
+        if "error" in data:
+            raise LabError(f"guest scenario {name} failed: {data['error']}\n{data.get('traceback', '')}\n{self.tail()}")
+        return data
+
+    def tail(self, n: int = 60) -> str:
+        run_log = self.results / "guest-run.log"
+        parts = ["--- console (tail) ---", *self.console.splitlines()[-n:]]
+        if run_log.exists():
+            parts += ["--- guest-run.log (tail) ---", *run_log.read_text().splitlines()[-n:]]
+        return "\n".join(parts)
+
+
+def free_port() -> int:
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append: str) -> list[str]:
+    return [
+        "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2",
+        "-machine", "pc,nvdimm=on", "-m", "2G,slots=2,maxmem=8G",
+        "-object", "memory-backend-ram,id=ram0,size=2G",
+        "-numa", "node,nodeid=0,cpus=0-1,memdev=ram0", "-numa", "node,nodeid=1",
+        "-object", f"memory-backend-file,id=nv0,share=on,mem-path={nvdimm},size=2G",
+        "-device", "nvdimm,id=nvdimm0,memdev=nv0,node=1",
+        "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "initrd.img"),
+        "-append", f"root=/dev/vda rw console=ttyS0 init=/sbin/nttrace-lab-init panic=-1 {append}".strip(),
+        "-drive", f"file={img / 'root.img'},if=virtio,format=raw,snapshot=on",
+        "-virtfs", f"local,path={TREE},mount_tag=nttrace,security_model=none,readonly=on",
+        "-virtfs", f"local,path={results},mount_tag=results,security_model=none",
+        "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:9435", "-device", "virtio-net-pci,netdev=n0",
+        "-display", "none", "-serial", f"file:{results / 'console.log'}", "-monitor", "none", "-no-reboot",
+    ]
+
+
+def scrape(port: int, timeout: float = 60) -> dict:
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+                return {"status": r.status, "body": r.read().decode()}
+        except OSError as exc:
+            last = exc
+            time.sleep(1)
+    return {"status": None, "error": str(last)}
+
+
+def run(results: Path, timeout: float = 1800, append: str = "") -> LabRun:
+    """Boot the guest once; returns when it powers off. Raises LabError on a
+    timeout (QEMU killed) with the guest's log."""
+    img = image()
+    results.mkdir(parents=True, exist_ok=True)
+    build_wheel(results / "wheel")
+    nvdimm = results / "nvdimm.img"
+    with open(nvdimm, "wb") as f:
+        f.truncate(2 << 30)  # sparse
+    port = free_port()
+    t0 = time.monotonic()
+    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    scraped: dict = {}
+    try:
+        while proc.poll() is None:
+            if time.monotonic() - t0 > timeout:
+                raise LabError(f"the guest did not finish within {timeout:.0f}s; QEMU killed\n"
+                               + LabRun(results, _console(results), time.monotonic() - t0).tail())
+            if not scraped and (results / "daemon-ready").exists():
+                scraped = scrape(port)
+                (results / "host-scraped").write_text(json.dumps({k: v for k, v in scraped.items() if k != "body"}))
+            time.sleep(0.5)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        nvdimm.unlink(missing_ok=True)
+    out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+    elapsed = time.monotonic() - t0
+    lab = LabRun(results, _console(results) + out, elapsed, scraped)
+    rc_file = results / "guest-run.rc"
+    if not rc_file.exists():
+        raise LabError(f"the guest stopped before its run finished (QEMU exit {proc.returncode})\n{lab.tail()}")
+    return lab
+
+
+def _console(results: Path) -> str:
+    p = results / "console.log"
+    return p.read_text(errors="replace") if p.exists() else ""
+
+
+if __name__ == "__main__":
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else "lab-results")
+    r = run(out)
+    print(f"guest finished in {r.elapsed_s:.0f}s; results in {out}")
