@@ -11,7 +11,11 @@
  *                       nttrace_memmap_init_zone_device_model(args), whose
  *                       args struct carries the same facts
  * Offsets from BTF: NTTRACE_PGMAP_TYPE, NTTRACE_PGMAP_VMEMMAP_SHIFT,
- * NTTRACE_ZONE_NODE (-1 when the kernel has no zone->node).
+ * NTTRACE_ZONE_NODE (-1 when the kernel has no zone->node), and
+ * NTTRACE_ALTMAP_BASE_PFN/_RESERVE/_FREE (-1 when absent): with map=dev the
+ * first PFNs hold the struct pages themselves (the altmap), and the kernel
+ * initialises nr_pages - (reserve + free) descriptors, as its own pr_debug
+ * line counts them. A valid altmap starts at start_pfn; an unused one is 0.
  * NTTRACE_PAGE_REF: also count page_ref_set events seen on the same task
  * while a call is in flight (the template-path inference).
  */
@@ -20,6 +24,7 @@
 struct memmap_inflight {
 	u64 ts;
 	u64 nr_pages;
+	u64 nr_init;
 	u64 start_pfn;
 	u64 vmemmap_shift;
 	u64 page_ref_sets;
@@ -31,6 +36,7 @@ struct memmap_record {
 	u64 ts;
 	u64 latency_ns;
 	u64 nr_pages;
+	u64 nr_init;
 	u64 start_pfn;
 	u64 vmemmap_shift;
 	u64 page_ref_sets;
@@ -47,7 +53,7 @@ struct memmap_key {
 
 struct memmap_stats {
 	u64 calls;
-	u64 pages;
+	u64 pages;          /* descriptors initialised (nr_init) */
 	u64 sum_ns;
 	u64 max_ns;
 	u64 page_ref_sets;
@@ -86,7 +92,7 @@ static __always_inline int memmap_exit(void *ctx)
 	s = memmap_stats.lookup_or_try_init(&key, &zero);
 	if (s) {
 		__sync_fetch_and_add(&s->calls, 1);
-		__sync_fetch_and_add(&s->pages, f->nr_pages);
+		__sync_fetch_and_add(&s->pages, f->nr_init);
 		__sync_fetch_and_add(&s->sum_ns, delta);
 		__sync_fetch_and_add(&s->page_ref_sets, f->page_ref_sets);
 		if (delta > s->max_ns)
@@ -95,7 +101,7 @@ static __always_inline int memmap_exit(void *ctx)
 	struct nttrace_hist_key hk = { .a = f->pgmap_type, .b = f->nid, .slot = bpf_log2l(delta) };
 	memmap_latency.increment(hk);
 	struct memmap_record r = {
-		.ts = f->ts, .latency_ns = delta, .nr_pages = f->nr_pages, .start_pfn = f->start_pfn,
+		.ts = f->ts, .latency_ns = delta, .nr_pages = f->nr_pages, .nr_init = f->nr_init, .start_pfn = f->start_pfn,
 		.vmemmap_shift = f->vmemmap_shift, .page_ref_sets = f->page_ref_sets,
 		.pid = tid, .pgmap_type = f->pgmap_type, .nid = f->nid,
 	};
@@ -108,7 +114,15 @@ static __always_inline void fill_from_kernel(struct memmap_inflight *f, void *zo
 					     u64 nr_pages, void *pgmap)
 {
 	f->nr_pages = nr_pages;
+	f->nr_init = nr_pages;
 	f->start_pfn = start_pfn;
+#if NTTRACE_ALTMAP_BASE_PFN >= 0
+	if (KREAD(pgmap, u64, NTTRACE_ALTMAP_BASE_PFN) == start_pfn) {
+		u64 skip = KREAD(pgmap, u64, NTTRACE_ALTMAP_RESERVE) + KREAD(pgmap, u64, NTTRACE_ALTMAP_FREE);
+		if (skip < nr_pages)
+			f->nr_init = nr_pages - skip;
+	}
+#endif
 	f->pgmap_type = KREAD(pgmap, u32, NTTRACE_PGMAP_TYPE);
 	f->vmemmap_shift = KREAD(pgmap, u64, NTTRACE_PGMAP_VMEMMAP_SHIFT);
 #if NTTRACE_ZONE_NODE >= 0
@@ -166,6 +180,7 @@ int nttrace_memmap_entry(struct pt_regs *ctx)
 
 	bpf_probe_read_user(&a, sizeof(a), (void *)PT_REGS_PARM1(ctx));
 	f.nr_pages = a.nr;
+	f.nr_init = a.nr;
 	f.start_pfn = a.start_pfn;
 	f.pgmap_type = a.pgmap_type;
 	f.vmemmap_shift = a.order;

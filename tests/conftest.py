@@ -49,8 +49,8 @@ def _binary(name):
 
 
 def _qemu():
-    kvm_free = shutil.which("qemu-system-x86_64")
-    return kvm_free is not None, kvm_free or "qemu-system-x86_64 not installed"
+    missing = [b for b in ("qemu-system-x86_64", "debootstrap", "mkfs.ext4") if not shutil.which(b)]
+    return not missing, ("missing " + ", ".join(missing)) if missing else "qemu-system-x86_64, debootstrap"
 
 
 CAPABILITIES = {

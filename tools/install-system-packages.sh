@@ -16,6 +16,8 @@ PACKAGES=(
     ndctl daxctl       # pmem namespaces (used where /sys/bus/nd exists, and in the lab guest)
     util-linux         # setpriv, for the unprivileged-run tests
     iproute2
+    openssl curl       # test certificates, manual scrapes
+    qemu-system-x86 qemu-utils debootstrap   # the lab guest (tests/lab)
 )
 # Also try the headers matching the running kernel; absent for custom kernels.
 MATCHING_HEADERS="linux-headers-$(uname -r)"

@@ -20,7 +20,8 @@ NT_MODES = {
     "MIGRATE_ASYNC_NON_TEMPORAL_STORES": "v2",
     "MIGRATE_ASYNC_NONTEMPORAL": "v3",
 }
-OFFSETS = (("dev_pagemap", "type"), ("dev_pagemap", "vmemmap_shift"), ("zone", "node"))
+OFFSETS = (("dev_pagemap", "type"), ("dev_pagemap", "vmemmap_shift"), ("zone", "node"),
+           ("dev_pagemap", "altmap.base_pfn"), ("dev_pagemap", "altmap.reserve"), ("dev_pagemap", "altmap.free"))
 ENUMS = ("migrate_mode", "migrate_reason", "memory_type")
 
 

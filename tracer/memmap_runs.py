@@ -44,15 +44,16 @@ def run_check(ctx, cid: str) -> CheckResult:
     first, rest = records[0], records[1:]
     avg_ms = statistics.mean(r["latency_ns"] for r in rest) / 1e6 if rest else None
     ns_per_page = statistics.mean(r["ns_per_page"] for r in rest) if rest else first["ns_per_page"]
-    nr = int(first["nr_pages"])
+    nr = int(first["pages_initialised"])
     with native.Buffer(nr * 64, fill=0) as buf:
         model = native.memmap_init(buf, nr, 64, first["pgmap_type"] if first["pgmap_type"] in native.PGMAP_TYPES else "FS_DAX",
                                    int(first["vmemmap_shift"]), "template_nt")
     model_ns = model.elapsed_ns / nr
     ev.update(first_bind_ms=first["latency_ns"] / 1e6, rebind_avg_ms=avg_ms, ns_per_page=ns_per_page,
               native_model_ns_per_descriptor=model_ns, kernel_over_native=ns_per_page / model_ns,
-              pgmap_type=first["pgmap_type"], vmemmap_shift=first["vmemmap_shift"], nr_pages=nr)
-    summary = (f"{target.namespace} ({first['pgmap_type']}, vmemmap_shift {first['vmemmap_shift']}, {nr} pages): "
+              pgmap_type=first["pgmap_type"], vmemmap_shift=first["vmemmap_shift"],
+              nr_pages=int(first["nr_pages"]), pages_initialised=nr)
+    summary = (f"{target.namespace} ({first['pgmap_type']}, vmemmap_shift {first['vmemmap_shift']}, {nr} pages initialised): "
                f"first bind {first['latency_ns'] / 1e6:.1f} ms, rebinds avg {avg_ms or 0:.1f} ms, "
                f"{ns_per_page:.2f} ns/page = x{ns_per_page / model_ns:.1f} the native NT model")
     if ctx.options.page_ref and "template_path" in first:

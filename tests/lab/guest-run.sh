@@ -8,6 +8,10 @@ case "$(cat /proc/cmdline)" in
     *nttrace.inject=hang*) echo "injected hang"; sleep 100000 ;;
     *nttrace.inject=panic*) echo "injected panic"; echo c > /proc/sysrq-trigger ;;
 esac
+# A user's kernel (NTTRACE_LAB_MODULES on the host): its modules and headers.
+if mount -t 9p -o trans=virtio,version=9p2000.L,ro kmods /mnt 2>/dev/null; then
+    mkdir -p "/lib/modules/$(uname -r)" && mount --bind "/mnt/$(uname -r)" "/lib/modules/$(uname -r)"
+fi
 # No udev in the guest: load what it would (ACPI NFIT for the NVDIMM first).
 for m in nfit nd_pmem dax_pmem device_dax kmem; do modprobe "$m" 2>/dev/null || echo "modprobe $m failed"; done
 # QEMU user networking: the host forwards 127.0.0.1:<port> to 10.0.2.15:9435.

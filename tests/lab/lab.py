@@ -5,6 +5,10 @@ bounded; QEMU is always killed on the way out.
 
 Cache: $NTTRACE_LAB_CACHE (default /var/cache/nttrace-lab), one directory
 per hash of the image inputs (build-image.sh, guest-init.sh).
+
+A kernel of your own (README.md beside this file): NTTRACE_LAB_KERNEL=bzImage,
+optionally NTTRACE_LAB_INITRD, and NTTRACE_LAB_MODULES=a directory holding
+<release>/ (modules_install output, with build/ pointing at its headers).
 """
 from __future__ import annotations
 
@@ -97,7 +101,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def kernel_args(img: Path) -> tuple[list[str], list[str]]:
+    """-kernel/-initrd and extra -virtfs for the stock or a user's kernel."""
+    kernel = os.environ.get("NTTRACE_LAB_KERNEL")
+    if not kernel:
+        return ["-kernel", str(img / "vmlinuz"), "-initrd", str(img / "initrd.img")], []
+    args = ["-kernel", kernel]
+    if os.environ.get("NTTRACE_LAB_INITRD"):
+        args += ["-initrd", os.environ["NTTRACE_LAB_INITRD"]]
+    extra = []
+    if os.environ.get("NTTRACE_LAB_MODULES"):
+        extra = ["-virtfs", f"local,path={os.environ['NTTRACE_LAB_MODULES']},mount_tag=kmods,security_model=none,readonly=on"]
+    return args, extra
+
+
 def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append: str) -> list[str]:
+    kargs, extra = kernel_args(img)
     return [
         "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2",
         "-machine", "pc,nvdimm=on", "-m", "2G,slots=2,maxmem=8G",
@@ -105,12 +124,13 @@ def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append:
         "-numa", "node,nodeid=0,cpus=0-1,memdev=ram0", "-numa", "node,nodeid=1",
         "-object", f"memory-backend-file,id=nv0,share=on,mem-path={nvdimm},size=2G",
         "-device", "nvdimm,id=nvdimm0,memdev=nv0,node=1",
-        "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "initrd.img"),
+        *kargs,
         "-append", f"root=/dev/vda rw console=ttyS0 init=/sbin/nttrace-lab-init panic=-1 {append}".strip(),
         "-drive", f"file={img / 'root.img'},if=virtio,format=raw,snapshot=on",
         "-virtfs", f"local,path={TREE},mount_tag=nttrace,security_model=none,readonly=on",
         "-virtfs", f"local,path={results},mount_tag=results,security_model=none",
         "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:9435", "-device", "virtio-net-pci,netdev=n0",
+        *extra,
         "-display", "none", "-serial", f"file:{results / 'console.log'}", "-monitor", "none", "-no-reboot",
     ]
 

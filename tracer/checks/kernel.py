@@ -81,7 +81,7 @@ def demotion_nt(ctx) -> CheckResult:
     ev = {"rows": rows, "pgdemote_delta": demoted, "probe_succeeded_pages": probe_pages, "run": run,
           "copy": snap.get("copy"), "nt_revision": ctx.kernel.nt_revision}
     if not rows or probe_pages == 0:
-        return CheckResult(cid, FAIL, f"reclaim ran ({run['reclaimed_bytes']} bytes asked) but no MR_DEMOTION migration was seen", ev)
+        return CheckResult(cid, FAIL, f"memory.reclaim of {run['scratch_mib']} MiB ran but no MR_DEMOTION migration was seen", ev)
     if probe_pages != demoted:
         return CheckResult(cid, FAIL, f"probe saw {probe_pages} demoted pages, /proc/vmstat pgdemote_* {demoted}", ev)
     cached = [r for r in rows if not r["nt"]]

@@ -14,6 +14,7 @@ SYMBOL = "memmap_init_zone_device"
 
 class MemmapRecord(ctypes.Structure):
     _fields_ = [("ts", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64), ("nr_pages", ctypes.c_uint64),
+                ("nr_init", ctypes.c_uint64),
                 ("start_pfn", ctypes.c_uint64), ("vmemmap_shift", ctypes.c_uint64),
                 ("page_ref_sets", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("pgmap_type", ctypes.c_uint32),
                 ("nid", ctypes.c_int32), ("pad", ctypes.c_uint32)]
@@ -50,12 +51,18 @@ class MemmapProbe(Probe):
 
     def defines(self) -> dict:
         d = {f"NTTRACE_VIA_{(self.via or 'kprobe').upper()}": 1, "NTTRACE_PAGE_REF": int(self.page_ref)}
+        altmap = ("NTTRACE_ALTMAP_BASE_PFN", "NTTRACE_ALTMAP_RESERVE", "NTTRACE_ALTMAP_FREE")
         if self.target == "native":
             d.update(NTTRACE_PGMAP_TYPE=0, NTTRACE_PGMAP_VMEMMAP_SHIFT=0, NTTRACE_ZONE_NODE=-1)
+            d.update({k: -1 for k in altmap})
             return d
-        d["NTTRACE_PGMAP_TYPE"] = self.meta.offsets["dev_pagemap.type"]
-        d["NTTRACE_PGMAP_VMEMMAP_SHIFT"] = self.meta.offsets["dev_pagemap.vmemmap_shift"]
-        d["NTTRACE_ZONE_NODE"] = self.meta.offsets.get("zone.node", -1)
+        off = self.meta.offsets
+        d["NTTRACE_PGMAP_TYPE"] = off["dev_pagemap.type"]
+        d["NTTRACE_PGMAP_VMEMMAP_SHIFT"] = off["dev_pagemap.vmemmap_shift"]
+        d["NTTRACE_ZONE_NODE"] = off.get("zone.node", -1)
+        have_altmap = all(f"dev_pagemap.altmap.{m}" in off for m in ("base_pfn", "reserve", "free"))
+        for k, m in zip(altmap, ("base_pfn", "reserve", "free")):
+            d[k] = off[f"dev_pagemap.altmap.{m}"] if have_altmap else -1
         return d
 
     def attach(self) -> None:
@@ -83,13 +90,13 @@ class MemmapProbe(Probe):
         r = ctypes.cast(data, ctypes.POINTER(MemmapRecord)).contents
         rec = {
             "probe": "memmap", "target": self.target, "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
-            "nr_pages": r.nr_pages, "start_pfn": r.start_pfn, "pgmap_type": self.type_name(r.pgmap_type),
-            "vmemmap_shift": r.vmemmap_shift, "nid": r.nid,
-            "ns_per_page": (r.latency_ns / r.nr_pages) if r.nr_pages else None,
+            "nr_pages": r.nr_pages, "pages_initialised": r.nr_init, "start_pfn": r.start_pfn,
+            "pgmap_type": self.type_name(r.pgmap_type), "vmemmap_shift": r.vmemmap_shift, "nid": r.nid,
+            "ns_per_page": (r.latency_ns / r.nr_init) if r.nr_init else None,
         }
         if self.page_ref:
             rec["page_ref_sets"] = r.page_ref_sets
-            rec["template_path"] = infer_template_path(r.page_ref_sets, r.nr_pages)
+            rec["template_path"] = infer_template_path(r.page_ref_sets, r.nr_init)
         self._records.append(rec)
 
     def type_name(self, value: int) -> str:
