@@ -34,6 +34,27 @@ static inline void clwb_range(void *p, size_t len)
 	for (; line < end; line += 64)
 		__asm__ volatile("clwb %0" : "+m"(*(volatile char *)line));
 }
+
+/* The MOVNTI body both generic routines share: 32 then 8 bytes at a time
+ * to an 8-byte aligned destination. Returns the bytes left (< 8). */
+static inline size_t movnti_body(unsigned char **dp, const unsigned char **sp, size_t len)
+{
+	unsigned char *d = *dp;
+	const unsigned char *s = *sp;
+
+	while (len >= 32) {
+		uint64_t a = load64(s), b = load64(s + 8), c = load64(s + 16), e = load64(s + 24);
+		movnti64(d, a); movnti64(d + 8, b); movnti64(d + 16, c); movnti64(d + 24, e);
+		d += 32; s += 32; len -= 32;
+	}
+	while (len >= 8) {
+		movnti64(d, load64(s));
+		d += 8; s += 8; len -= 8;
+	}
+	*dp = d;
+	*sp = s;
+	return len;
+}
 #endif
 
 NT_EXPORT void nt_drain(void)
@@ -77,15 +98,7 @@ NT_EXPORT void nt_copy_generic(void *dst, const void *src, size_t len)
 		movnti64(d, load64(s));
 		d += skew; s += skew; len -= skew;
 	}
-	while (len >= 32) {
-		uint64_t a = load64(s), b = load64(s + 8), c = load64(s + 16), e = load64(s + 24);
-		movnti64(d, a); movnti64(d + 8, b); movnti64(d + 16, c); movnti64(d + 24, e);
-		d += 32; s += 32; len -= 32;
-	}
-	while (len >= 8) {
-		movnti64(d, load64(s));
-		d += 8; s += 8; len -= 8;
-	}
+	len = movnti_body(&d, &s, len);
 	if (len)
 		movnti64(tail_dst, tail);
 #else
@@ -116,15 +129,7 @@ NT_EXPORT void nt_copy_mixed(void *dst, const void *src, size_t len)
 			clwb_range(d, head);
 		d += head; s += head; len -= head;
 	}
-	while (len >= 32) {
-		uint64_t a = load64(s), b = load64(s + 8), c = load64(s + 16), e = load64(s + 24);
-		movnti64(d, a); movnti64(d + 8, b); movnti64(d + 16, c); movnti64(d + 24, e);
-		d += 32; s += 32; len -= 32;
-	}
-	while (len >= 8) {
-		movnti64(d, load64(s));
-		d += 8; s += 8; len -= 8;
-	}
+	len = movnti_body(&d, &s, len);
 	while (len >= 4) {
 		movnti32(d, load32(s));
 		d += 4; s += 4; len -= 4;

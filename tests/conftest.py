@@ -109,6 +109,15 @@ def run_nttrace(*args, check=False, timeout=120, env=None, **kw) -> subprocess.C
     return proc
 
 
+def one_line_error(proc) -> str:
+    """The single stderr line of a failed nttrace run (never a traceback)."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("nttrace: ")
+    return lines[0]
+
+
 def bpftool_prog_ids() -> set[tuple[int, str]]:
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
     import json

@@ -5,15 +5,7 @@ import subprocess
 
 import pytest
 
-from conftest import run_nttrace
-
-
-def one_line_error(proc):
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert lines[0].startswith("nttrace: ")
-    return lines[0]
+from conftest import one_line_error, run_nttrace
 
 
 def test_version_and_help():

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import nttrace
-from conftest import bpftool_prog_ids, run_nttrace
+from conftest import bpftool_prog_ids, one_line_error, run_nttrace
 from nttrace.daemon_process import NTTRACE, DaemonProcess, free_port
 from nttrace import triggers
 
@@ -36,12 +36,6 @@ def daemon(tmp_path):
     yield start
     for d in made:
         d.close()
-
-
-def one_line(proc):
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in proc.stderr, proc.stderr
-    return lines[0]
 
 
 # -- configuration ------------------------------------------------------------
@@ -69,12 +63,12 @@ def test_bad_config_is_one_line_exit_2(tmp_path, text, message):
     for args in (["daemon", "--check-config", str(cfg)], ["daemon", "--config", str(cfg)]):
         proc = run_nttrace(*args)
         assert proc.returncode == 2
-        assert message in one_line(proc)
+        assert message in one_line_error(proc)
 
 
 def test_missing_config_file_is_exit_2(tmp_path):
     proc = run_nttrace("daemon", "--config", str(tmp_path / "absent.toml"))
-    assert proc.returncode == 2 and "No such file" in one_line(proc)
+    assert proc.returncode == 2 and "No such file" in one_line_error(proc)
 
 
 @pytest.mark.needs(*LIVE, "bpftool")
@@ -87,7 +81,7 @@ def test_port_in_use_is_exit_2_and_leaves_nothing_attached(tmp_path):
         port = s.getsockname()[1]
         proc = run_nttrace("daemon", "--listen", f"127.0.0.1:{port}")
     assert proc.returncode == 2
-    assert "Address already in use" in one_line(proc)
+    assert "Address already in use" in one_line_error(proc)
     assert bpftool_prog_ids() == before
 
 

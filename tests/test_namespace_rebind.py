@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_nttrace
+from conftest import one_line_error, run_nttrace
 from nttrace.errors import UsageError
 from nttrace.namespace_rebind import in_use, resolve
 
@@ -75,4 +75,4 @@ def test_idle_namespace_is_not_in_use(tmp_path):
 def test_rebind_of_missing_namespace_is_exit_2():
     proc = run_nttrace("validate", "--check", "kernel.memmap_latency", "--rebind", "namespace99.0")
     assert proc.returncode == 2
-    assert len(proc.stderr.strip().splitlines()) == 1 and "namespace99.0" in proc.stderr
+    assert "namespace99.0" in one_line_error(proc)

@@ -53,45 +53,47 @@ def kallsyms_names(path: Path) -> set[str]:
     return names
 
 
-def bcc_compiles() -> Capability:
+def _try_bpf(text: bytes) -> str | None:
+    """None when bcc compiles and loads `text`, else why it did not."""
     try:
-        from bcc import BPF  # noqa: WPS433 (import only when probing)
+        from bcc import BPF  # imported only when probing: it loads LLVM
     except ImportError as exc:
-        return Capability(False, f"python3-bpfcc not importable: {exc}")
+        return f"python3-bpfcc not importable: {exc}"
     try:
         with _quiet_stderr():
-            b = BPF(text=b"int nttrace_probe_compile(void *ctx) { return 0; }")
-        b.cleanup()
-    except Exception as exc:  # bcc raises bare Exception on compile failure
-        build = Path(f"/lib/modules/{os.uname().release}/build")
-        hint = "" if build.exists() else f"; {build} missing (run `make kernel-headers`)"
-        return Capability(False, f"bcc cannot compile a program: {exc}{hint}")
-    return Capability(True, "bcc compiled and loaded a test program")
+            BPF(text=text).cleanup()
+    except Exception as exc:  # bcc raises bare Exception
+        return str(exc)
+    return None
+
+
+def bcc_compiles() -> Capability:
+    why = _try_bpf(b"int nttrace_probe_compile(void *ctx) { return 0; }")
+    if why is None:
+        return Capability(True, "bcc compiled and loaded a test program")
+    build = Path(f"/lib/modules/{os.uname().release}/build")
+    hint = "" if build.exists() else f"; {build} missing (run `make kernel-headers`)"
+    return Capability(False, f"bcc cannot compile a program: {why}{hint}")
 
 
 def fentry_works() -> Capability:
     try:
         from bcc import BPF
-    except ImportError as exc:
-        return Capability(False, f"python3-bpfcc not importable: {exc}")
-    try:
         if not BPF.support_kfunc():
             return Capability(False, "kernel lacks BPF trampolines (BPF.support_kfunc() is false)")
+    except ImportError as exc:
+        return Capability(False, f"python3-bpfcc not importable: {exc}")
     except Exception as exc:
         return Capability(False, f"BPF.support_kfunc() failed: {exc}")
     # support_kfunc() only looks for the trampoline symbol; load a real
     # fentry program to know (some hosts refuse it with EPERM).
-    try:
-        with _quiet_stderr():
-            b = BPF(text=b"KFUNC_PROBE(vfs_read) { return 0; }")
-        b.cleanup()
-    except Exception as exc:
-        why = str(exc)
-        if "super-user" in why and os.geteuid() == 0:
-            # bcc words every EPERM this way, even for root.
-            why = "the kernel refused it with EPERM although nttrace runs as root (lockdown, LSM or a hypervisor policy)"
-        return Capability(False, f"support_kfunc() is true but loading an fentry program failed: {why}")
-    return Capability(True, "fentry program on vfs_read loaded")
+    why = _try_bpf(b"KFUNC_PROBE(vfs_read) { return 0; }")
+    if why is None:
+        return Capability(True, "fentry program on vfs_read loaded")
+    if "super-user" in why and os.geteuid() == 0:
+        # bcc words every EPERM this way, even for root.
+        why = "the kernel refused it with EPERM although nttrace runs as root (lockdown, LSM or a hypervisor policy)"
+    return Capability(False, f"support_kfunc() is true but loading an fentry program failed: {why}")
 
 
 class _quiet_stderr:
