@@ -11,6 +11,14 @@
  *   NTTRACE_DONE_THP_FAILED, NTTRACE_DONE_MODE, NTTRACE_DONE_REASON
  *   NTTRACE_RECORD (0/1): also emit one record per call
  * and from BTF: NTTRACE_MODES, NTTRACE_REASONS (enum sizes)
+ *
+ * Attach (NTTRACE_VIA_*): TRACEPOINT, the default; or, for the migrate_fn
+ * probe, FENTRY or KPROBE on migrate_pages() itself: whole-function latency,
+ * and a way in on kernels without the migrate tracepoints. There mode and
+ * reason are parameters (NTTRACE_FN_MODE/_REASON by name for fentry, the
+ * NTTRACE_FN_MODE_REG/_REASON_REG argument registers for kprobes, both from
+ * BTF's prototype of migrate_pages) and no page counts exist: the return
+ * value (pages not migrated, or -errno) is recorded instead.
  */
 #include "common.h"
 
@@ -33,6 +41,7 @@ struct migrate_stats {
 	u64 sum_ns;
 	u64 max_ns;
 	u64 unpaired;       /* done without a start (attached mid-call)   */
+	u64 errors;         /* function mode: calls that returned -errno  */
 };
 
 struct migrate_inflight {
@@ -68,7 +77,7 @@ static __always_inline u32 row_of(u32 mode, s32 reason)
 	return mode * NTTRACE_REASONS + (u32)reason;
 }
 
-int nttrace_migrate_start(void *ctx)
+static __always_inline int migrate_enter(u32 mode, s32 reason)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
 	struct migrate_inflight *slot = migrate_inflight.lookup(&tid);
@@ -77,17 +86,31 @@ int nttrace_migrate_start(void *ctx)
 	 * much cheaper than an LRU update. */
 	if (slot) {
 		slot->ts = bpf_ktime_get_ns();
-		slot->mode = TP_FIELD(ctx, u32, NTTRACE_START_MODE);
-		slot->reason = TP_FIELD(ctx, s32, NTTRACE_START_REASON);
+		slot->mode = mode;
+		slot->reason = reason;
 		return 0;
 	}
-	struct migrate_inflight f = {
-		.ts = bpf_ktime_get_ns(),
-		.mode = TP_FIELD(ctx, u32, NTTRACE_START_MODE),
-		.reason = TP_FIELD(ctx, s32, NTTRACE_START_REASON),
-	};
+	struct migrate_inflight f = { .ts = bpf_ktime_get_ns(), .mode = mode, .reason = reason };
 	migrate_inflight.update(&tid, &f);
 	return 0;
+}
+
+static __always_inline void account_latency(struct migrate_stats *s, u32 row, u64 delta)
+{
+	s->calls++;
+	s->sum_ns += delta;
+	if (delta > s->max_ns)
+		s->max_ns = delta;
+	u32 slot = row * NTTRACE_SLOTS + (u32)(bpf_log2l(delta) & (NTTRACE_SLOTS - 1));
+	u64 *h = migrate_latency.lookup(&slot);
+	if (h)
+		(*h)++;
+}
+
+#if defined(NTTRACE_VIA_TRACEPOINT)
+int nttrace_migrate_start(void *ctx)
+{
+	return migrate_enter(TP_FIELD(ctx, u32, NTTRACE_START_MODE), TP_FIELD(ctx, s32, NTTRACE_START_REASON));
 }
 
 int nttrace_migrate_done(void *ctx)
@@ -113,14 +136,7 @@ int nttrace_migrate_done(void *ctx)
 	}
 	u64 delta = bpf_ktime_get_ns() - f->ts;
 	f->ts = 0;  /* consumed; the LRU map recycles the entry */
-	s->calls++;
-	s->sum_ns += delta;
-	if (delta > s->max_ns)
-		s->max_ns = delta;
-	u32 slot = row * NTTRACE_SLOTS + (u32)(bpf_log2l(delta) & (NTTRACE_SLOTS - 1));
-	u64 *h = migrate_latency.lookup(&slot);
-	if (h)
-		(*h)++;
+	account_latency(s, row, delta);
 #if NTTRACE_RECORD
 	struct migrate_record r = {
 		.ts = bpf_ktime_get_ns() - delta, .latency_ns = delta,
@@ -132,3 +148,53 @@ int nttrace_migrate_done(void *ctx)
 #endif
 	return 0;
 }
+#else /* function mode */
+
+static __always_inline int migrate_fn_exit(void *ctx, int ret)
+{
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct migrate_inflight *f = migrate_inflight.lookup(&tid);
+	u32 row = NTTRACE_ROWS - 1;
+	struct migrate_stats *s;
+
+	if (f && f->ts)
+		row = row_of(f->mode, f->reason);
+	s = migrate_stats.lookup(&row);
+	if (!s)
+		return 0;
+	if (!f || !f->ts) {
+		s->unpaired++;
+		return 0;
+	}
+	u64 delta = bpf_ktime_get_ns() - f->ts;
+	f->ts = 0;
+	account_latency(s, row, delta);
+	if (ret > 0)
+		s->failed += ret;
+	else if (ret < 0)
+		s->errors++;
+	return 0;
+}
+
+#if defined(NTTRACE_VIA_FENTRY)
+KFUNC_PROBE(migrate_pages, NTTRACE_FN_PARAMS)
+{
+	return migrate_enter((u32)NTTRACE_FN_MODE, (s32)NTTRACE_FN_REASON);
+}
+
+KRETFUNC_PROBE(migrate_pages, NTTRACE_FN_PARAMS, int ret)
+{
+	return migrate_fn_exit(ctx, ret);
+}
+#else
+int nttrace_migrate_fn_entry(struct pt_regs *ctx)
+{
+	return migrate_enter((u32)NTTRACE_FN_MODE_REG(ctx), (s32)NTTRACE_FN_REASON_REG(ctx));
+}
+
+int nttrace_migrate_fn_return(struct pt_regs *ctx)
+{
+	return migrate_fn_exit(ctx, (int)PT_REGS_RC(ctx));
+}
+#endif
+#endif

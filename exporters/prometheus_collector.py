@@ -48,6 +48,7 @@ class ProbeCollector:
         kinfo.add_metric([self.release, self.tracer.meta.nt_revision], 1.0)
         yield kinfo
         yield from self._migrate(snap.get("migrate"))
+        yield from self._migrate_fn(snap.get("migrate_fn"))
         yield from self._memmap(snap.get("memmap"))
         yield from self._page_ref(snap.get("page_ref"))
         yield from self._copy(snap.get("copy"))
@@ -71,6 +72,19 @@ class ProbeCollector:
             _add_hist(dur, lv, r["latency_ns"])
         yield calls
         yield pages
+        yield dur
+
+    def _migrate_fn(self, entry):
+        if not self._attached(entry):
+            return
+        labels = ["mode", "reason", "nt"]
+        calls = CounterMetricFamily("nttrace_migrate_function_calls", "migrate_pages() calls seen at the function (fentry/kprobe)", labels=labels)
+        dur = _hist("nttrace_migrate_function_duration_seconds", "migrate_pages() latency, function entry to return", labels)
+        for r in entry["rows"]:
+            lv = [r["mode"], r["reason"], "true" if r["nt"] else "false"]
+            calls.add_metric(lv, r["calls"])
+            _add_hist(dur, lv, r["latency_ns"])
+        yield calls
         yield dur
 
     def _memmap(self, entry):

@@ -46,6 +46,24 @@ def test_probes_attach_and_detach_cleanly(lab, mode):
     assert r[mode]["detached_clean"]
 
 
+def test_migrate_pages_fentry_falls_back_to_kprobe_and_agrees_with_the_tracepoints(lab):
+    r = lab.json("attach_modes")
+    for mode in ("fentry", "kprobe"):
+        fn = r[mode]["migrate_fn"]
+        assert fn["status"] == "attached", fn
+        if mode == "fentry" and r["caps"]["fentry"]["available"]:
+            # 6.1's trampoline takes at most six arguments; migrate_pages has seven
+            assert fn["via"] == "fentry" or fn["fentry_fallback"], fn
+        else:
+            assert fn["via"] == "kprobe"
+        # the triggered compaction (MIGRATE_SYNC; kcompactd's own runs use
+        # SYNC_LIGHT) is seen the same number of times by both probes
+        key = ("MIGRATE_SYNC", "MR_COMPACTION")
+        tp = {(row["mode"], row["reason"]): row["calls"] for row in r[mode]["migrate"]["rows"]}
+        fn_calls = {(row["mode"], row["reason"]): row["calls"] for row in fn["rows"]}
+        assert fn_calls.get(key, 0) >= 1 and fn_calls.get(key) == tp.get(key), (fn_calls, tp)
+
+
 def _memmap(lab, name, pgmap, shift):
     r = lab.json(name)
     rep = r["report"]

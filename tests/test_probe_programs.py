@@ -119,3 +119,26 @@ def test_unknown_probe_is_a_usage_error():
     proc = run_nttrace("trace", "--probes", "migrate,bogus")
     assert proc.returncode in (2, 3)  # 3 when not privileged; else 2 for the name
     assert "bogus" in proc.stderr or "CAP_" in proc.stderr
+
+
+@pytest.mark.needs("root", "btf", "bcc")
+def test_migrate_fn_program_takes_argument_positions_from_btf(meta):
+    from nttrace.btf import Btf
+    from nttrace.probes.migrate_fn import MigrateFunctionProbe
+    caps = with_kprobes(capabilities.report())
+    caps["ksym:migrate_pages"] = Capability(True, "assumed")
+    p = MigrateFunctionProbe(meta, caps)
+    params = Btf.from_file("/sys/kernel/btf/vmlinux").func_params("migrate_pages")
+    assert p.availability().ok
+    p.via = "kprobe"
+    d = p.defines()
+    assert d["NTTRACE_FN_MODE_REG(ctx)"] == f"PT_REGS_PARM{params.index('mode') + 1}(ctx)"
+    assert d["NTTRACE_FN_REASON_REG(ctx)"] == f"PT_REGS_PARM{params.index('reason') + 1}(ctx)"
+    p.load()
+    assert p.bpf.load_func("nttrace_migrate_fn_entry", p.bpf.KPROBE).fd > 0
+    assert p.bpf.load_func("nttrace_migrate_fn_return", p.bpf.KPROBE).fd > 0
+    p.detach()
+    p.via = "fentry"
+    text = p.program_text()
+    assert "KFUNC_PROBE(migrate_pages, NTTRACE_FN_PARAMS)" in text
+    assert "#define NTTRACE_FN_PARAMS " + ", ".join(f"u64 {x}" for x in params) in text

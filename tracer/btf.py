@@ -100,6 +100,10 @@ class Btf:
                 for i in range(vlen):
                     m_name, raw = struct.unpack_from("<Ii" if signed else "<II", data, pos + 8 * i)
                     members.append((name_at(m_name), raw))
+            elif kind == KIND_FUNC_PROTO:
+                for i in range(vlen):
+                    m_name, m_type = struct.unpack_from("<II", data, pos + 8 * i)
+                    members.append((name_at(m_name), m_type))
             elif kind == KIND_ENUM64:
                 for i in range(vlen):
                     m_name, lo, hi = struct.unpack_from("<III", data, pos + 12 * i)
@@ -118,6 +122,14 @@ class Btf:
         if tid is None:
             raise KeyError(f"enum {name} not in BTF")
         return dict(self._types[tid].members)
+
+    def func_params(self, name: str) -> list[str]:
+        """Parameter names of kernel function `name`, in order."""
+        tid = self._by_name.get((KIND_FUNC, name))
+        if tid is None:
+            raise KeyError(f"function {name} not in BTF")
+        proto = self._types[self._types[tid].size_or_type]
+        return [p_name for p_name, _p_type in proto.members]
 
     def struct_size(self, name: str) -> int:
         return self._types[self._struct_id(name)].size_or_type

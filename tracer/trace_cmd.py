@@ -32,14 +32,15 @@ def print_table(snap: dict, elapsed: float, out=sys.stdout) -> None:
         if entry["status"] != "attached":
             print(f"  {name}: {entry['status']}: {entry.get('reason', '')}", file=out)
             continue
-        if name == "migrate":
+        if name in ("migrate", "migrate_fn"):
             print(f"  {'MODE':<34} {'REASON':<20} {'NT':<3} {'CALLS':>7} {'OK PAGES':>9} {'FAILED':>7} {'P50 us':>9} {'MAX us':>9}", file=out)
             for r in entry["rows"]:
                 lat = r["latency_ns"]
                 p50 = f"{lat['p50'] / 1e3:.1f}" if lat["p50"] is not None else "-"
                 mx = f"{lat['max'] / 1e3:.1f}" if lat["max"] is not None else "-"
+                ok = "-" if r["succeeded"] is None else r["succeeded"]
                 print(f"  {r['mode']:<34} {r['reason']:<20} {'y' if r['nt'] else 'n':<3} {r['calls']:>7} "
-                      f"{r['succeeded']:>9} {r['failed']:>7} {p50:>9} {mx:>9}", file=out)
+                      f"{ok:>9} {r['failed']:>7} {p50:>9} {mx:>9}", file=out)
         elif name == "memmap":
             for r in entry["rows"]:
                 print(f"  memmap {r['pgmap_type']:<10} node {r['nid']:>2} calls {r['calls']:>5} pages {r['pages']:>10} "

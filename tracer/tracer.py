@@ -47,7 +47,7 @@ class Tracer:
             raise UsageError("no probes selected")
 
     def _make(self, name: str):
-        kwargs = {"sysroot": self.sysroot} if name == "migrate" else {}
+        kwargs = {"sysroot": self.sysroot} if name in ("migrate", "migrate_fn") else {}
         return PROBES[name](self.meta, self.caps, self.options.get(name, {}), **kwargs)
 
     def programs(self) -> dict[str, str]:

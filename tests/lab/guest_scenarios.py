@@ -66,11 +66,13 @@ def attach_modes():
         if mode == "kprobe":
             c["fentry"] = Capability(False, "disabled by the lab to exercise kprobes")
         before = bpftool_ids()
-        with Tracer(["migrate", "memmap", "copy"], caps=c, meta=meta) as t:
+        with Tracer(["migrate", "migrate_fn", "memmap", "copy"], caps=c, meta=meta) as t:
             status = dict(t.status)
             triggers.compaction(scratch_mib=64)
+            time.sleep(1)
             snap = t.snapshot()
-        out[mode] = {"status": status, "copy": snap.get("copy"), "detached_clean": bpftool_ids() == before}
+        out[mode] = {"status": status, "copy": snap.get("copy"), "migrate": snap.get("migrate"),
+                     "migrate_fn": snap.get("migrate_fn"), "detached_clean": bpftool_ids() == before}
     return out
 
 

@@ -1,10 +1,12 @@
-"""One module per probe: migrate (tracepoints), memmap (kprobe/fentry on
+"""One module per probe: migrate (tracepoints), migrate_fn (fentry/kprobe on
+migrate_pages), memmap (kprobe/fentry on
 memmap_init_zone_device), page_ref (page_ref:page_ref_set), copy (kprobes on
 the kernel's folio copy routines), native_latency (uprobe on the native
 reference's memmap model)."""
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe
 from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.migrate_fn import MigrateFunctionProbe
 from nttrace.probes.page_ref import PageRefProbe
 
-PROBES = {p.name: p for p in (MigrateProbe, MemmapProbe, PageRefProbe, CopyProbe)}
+PROBES = {p.name: p for p in (MigrateProbe, MigrateFunctionProbe, MemmapProbe, PageRefProbe, CopyProbe)}

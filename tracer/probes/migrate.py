@@ -21,7 +21,7 @@ class MigrateRecord(ctypes.Structure):
 
 
 def _sum_stats(per_cpu) -> dict:
-    fields = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "sum_ns", "unpaired")
+    fields = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "sum_ns", "unpaired", "errors")
     out = {f: sum(getattr(v, f) for v in per_cpu) for f in fields}
     out["max_ns"] = max((v.max_ns for v in per_cpu), default=0)
     return out
@@ -62,6 +62,7 @@ class MigrateProbe(Probe):
             "NTTRACE_RECORD": 1 if self.options.get("record") else 0,
             "NTTRACE_MODES": self.n_modes,
             "NTTRACE_REASONS": self.n_reasons,
+            "NTTRACE_VIA_TRACEPOINT": 1,
         }
 
     @property
@@ -110,7 +111,7 @@ class MigrateProbe(Probe):
         for row in range(n_rows):
             per_cpu = stats_t[ctypes.c_int(row)]
             total = _sum_stats(per_cpu)
-            if not (total["calls"] or total["unpaired"] or total["succeeded"] or total["failed"]):
+            if not (total["calls"] or total["unpaired"] or total["succeeded"] or total["failed"] or total["errors"]):
                 continue
             key = (-1, -1) if row == n_rows - 1 else divmod(row, self.n_reasons)
             stats[key] = total
@@ -137,6 +138,7 @@ class MigrateProbe(Probe):
                 "thp_succeeded": s["thp_succeeded"],
                 "thp_failed": s["thp_failed"],
                 "unpaired": s["unpaired"],
+                "errors": s["errors"],
                 "latency_ns": histogram.summary(buckets, s["calls"], s["sum_ns"], s["max_ns"]),
             })
-        return {"rows": rows, "events_lost": raw["lost"]}
+        return {"via": self.via, "rows": rows, "events_lost": raw["lost"]}

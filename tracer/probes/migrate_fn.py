@@ -1,0 +1,72 @@
+"""The migrate_fn probe: migrate_pages() timed at the function itself, by
+fentry/fexit where the kernel's BPF trampoline takes it and by
+kprobe/kretprobe otherwise (bpf/migrate.bpf.c, function mode). Whole-call
+latency by (mode, reason), and a way in on kernels without the migrate
+tracepoints. Page counts exist only at the tracepoint; here the return value
+(pages not migrated, or -errno) is counted instead, and `succeeded` is null."""
+from __future__ import annotations
+
+from nttrace.btf import Btf
+from nttrace.probes.base import Availability, kernel_function_attach, load_with_fallback
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.sysroot import Sysroot
+
+SYMBOL = "migrate_pages"
+MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
+
+
+class MigrateFunctionProbe(MigrateProbe):
+    name = "migrate_fn"
+
+    def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
+        super().__init__(meta, caps, options, sysroot=sysroot)
+        self.fentry_error = ""
+        self._params = None
+        self._sysroot = sysroot or Sysroot("/")
+
+    def params(self) -> list[str]:
+        if self._params is None:
+            self._params = Btf.from_file(self._sysroot.btf_path()).func_params(SYMBOL)
+        return self._params
+
+    def availability(self) -> Availability:
+        try:
+            params = self.params()
+        except (KeyError, OSError) as exc:
+            return Availability(False, f"no BTF prototype for {SYMBOL}: {exc}")
+        for p in ("mode", "reason"):
+            if p not in params[:MAX_REG_ARGS]:
+                return Availability(False, f"{SYMBOL}() has no `{p}` among its first six parameters ({', '.join(params)})")
+        return kernel_function_attach(self.caps, [SYMBOL])
+
+    def defines(self) -> dict:
+        params = self.params()
+        d = {
+            f"NTTRACE_VIA_{(self.via or 'kprobe').upper()}": 1,
+            "NTTRACE_RECORD": 0,
+            "NTTRACE_MODES": self.n_modes,
+            "NTTRACE_REASONS": self.n_reasons,
+            "NTTRACE_FN_PARAMS": ", ".join(f"u64 {p}" for p in params),
+            "NTTRACE_FN_MODE": "mode",
+            "NTTRACE_FN_REASON": "reason",
+            "NTTRACE_FN_MODE_REG(ctx)": f"PT_REGS_PARM{params.index('mode') + 1}(ctx)",
+            "NTTRACE_FN_REASON_REG(ctx)": f"PT_REGS_PARM{params.index('reason') + 1}(ctx)",
+        }
+        return d
+
+    def attach(self) -> None:
+        self.via = self.availability().attach_via
+        load_with_fallback(self)
+        if self.via == "kprobe":
+            self.bpf.attach_kprobe(event=SYMBOL, fn_name="nttrace_migrate_fn_entry")
+            self.bpf.attach_kretprobe(event=SYMBOL, fn_name="nttrace_migrate_fn_return")
+
+    def snapshot(self) -> dict:
+        out = super().snapshot()
+        for row in out["rows"]:
+            row["succeeded"] = None  # not visible at the function boundary
+            row["thp_succeeded"] = row["thp_failed"] = None
+            row["not_migrated"] = row["failed"]
+        if self.fentry_error:
+            out["fentry_fallback"] = self.fentry_error
+        return out
