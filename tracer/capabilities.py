@@ -56,12 +56,11 @@ def kallsyms_names(path: Path) -> set[str]:
 def _try_bpf(text: bytes) -> str | None:
     """None when bcc compiles and loads `text`, else why it did not."""
     try:
-        from bcc import BPF  # imported only when probing: it loads LLVM
+        from nttrace.probes.base import load_bpf  # imports bcc, which loads LLVM
+        with _quiet_stderr():
+            load_bpf(text).cleanup()
     except ImportError as exc:
         return f"python3-bpfcc not importable: {exc}"
-    try:
-        with _quiet_stderr():
-            BPF(text=text).cleanup()
     except Exception as exc:  # bcc raises bare Exception
         return str(exc)
     return None

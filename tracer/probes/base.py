@@ -50,8 +50,7 @@ class Probe:
 
     # -- lifecycle -----------------------------------------------------------
     def load(self):
-        from bcc import BPF
-        self.bpf = BPF(text=self.program_text().encode(), cflags=[f"-I{self.include_dir()}", "-Wno-macro-redefined"])
+        self.bpf = load_bpf(self.program_text().encode(), cflags=[f"-I{self.include_dir()}", "-Wno-macro-redefined"])
         return self.bpf
 
     def attach(self) -> None:
@@ -70,6 +69,29 @@ class Probe:
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None
+
+
+def load_bpf(text: bytes, cflags: list[str] | None = None):
+    """bcc's BPF(text=...), except that a constructor that fails part way
+    (e.g. an fentry program that loads but will not attach) releases what it
+    had already loaded and attached, instead of leaving it to atexit."""
+    import atexit
+
+    from bcc import BPF
+
+    class _Released(BPF):
+        def __init__(self, *args, **kwargs):
+            try:
+                super().__init__(*args, **kwargs)
+            except BaseException:
+                atexit.unregister(self.cleanup)
+                try:
+                    self.cleanup()
+                except Exception:
+                    pass
+                raise
+
+    return _Released(text=text, cflags=cflags or [])
 
 
 def hist_by_label(table) -> dict[tuple[int, int], dict[int, int]]:
