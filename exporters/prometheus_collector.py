@@ -48,7 +48,7 @@ class ProbeCollector:
         kinfo.add_metric([self.release, self.tracer.meta.nt_revision], 1.0)
         yield kinfo
         yield from self._migrate(snap.get("migrate"))
-        yield from self._migrate_fn(snap.get("migrate_fn"))
+        yield from self._migrate(snap.get("migrate_fn"), function=True)
         yield from self._memmap(snap.get("memmap"))
         yield from self._page_ref(snap.get("page_ref"))
         yield from self._copy(snap.get("copy"))
@@ -57,34 +57,27 @@ class ProbeCollector:
     def _attached(entry) -> bool:
         return bool(entry) and entry.get("status") == "attached"
 
-    def _migrate(self, entry):
+    def _migrate(self, entry, function: bool = False):
+        """migrate_pages() by (mode, reason): from the tracepoints, or (function)
+        from fentry/kprobe on the function, where no page counts exist."""
         if not self._attached(entry):
             return
         labels = ["mode", "reason", "nt"]
-        calls = CounterMetricFamily("nttrace_migrate_calls", "migrate_pages() calls", labels=labels)
-        pages = CounterMetricFamily("nttrace_migrate_pages", "Pages migrated, by result", labels=labels + ["result"])
-        dur = _hist("nttrace_migrate_duration_seconds", "migrate_pages() latency (mm_migrate_pages_start to mm_migrate_pages)", labels)
+        base, where = ("nttrace_migrate_function", "function entry to return") if function else \
+            ("nttrace_migrate", "mm_migrate_pages_start to mm_migrate_pages")
+        calls = CounterMetricFamily(f"{base}_calls", "migrate_pages() calls", labels=labels)
+        pages = CounterMetricFamily(f"{base}_pages", "Pages migrated, by result", labels=labels + ["result"])
+        dur = _hist(f"{base}_duration_seconds", f"migrate_pages() latency ({where})", labels)
         for r in entry["rows"]:
             lv = [r["mode"], r["reason"], "true" if r["nt"] else "false"]
             calls.add_metric(lv, r["calls"])
-            pages.add_metric(lv + ["succeeded"], r["succeeded"])
-            pages.add_metric(lv + ["failed"], r["failed"])
+            if r["succeeded"] is not None:
+                pages.add_metric(lv + ["succeeded"], r["succeeded"])
+                pages.add_metric(lv + ["failed"], r["failed"])
             _add_hist(dur, lv, r["latency_ns"])
         yield calls
-        yield pages
-        yield dur
-
-    def _migrate_fn(self, entry):
-        if not self._attached(entry):
-            return
-        labels = ["mode", "reason", "nt"]
-        calls = CounterMetricFamily("nttrace_migrate_function_calls", "migrate_pages() calls seen at the function (fentry/kprobe)", labels=labels)
-        dur = _hist("nttrace_migrate_function_duration_seconds", "migrate_pages() latency, function entry to return", labels)
-        for r in entry["rows"]:
-            lv = [r["mode"], r["reason"], "true" if r["nt"] else "false"]
-            calls.add_metric(lv, r["calls"])
-            _add_hist(dur, lv, r["latency_ns"])
-        yield calls
+        if not function:
+            yield pages
         yield dur
 
     def _memmap(self, entry):
