@@ -74,14 +74,13 @@ def main(args) -> int:
     try:
         tracer.attach()
         next_print = start + args.interval
+        end = start + args.duration if args.duration is not None else None
         while True:
             now = time.monotonic()
-            if args.duration is not None and now - start >= args.duration:
+            if end is not None and now >= end:
                 break
-            wait = min(next_print, start + args.duration if args.duration else next_print) - now
-            tracer.poll(timeout_ms=max(1, int(min(wait, 0.2) * 1000)))
-            if wait > 0.2:
-                time.sleep(0)  # poll already waited
+            deadline = min(next_print, end) if end is not None else next_print
+            tracer.poll(timeout_ms=max(1, int(min(deadline - now, 0.2) * 1000)))
             _write_records(tracer, record_file)
             if not args.json and time.monotonic() >= next_print:
                 print_table(tracer.snapshot(), time.monotonic() - start)

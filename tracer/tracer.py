@@ -103,9 +103,15 @@ class Tracer:
         return {"added": added, "removed": removed}
 
     def poll(self, timeout_ms: int = 0) -> None:
+        """Drain per-call records; waits up to timeout_ms in all (sleeping
+        when no attached probe emits records)."""
+        t0 = time.monotonic()
+        waited = False
         for name, p in self.probes.items():
             if self.status.get(name, {}).get("status") == "attached":
-                p.poll(timeout_ms)
+                waited |= p.poll(0 if waited else timeout_ms)
+        if not waited and timeout_ms > 0:
+            time.sleep(max(0.0, timeout_ms / 1000 - (time.monotonic() - t0)))
 
     def records(self) -> list[dict]:
         out = []

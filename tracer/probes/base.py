@@ -59,8 +59,10 @@ class Probe:
     def snapshot(self) -> dict:
         raise NotImplementedError
 
-    def poll(self, timeout_ms: int = 0) -> None:
-        """Drain per-call records, where the probe emits them."""
+    def poll(self, timeout_ms: int = 0) -> bool:
+        """Drain per-call records, waiting up to timeout_ms for them, where
+        the probe emits any. False when it has nothing to wait on."""
+        return False
 
     def records(self) -> list[dict]:
         return []

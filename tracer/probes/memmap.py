@@ -102,9 +102,11 @@ class MemmapProbe(Probe):
     def type_name(self, value: int) -> str:
         return self.meta.memory_type_name(value).removeprefix("MEMORY_DEVICE_")
 
-    def poll(self, timeout_ms: int = 0) -> None:
+    def poll(self, timeout_ms: int = 0) -> bool:
         if self.bpf is not None:
             self.bpf.perf_buffer_poll(timeout=timeout_ms)
+            return True
+        return False
 
     def records(self) -> list[dict]:
         out, self._records = self._records, []

@@ -93,9 +93,11 @@ class MigrateProbe(Probe):
     def _on_lost(self, count):
         self._lost_records += count
 
-    def poll(self, timeout_ms: int = 0) -> None:
+    def poll(self, timeout_ms: int = 0) -> bool:
         if self.bpf is not None and self.options.get("record"):
             self.bpf.perf_buffer_poll(timeout=timeout_ms)
+            return True
+        return False
 
     def records(self) -> list[dict]:
         out, self._records = self._records, []
