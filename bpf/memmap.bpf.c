@@ -23,6 +23,7 @@
 
 struct memmap_inflight {
 	u64 ts;
+	u64 j0;             /* jiffies at entry: the kernel's own pr_debug clock */
 	u64 nr_pages;
 	u64 nr_init;
 	u64 start_pfn;
@@ -40,6 +41,7 @@ struct memmap_record {
 	u64 start_pfn;
 	u64 vmemmap_shift;
 	u64 page_ref_sets;
+	u64 jiffies;        /* jiffies elapsed between entry and return */
 	u32 pid;
 	u32 pgmap_type;
 	s32 nid;
@@ -69,6 +71,7 @@ static __always_inline int memmap_enter(struct memmap_inflight *f)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
 
+	f->j0 = bpf_jiffies64();
 	f->ts = bpf_ktime_get_ns();
 	if (memmap_inflight.update(&tid, f) < 0) {
 		int zero = 0;
@@ -103,6 +106,7 @@ static __always_inline int memmap_exit(void *ctx)
 	struct memmap_record r = {
 		.ts = f->ts, .latency_ns = delta, .nr_pages = f->nr_pages, .nr_init = f->nr_init, .start_pfn = f->start_pfn,
 		.vmemmap_shift = f->vmemmap_shift, .page_ref_sets = f->page_ref_sets,
+		.jiffies = bpf_jiffies64() - f->j0,
 		.pid = tid, .pgmap_type = f->pgmap_type, .nid = f->nid,
 	};
 	memmap_records.perf_submit(ctx, &r, sizeof(r));

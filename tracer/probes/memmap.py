@@ -16,7 +16,8 @@ class MemmapRecord(ctypes.Structure):
     _fields_ = [("ts", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64), ("nr_pages", ctypes.c_uint64),
                 ("nr_init", ctypes.c_uint64),
                 ("start_pfn", ctypes.c_uint64), ("vmemmap_shift", ctypes.c_uint64),
-                ("page_ref_sets", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("pgmap_type", ctypes.c_uint32),
+                ("page_ref_sets", ctypes.c_uint64), ("jiffies", ctypes.c_uint64),
+                ("pid", ctypes.c_uint32), ("pgmap_type", ctypes.c_uint32),
                 ("nid", ctypes.c_int32), ("pad", ctypes.c_uint32)]
 
 
