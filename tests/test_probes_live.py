@@ -148,3 +148,22 @@ def test_kernel_function_probes_report_why_they_are_unavailable(caps, meta):
         if not caps["tracepoint:page_ref:page_ref_set"].available:
             assert "page_ref_set" in t.status["page_ref"]["reason"]
         assert t.status["migrate"]["status"] == "attached"
+
+
+@pytest.mark.needs("root", "uprobe", "bcc")
+def test_memmap_records_carry_the_jiffies_each_call_spans(caps, meta):
+    nr = 1 << 23  # 512 MiB of descriptors: tens of milliseconds, several ticks
+    with native.Buffer(nr * 64, fill=0) as buf:
+        with Tracer(["memmap"], options={"memmap": {"target": "native"}}, caps=caps, meta=meta) as t:
+            run = native.memmap_init(buf, nr, 64, "FS_DAX", 0, "slow")
+            records = []
+            for _ in range(20):
+                t.poll(timeout_ms=100)
+                records.extend(t.records())
+                if records:
+                    break
+    (rec,) = records
+    ms = run.elapsed_ns / 1e6
+    # Linux ticks at 100..1000 Hz: a call of `ms` milliseconds spans between
+    # ms/10 and ms/1 jiffies, give or take the tick at either end.
+    assert ms / 10 - 1 <= rec["jiffies"] <= ms + 1, (rec["jiffies"], ms)

@@ -92,7 +92,7 @@ class MemmapProbe(Probe):
         rec = {
             "probe": "memmap", "target": self.target, "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
             "nr_pages": r.nr_pages, "pages_initialised": r.nr_init, "start_pfn": r.start_pfn,
-            "pgmap_type": self.type_name(r.pgmap_type), "vmemmap_shift": r.vmemmap_shift, "nid": r.nid,
+            "pgmap_type": self.type_name(r.pgmap_type), "vmemmap_shift": r.vmemmap_shift, "nid": r.nid, "jiffies": r.jiffies,
             "ns_per_page": (r.latency_ns / r.nr_init) if r.nr_init else None,
         }
         if self.page_ref:
