@@ -34,6 +34,7 @@ class KernelMetadata:
     offsets: dict[str, int] = field(default_factory=dict)
     crosscheck: list[str] = field(default_factory=list)   # disagreements, empty when consistent
     crosschecked: bool = False
+    btf: Btf | None = field(default=None, repr=False, compare=False)  # the parsed BTF, for probes that need more
 
     @property
     def nt_revision(self) -> str:
@@ -90,7 +91,8 @@ def load(sysroot: Sysroot) -> KernelMetadata:
             except KeyError:
                 pass  # ZONE_DEVICE off in this kernel: the memmap probe reports it
         enums["migrate_reason"].pop("MR_TYPES", None)
-        meta = KernelMetadata("btf", enums["migrate_mode"], enums["migrate_reason"], enums["memory_type"], offsets)
+        meta = KernelMetadata("btf", enums["migrate_mode"], enums["migrate_reason"], enums["memory_type"], offsets,
+                              btf=btf)
     elif start_fmt is not None:
         # No BTF: the tracepoint's own symbol tables. Reason names there are
         # the tracepoint's lower-case labels, which is all this kernel offers.

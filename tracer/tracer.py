@@ -34,7 +34,6 @@ class Tracer:
         self.meta = meta or kernel_meta.load(self.sysroot)
         self.probes = {name: self._make(name) for name in probe_names}
         self.status: dict[str, dict] = {}
-        self.started = None
         self.handle_sigterm = handle_sigterm
         self._old_term = None
 
@@ -47,8 +46,7 @@ class Tracer:
             raise UsageError("no probes selected")
 
     def _make(self, name: str):
-        kwargs = {"sysroot": self.sysroot} if name in ("migrate", "migrate_fn") else {}
-        return PROBES[name](self.meta, self.caps, self.options.get(name, {}), **kwargs)
+        return PROBES[name](self.meta, self.caps, self.options.get(name, {}), self.sysroot)
 
     def programs(self) -> dict[str, str]:
         """The C text of each available probe (for --ebpf)."""
@@ -81,7 +79,6 @@ class Tracer:
         except BaseException:
             self.detach()
             raise
-        self.started = time.monotonic()
         if not any(s["status"] == "attached" for s in self.status.values()):
             reasons = "; ".join(f"{n}: {s['reason']}" for n, s in self.status.items())
             self.detach()
@@ -108,7 +105,7 @@ class Tracer:
         t0 = time.monotonic()
         waited = False
         for name, p in self.probes.items():
-            if self.status.get(name, {}).get("status") == "attached":
+            if self.attached(name):
                 waited |= p.poll(0 if waited else timeout_ms)
         if not waited and timeout_ms > 0:
             time.sleep(max(0.0, timeout_ms / 1000 - (time.monotonic() - t0)))
@@ -116,7 +113,7 @@ class Tracer:
     def records(self) -> list[dict]:
         out = []
         for name, p in self.probes.items():
-            if self.status.get(name, {}).get("status") == "attached":
+            if self.attached(name):
                 out.extend(p.records())
         return out
 

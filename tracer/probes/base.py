@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nttrace import bpf as bpf_sources
+from nttrace.sysroot import Sysroot
 
 
 @dataclass
@@ -23,10 +24,11 @@ class Probe:
     name = ""
     source = ""
 
-    def __init__(self, meta, caps, options=None):
+    def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
         self.meta = meta
         self.caps = caps
         self.options = options or {}
+        self.sysroot = sysroot or Sysroot("/")
         self.bpf = None
         self.via = ""
 

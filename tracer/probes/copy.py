@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from nttrace.btf import Btf
 from nttrace.probes.base import Availability, Probe, kernel_function_attach, load_with_fallback
-from nttrace.sysroot import Sysroot
 
 # (symbol, kind, nt): folio routines take (dst, src) folios; page routines copy 4 KiB.
 ROUTINES = [
@@ -33,15 +32,17 @@ class CopyProbe(Probe):
     name = "copy"
     source = "copy.bpf.c"
 
-    def __init__(self, meta, caps, options=None):
-        super().__init__(meta, caps, options)
+    def __init__(self, meta, caps, options=None, sysroot=None):
+        super().__init__(meta, caps, options, sysroot)
         self.present = [r for r in ROUTINES if caps[f"ksym:{r[0]}"].available]
         self.fentry_error = ""
         self._layout = None
 
     def layout(self) -> dict[str, int]:
         if self._layout is None:
-            self._layout = folio_layout(Btf.from_file(Sysroot("/").btf_path()))
+            if self.meta.btf is None:
+                raise KeyError("the kernel metadata was not read from BTF")
+            self._layout = folio_layout(self.meta.btf)
         return self._layout
 
     def availability(self) -> Availability:

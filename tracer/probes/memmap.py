@@ -25,8 +25,8 @@ class MemmapProbe(Probe):
     name = "memmap"
     source = "memmap.bpf.c"
 
-    def __init__(self, meta, caps, options=None):
-        super().__init__(meta, caps, options)
+    def __init__(self, meta, caps, options=None, sysroot=None):
+        super().__init__(meta, caps, options, sysroot)
         self.target = self.options.get("target", "kernel")
         self.page_ref = bool(self.options.get("page_ref"))
         self._records: list[dict] = []

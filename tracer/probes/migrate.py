@@ -32,8 +32,8 @@ class MigrateProbe(Probe):
     source = "migrate.bpf.c"
 
     def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
-        super().__init__(meta, caps, options)
-        tracefs = (sysroot or Sysroot("/")).tracefs()
+        super().__init__(meta, caps, options, sysroot)
+        tracefs = self.sysroot.tracefs()
         self.start_fmt = read_format(tracefs, *START)
         self.done_fmt = read_format(tracefs, *DONE)
         self._records: list[dict] = []

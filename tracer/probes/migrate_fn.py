@@ -6,7 +6,6 @@ tracepoints. Page counts exist only at the tracepoint; here the return value
 (pages not migrated, or -errno) is counted instead, and `succeeded` is null."""
 from __future__ import annotations
 
-from nttrace.btf import Btf
 from nttrace.probes.base import Availability, kernel_function_attach, load_with_fallback
 from nttrace.probes.migrate import MigrateProbe
 from nttrace.sysroot import Sysroot
@@ -19,15 +18,13 @@ class MigrateFunctionProbe(MigrateProbe):
     name = "migrate_fn"
 
     def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
-        super().__init__(meta, caps, options, sysroot=sysroot)
+        super().__init__(meta, caps, options, sysroot)
         self.fentry_error = ""
-        self._params = None
-        self._sysroot = sysroot or Sysroot("/")
 
     def params(self) -> list[str]:
-        if self._params is None:
-            self._params = Btf.from_file(self._sysroot.btf_path()).func_params(SYMBOL)
-        return self._params
+        if self.meta.btf is None:
+            raise KeyError("the kernel metadata was not read from BTF")
+        return self.meta.btf.func_params(SYMBOL)
 
     def availability(self) -> Availability:
         try:
