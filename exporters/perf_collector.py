@@ -4,7 +4,6 @@ sysfs). Opened once, read at scrape time; what a host lacks is reported by
 nttrace_perf_up with the reason in /healthz."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily

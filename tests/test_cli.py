@@ -1,5 +1,4 @@
 """The command line: help, version, exit codes and one-line errors."""
-import json
 import os
 import subprocess
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from nttrace.errors import UsageError
 from nttrace.probes import PROBES

@@ -74,7 +74,6 @@ class DaemonProcess:
 
     def metric(self, name: str, **labels) -> float | None:
         _, text = self.get("/metrics")
-        want = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
         for line in text.splitlines():
             if line.startswith(name + "{") or line.startswith(name + " "):
                 series, _, value = line.rpartition(" ")

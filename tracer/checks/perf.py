@@ -77,8 +77,9 @@ def device_reads(ctx) -> CheckResult:
     events, notes = memory_traffic.traffic_events(pmus)
     if not events:
         return CheckResult(cid, SKIP, "uncore PMUs present but none with named read/write byte events: " + "; ".join(notes))
-    specs = {f"{e.pmu}:{e.direction}": pmus[e.pmu].spec(e.event) for e in events}
-    cpus = {k: (pmus[k.split(":")[0]].cpus[:1] or [0]) for k in specs}
+    by_key = {f"{e.pmu}:{e.direction}": e for e in events}
+    specs = {k: pmus[e.pmu].spec(e.event) for k, e in by_key.items()}
+    cpus = {k: (pmus[e.pmu].cpus[:1] or [0]) for k, e in by_key.items()}
     nbytes = 256 << 20
     # Copy onto the memory the PMUs watch (a CXL expander is its own node).
     target = next((e.node for e in events if e.node), None)
@@ -91,9 +92,8 @@ def device_reads(ctx) -> CheckResult:
                     native.lib().nt_demote_copy(dst.addr, src.addr, nbytes // 4096,
                                                 native.PAGE_METHODS.index(method), 512, native.DRAIN[drain])
                 readings.update(r)
-            results[name] = {k: {"bytes": (r.value or 0) * next(e.bytes_per_count for e in events
-                                                                   if f"{e.pmu}:{e.direction}" == k),
-                                 **r.as_json()} for k, r in readings.items()}
+            results[name] = {k: {"bytes": (r.value or 0) * by_key[k].bytes_per_count, **r.as_json()}
+                             for k, r in readings.items()}
     results["notes"] = notes
     reads = {n: sum(v["bytes"] for k, v in results[n].items() if k.endswith(":read")) for n in ("cached", "nt")}
     results["read_bytes"] = reads
