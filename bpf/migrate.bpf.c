@@ -23,14 +23,26 @@
 #include "common.h"
 
 /*
- * Cost per event matters (the probe is meant to stay on): the done path does
- * one LRU-hash lookup and two per-CPU array updates, and ctx fields are read
- * directly. Rows are indexed mode * NTTRACE_REASONS + reason, with both
- * bounds from the running kernel's enums (NTTRACE_MODES, NTTRACE_REASONS);
- * out-of-range values land in the last row, which user space reports.
+ * Cost per event matters (the probe is meant to stay on, and every event
+ * arrives with the caches cold from migrating pages): each program touches
+ * one in-flight slot and at most one per-CPU row, reads ctx fields directly,
+ * and calls no helper but the clock and the task id. Array lookups are
+ * inlined by the verifier; the hash lookups of earlier versions were not.
+ *
+ * Rows are indexed mode * NTTRACE_REASONS + reason, with both bounds from the
+ * running kernel's enums (NTTRACE_MODES, NTTRACE_REASONS); out-of-range
+ * values land in the last row, which user space reports. A row holds the
+ * counters and the row's log2 latency histogram together, so one lookup
+ * serves both.
+ *
+ * In-flight calls live in a direct-mapped table indexed by the low bits of
+ * the task id and tagged with the whole id. Two tasks whose ids share those
+ * bits and that are inside migrate_pages() at the same time lose one call's
+ * latency (counted as unpaired, never paired with the wrong start).
  */
 #define NTTRACE_ROWS (NTTRACE_MODES * NTTRACE_REASONS + 1)
 #define NTTRACE_SLOTS 64
+#define NTTRACE_INFLIGHT 16384  /* power of two */
 
 struct migrate_stats {
 	u64 calls;          /* paired start/done                          */
@@ -42,12 +54,15 @@ struct migrate_stats {
 	u64 max_ns;
 	u64 unpaired;       /* done without a start (attached mid-call)   */
 	u64 errors;         /* function mode: calls that returned -errno  */
+	u64 hist[NTTRACE_SLOTS];  /* calls by log2(latency in ns)         */
 };
 
 struct migrate_inflight {
-	u64 ts;
+	u64 ts;             /* 0: free                                    */
+	u32 tid;
 	u32 mode;
 	s32 reason;
+	u32 pad;
 };
 
 struct migrate_record {
@@ -61,9 +76,8 @@ struct migrate_record {
 	u32 pad;
 };
 
-BPF_TABLE("lru_hash", u32, struct migrate_inflight, migrate_inflight, 16384);
+BPF_ARRAY(migrate_inflight, struct migrate_inflight, NTTRACE_INFLIGHT);
 BPF_PERCPU_ARRAY(migrate_stats, struct migrate_stats, NTTRACE_ROWS);
-BPF_PERCPU_ARRAY(migrate_latency, u64, NTTRACE_ROWS * NTTRACE_SLOTS);
 #if NTTRACE_RECORD
 BPF_PERF_OUTPUT(migrate_records);
 #endif
@@ -77,34 +91,43 @@ static __always_inline u32 row_of(u32 mode, s32 reason)
 	return mode * NTTRACE_REASONS + (u32)reason;
 }
 
+static __always_inline struct migrate_inflight *inflight_slot(u32 tid)
+{
+	u32 idx = tid & (NTTRACE_INFLIGHT - 1);
+
+	return migrate_inflight.lookup(&idx);
+}
+
 static __always_inline int migrate_enter(u32 mode, s32 reason)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct migrate_inflight *slot = migrate_inflight.lookup(&tid);
+	struct migrate_inflight *slot = inflight_slot(tid);
 
-	/* A task that migrated before reuses its entry in place: a lookup is
-	 * much cheaper than an LRU update. */
 	if (slot) {
 		slot->ts = bpf_ktime_get_ns();
+		slot->tid = tid;
 		slot->mode = mode;
 		slot->reason = reason;
-		return 0;
 	}
-	struct migrate_inflight f = { .ts = bpf_ktime_get_ns(), .mode = mode, .reason = reason };
-	migrate_inflight.update(&tid, &f);
 	return 0;
 }
 
-static __always_inline void account_latency(struct migrate_stats *s, u32 row, u64 delta)
+/* The call's start, consumed; NULL when this task's start was not seen
+ * (attached mid-call, or its slot taken by another task meanwhile). */
+static __always_inline struct migrate_inflight *inflight_take(struct migrate_inflight *f, u32 tid)
+{
+	if (!f || !f->ts || f->tid != tid)
+		return 0;
+	return f;
+}
+
+static __always_inline void account_latency(struct migrate_stats *s, u64 delta)
 {
 	s->calls++;
 	s->sum_ns += delta;
 	if (delta > s->max_ns)
 		s->max_ns = delta;
-	u32 slot = row * NTTRACE_SLOTS + (u32)(bpf_log2l(delta) & (NTTRACE_SLOTS - 1));
-	u64 *h = migrate_latency.lookup(&slot);
-	if (h)
-		(*h)++;
+	s->hist[bpf_log2l(delta) & (NTTRACE_SLOTS - 1)]++;
 }
 
 #if defined(NTTRACE_VIA_TRACEPOINT)
@@ -116,11 +139,12 @@ int nttrace_migrate_start(void *ctx)
 int nttrace_migrate_done(void *ctx)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct migrate_inflight *f = inflight_take(inflight_slot(tid), tid);
+	u64 now = bpf_ktime_get_ns();
 	u32 mode = TP_FIELD(ctx, u32, NTTRACE_DONE_MODE);
 	s32 reason = TP_FIELD(ctx, s32, NTTRACE_DONE_REASON);
 	u32 row = row_of(mode, reason);
 	struct migrate_stats *s = migrate_stats.lookup(&row);
-	struct migrate_inflight *f;
 
 	if (!s)
 		return 0;
@@ -128,18 +152,16 @@ int nttrace_migrate_done(void *ctx)
 	s->failed += TP_FIELD(ctx, u64, NTTRACE_DONE_FAILED);
 	s->thp_succeeded += TP_FIELD(ctx, u64, NTTRACE_DONE_THP_SUCCEEDED);
 	s->thp_failed += TP_FIELD(ctx, u64, NTTRACE_DONE_THP_FAILED);
-
-	f = migrate_inflight.lookup(&tid);
-	if (!f || !f->ts) {
+	if (!f) {
 		s->unpaired++;
 		return 0;
 	}
-	u64 delta = bpf_ktime_get_ns() - f->ts;
-	f->ts = 0;  /* consumed; the LRU map recycles the entry */
-	account_latency(s, row, delta);
+	u64 start = f->ts;
+	f->ts = 0;
+	account_latency(s, now - start);
 #if NTTRACE_RECORD
 	struct migrate_record r = {
-		.ts = bpf_ktime_get_ns() - delta, .latency_ns = delta,
+		.ts = start, .latency_ns = now - start,
 		.succeeded = TP_FIELD(ctx, u64, NTTRACE_DONE_SUCCEEDED),
 		.failed = TP_FIELD(ctx, u64, NTTRACE_DONE_FAILED),
 		.pid = tid, .mode = mode, .reason = reason,
@@ -153,22 +175,20 @@ int nttrace_migrate_done(void *ctx)
 static __always_inline int migrate_fn_exit(void *ctx, int ret)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct migrate_inflight *f = migrate_inflight.lookup(&tid);
-	u32 row = NTTRACE_ROWS - 1;
-	struct migrate_stats *s;
+	struct migrate_inflight *f = inflight_take(inflight_slot(tid), tid);
+	u64 now = bpf_ktime_get_ns();
+	u32 row = f ? row_of(f->mode, f->reason) : NTTRACE_ROWS - 1;
+	struct migrate_stats *s = migrate_stats.lookup(&row);
 
-	if (f && f->ts)
-		row = row_of(f->mode, f->reason);
-	s = migrate_stats.lookup(&row);
 	if (!s)
 		return 0;
-	if (!f || !f->ts) {
+	if (!f) {
 		s->unpaired++;
 		return 0;
 	}
-	u64 delta = bpf_ktime_get_ns() - f->ts;
+	u64 start = f->ts;
 	f->ts = 0;
-	account_latency(s, row, delta);
+	account_latency(s, now - start);
 	if (ret > 0)
 		s->failed += ret;
 	else if (ret < 0)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from conftest import bpftool_prog_ids, run_nttrace
+from conftest import bpftool_prog_ids, one_line_error, run_nttrace
 from nttrace import capabilities, kernel_meta, native, triggers
 from nttrace.sysroot import Sysroot
 from nttrace.tracer import Tracer
@@ -167,3 +167,84 @@ def test_memmap_records_carry_the_jiffies_each_call_spans(caps, meta):
     # Linux ticks at 100..1000 Hz: a call of `ms` milliseconds spans between
     # ms/10 and ms/1 jiffies, give or take the tick at either end.
     assert ms / 10 - 1 <= rec["jiffies"] <= ms + 1, (rec["jiffies"], ms)
+
+
+class _FtraceInstance:
+    """A private ftrace buffer (tracefs instances/) with the migrate events on:
+    the kernel's own record of every call, to hold the probe against."""
+
+    def __init__(self, tracefs, name="nttrace-test"):
+        self.dir = tracefs / "instances" / name
+        if self.dir.exists():
+            self.dir.rmdir()
+        self.dir.mkdir()
+
+    def __enter__(self):
+        for event in ("mm_migrate_pages_start", "mm_migrate_pages"):
+            (self.dir / "events" / "migrate" / event / "enable").write_text("1")
+        return self
+
+    def __exit__(self, *exc):
+        for event in ("mm_migrate_pages_start", "mm_migrate_pages"):
+            (self.dir / "events" / "migrate" / event / "enable").write_text("0")
+
+    def lines(self, pid: int) -> list[str]:
+        return [x for x in (self.dir / "trace").read_text().splitlines()
+                if not x.startswith("#") and f"-{pid} " in x.split("[")[0] + " "]
+
+    def remove(self):
+        self.dir.rmdir()
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc")
+def test_every_call_is_paired_with_its_start(caps, meta):
+    """The in-flight table pairs each start with its done: for the calls this
+    process makes (compaction runs in the task that writes compact_memory),
+    the probe emits one record per call the kernel's own ftrace buffer shows,
+    with the same page counts in the same order."""
+    instance = _FtraceInstance(Sysroot("/").tracefs())
+    try:
+        with Tracer(["migrate"], options={"migrate": {"record": True}}, caps=caps, meta=meta) as t:
+            with instance:
+                triggers.compaction(scratch_mib=32)
+            time.sleep(0.2)
+            t.poll(200)
+            records = [r for r in t.records() if r["pid"] == os.getpid()]
+        lines = instance.lines(os.getpid())
+    finally:
+        instance.remove()
+    starts = [x for x in lines if "mm_migrate_pages_start:" in x]
+    dones = [x for x in lines if "mm_migrate_pages:" in x]
+    assert len(starts) == len(dones) >= 1
+    assert len(records) == len(dones)
+    kernel_succeeded = [int(x.split("nr_succeeded=")[1].split()[0]) for x in dones]
+    assert [r["succeeded"] for r in records] == kernel_succeeded
+    assert all(r["latency_ns"] > 0 for r in records)
+
+
+@pytest.mark.needs("root", "tracepoint", "uprobe", "bcc", "bpftool")
+def test_bench_probes_reports_each_program_against_references_measured_alone():
+    before = bpftool_prog_ids()
+    proc = run_nttrace("bench", "probes", "--events", "200", "--rounds", "1", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    mig = report["migrate"]
+    assert mig["status"] == "measured"
+    (row,) = mig["rounds"]
+    assert set(row["order"]) == {"probe", "empty", "clock_only"}
+    names = {p["name"] for p in mig["programs"]}
+    assert names == {"nttrace_migrate_start", "nttrace_migrate_done"}
+    for subject in row["order"]:
+        programs = row[f"{subject}_programs"]
+        assert sum(p["run_cnt"] for p in programs) >= 2 * 200 and all(p["run_time_ns"] > 0 for p in programs)
+        assert row[subject] == sum(p["run_time_ns"] for p in programs) / sum(p["run_cnt"] for p in programs)
+    assert mig["ratio_to_clock_only"] == row["probe"] / row["clock_only"]
+    mm = report["memmap_uprobe"]
+    assert mm["status"] == "measured" and all(p["run_cnt"] >= 200 for p in mm["programs"])
+    assert bpftool_prog_ids() == before
+
+
+def test_bench_probes_rejects_nonpositive_counts():
+    proc = run_nttrace("bench", "probes", "--rounds", "0")
+    assert proc.returncode == 2
+    assert "--rounds" in one_line_error(proc)

@@ -5,10 +5,21 @@ per program, read with bpftool), while a workload drives its attach point.
 Workloads: compaction cycles for the migrate tracepoints; calls of the
 native memmap model for the memmap program attached by uprobe. The uprobe
 figure is the program's run time only, not the uprobe trap around it.
+
+The migrate probe is measured in rounds, each attaching one thing at a time
+to the same tracepoints under the same workload: the probe, an empty
+program, and a program that only reads the clock (bpf/bench_baseline.bpf.c),
+in an order that rotates from round to round. One at a time, because the
+first program on a tracepoint pays for the caches the workload left cold and
+any program after it runs warm: references attached beside the probe look
+cheaper than they are. The clock-only program is the floor for a latency
+probe, which must read the clock on every event; the ratio to it is the
+figure that carries across noisy machines.
 """
 from __future__ import annotations
 
 import json
+import statistics
 import subprocess
 import sys
 import time
@@ -17,6 +28,8 @@ from pathlib import Path
 from nttrace.errors import CapabilityError, EXIT_OK
 
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
+MIGRATE_TRACEPOINTS = ("migrate:mm_migrate_pages_start", "migrate:mm_migrate_pages")
+REFERENCES = {"empty": "nttrace_bench_empty", "clock_only": "nttrace_bench_ktime"}
 
 
 def bpftool_progs() -> dict[int, dict]:
@@ -42,76 +55,117 @@ class bpf_stats:
         STATS.write_text(self.old)
 
 
-def _baseline(tracepoints: list[str]):
-    """The reference programs, attached beside the probe (bpf/bench_baseline.bpf.c)."""
-    from bcc import BPF
+def _drive(ids: set[int], drive, min_events: int, max_s: float) -> tuple[int, list[dict]]:
+    """Run the workload until every program in `ids` ran min_events times
+    (or max_s passed); return the rounds and each program's counters."""
+    deadline = time.monotonic() + max_s
+    rounds = 0
+    while True:
+        drive()
+        rounds += 1
+        now = bpftool_progs()
+        if min(now.get(i, {}).get("run_cnt", 0) for i in ids) >= min_events or time.monotonic() > deadline:
+            break
+    progs = []
+    for i in sorted(ids):
+        p = now.get(i, {})
+        cnt, ns = p.get("run_cnt", 0), p.get("run_time_ns", 0)
+        progs.append({"id": i, "name": p.get("name", str(i)), "run_cnt": cnt, "run_time_ns": ns,
+                      "ns_per_event": (ns / cnt) if cnt else None})
+    return rounds, progs
 
-    from nttrace import bpf as sources
-    b = BPF(text=sources.source("bench_baseline.bpf.c").encode())
-    for tp in tracepoints:
-        b.attach_tracepoint(tp=tp, fn_name="nttrace_bench_empty")
-        b.attach_tracepoint(tp=tp, fn_name="nttrace_bench_ktime")
-    return b
+
+def _per_event(progs: list[dict]) -> float | None:
+    cnt = sum(p["run_cnt"] for p in progs)
+    return sum(p["run_time_ns"] for p in progs) / cnt if cnt else None
 
 
-def _measure(probe: str, options: dict, drive, min_events: int, max_s: float, baseline_tps=()) -> dict:
+def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float) -> dict:
     from nttrace.tracer import Tracer
     before = set(bpftool_progs())
     with Tracer([probe], options={probe: options}) as t:
         if not t.attached(probe):
             return {"status": "unavailable", "reason": t.status[probe].get("reason")}
-        ours = {i: p for i, p in bpftool_progs().items() if i not in before}
-        base = _baseline(list(baseline_tps)) if baseline_tps else None
-        base_ids = {i: p for i, p in bpftool_progs().items() if i not in before and i not in ours}
-        deadline = time.monotonic() + max_s
-        rounds = 0
-        while time.monotonic() < deadline:
-            drive()
-            rounds += 1
-            now = bpftool_progs()
-            if min(now[i].get("run_cnt", 0) for i in ours) >= min_events:
-                break
-        final = bpftool_progs()
-        if base is not None:
-            base.cleanup()
-    progs = []
-    for i in ours:
-        p = final.get(i, {})
-        cnt, ns = p.get("run_cnt", 0), p.get("run_time_ns", 0)
-        progs.append({"id": i, "name": p.get("name", ours[i].get("name")), "run_cnt": cnt, "run_time_ns": ns,
-                      "ns_per_event": (ns / cnt) if cnt else None})
-    total_cnt = sum(p["run_cnt"] for p in progs)
-    total_ns = sum(p["run_time_ns"] for p in progs)
-    baselines = {}
-    for i in base_ids:
-        p = final.get(i, {})
-        cnt, ns = p.get("run_cnt", 0), p.get("run_time_ns", 0)
-        baselines[p.get("name", str(i))] = (ns / cnt) if cnt else None
-    return {"status": "measured", "workload_rounds": rounds, "programs": progs,
-            "ns_per_event": (total_ns / total_cnt) if total_cnt else None, "baseline_ns_per_event": baselines}
+        ours = set(bpftool_progs()) - before
+        rounds, progs = _drive(ours, drive, min_events, max_s)
+    return {"status": "measured", "workload_rounds": rounds, "programs": progs, "ns_per_event": _per_event(progs)}
 
 
-def run(events: int = 2000, max_s: float = 60.0) -> dict:
-    from nttrace import native, triggers
-    results = {}
+def _reference_alone(fn_name: str, tracepoints, drive, min_events: int, max_s: float) -> dict:
+    """One reference program attached alone to `tracepoints`."""
+    from nttrace import bpf as sources
+    from nttrace.probes.base import load_bpf
+    before = set(bpftool_progs())
+    b = load_bpf(sources.source("bench_baseline.bpf.c").encode())
+    try:
+        for tp in tracepoints:
+            b.attach_tracepoint(tp=tp, fn_name=fn_name)
+        ids = set(bpftool_progs()) - before
+        # bcc loads a function once for all its tracepoints: one program
+        # then sees every tracepoint's events, and needs as many runs as the
+        # probe's programs together.
+        rounds, progs = _drive(ids, drive, min_events * len(tracepoints) // max(1, len(ids)), max_s)
+    finally:
+        b.cleanup()
+    return {"workload_rounds": rounds, "programs": progs, "ns_per_event": _per_event(progs)}
+
+
+def migrate(rounds: int, events: int, max_s: float) -> dict:
+    """The migrate probe against the references, one at a time per round."""
+    from nttrace import triggers
+
+    def drive():
+        triggers.compaction(scratch_mib=64, settle_s=0.05)
+    subjects = ["probe", *REFERENCES]
+    per_round = []
+    last_probe = None
+    for r in range(rounds):
+        order = subjects[r % len(subjects):] + subjects[:r % len(subjects)]
+        row = {"order": order}
+        for subject in order:
+            if subject == "probe":
+                m = _probe_alone("migrate", {}, drive, events, max_s)
+                if m["status"] != "measured":
+                    return m
+                last_probe = m
+            else:
+                m = _reference_alone(REFERENCES[subject], MIGRATE_TRACEPOINTS, drive, events, max_s)
+            row[subject] = m["ns_per_event"]
+            row[f"{subject}_programs"] = m["programs"]
+        row["ratio_to_clock_only"] = row["probe"] / row["clock_only"] if row["clock_only"] else None
+        per_round.append(row)
+
+    def median(key):
+        values = [r[key] for r in per_round if r[key] is not None]
+        return statistics.median(values) if values else None
+    return {
+        "status": "measured", "rounds": per_round, "events_per_subject": events,
+        "programs": last_probe["programs"], "workload_rounds": last_probe["workload_rounds"],
+        "ns_per_event": median("probe"),
+        "reference_ns_per_event": {name: median(name) for name in REFERENCES},
+        "ratio_to_clock_only": median("ratio_to_clock_only"),
+    }
+
+
+def memmap_uprobe(events: int, max_s: float) -> dict:
+    from nttrace import native
+    buf = native.Buffer(64 * 64, fill=0)
+    try:
+        def model_calls():
+            for _ in range(500):
+                native.memmap_init(buf, 64, 64, "FS_DAX", 0, "template_nt")
+        return _probe_alone("memmap", {"target": "native"}, model_calls, events, max_s)
+    finally:
+        buf.close()
+
+
+def run(events: int = 2000, rounds: int = 3, max_s: float = 60.0) -> dict:
     with bpf_stats():
-        results["migrate"] = _measure("migrate", {}, lambda: triggers.compaction(scratch_mib=64, settle_s=0.05),
-                                      min_events=min(events, 500), max_s=max_s,
-                                      baseline_tps=("migrate:mm_migrate_pages_start", "migrate:mm_migrate_pages"))
-        buf = native.Buffer(64 * 64, fill=0)
-        try:
-            def model_calls():
-                for _ in range(500):
-                    native.memmap_init(buf, 64, 64, "FS_DAX", 0, "template_nt")
-            results["memmap_uprobe"] = _measure("memmap", {"target": "native"}, model_calls,
-                                                min_events=events, max_s=max_s)
-        finally:
-            buf.close()
-    return results
+        return {"migrate": migrate(rounds, events, max_s), "memmap_uprobe": memmap_uprobe(events, max_s)}
 
 
 def main(args) -> int:
-    report = run(events=args.events)
+    report = run(events=args.events, rounds=args.rounds)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()
@@ -120,10 +174,18 @@ def main(args) -> int:
         if r["status"] != "measured":
             print(f"{name:<14} unavailable: {r['reason']}")
             continue
-        print(f"{name:<14} {r['ns_per_event']:.0f} ns/event on average over {r['workload_rounds']} workload rounds")
+        if "rounds" in r:
+            print(f"{name:<14} {r['ns_per_event']:.0f} ns/event, median of {len(r['rounds'])} rounds "
+                  f"(each subject attached alone, {r['events_per_subject']}+ events)")
+            for i, row in enumerate(r["rounds"]):
+                cells = "  ".join(f"{s} {row[s]:.0f}" for s in row["order"] if row[s] is not None)
+                print(f"  round {i + 1}: {cells}  probe/clock_only {row['ratio_to_clock_only']:.2f}")
+            refs = r["reference_ns_per_event"]
+            print(f"  references (same tracepoints, alone): empty {refs['empty']:.0f}, "
+                  f"clock only {refs['clock_only']:.0f} ns/event; probe/clock_only {r['ratio_to_clock_only']:.2f}")
+        else:
+            print(f"{name:<14} {r['ns_per_event']:.0f} ns/event on average over {r['workload_rounds']} workload rounds")
         for p in r["programs"]:
             per = f"{p['ns_per_event']:.0f}" if p["ns_per_event"] is not None else "-"
-            print(f"  {p['name']:<18} run_cnt {p['run_cnt']:>8} run_time {p['run_time_ns']:>10} ns  {per} ns/event")
-        for name, per in r.get("baseline_ns_per_event", {}).items():
-            print(f"  reference {name:<18} {per:.0f} ns/event (same tracepoints, same events)" if per else f"  reference {name}: no runs")
+            print(f"  {p['name']:<22} run_cnt {p['run_cnt']:>8} run_time {p['run_time_ns']:>10} ns  {per} ns/event")
     return EXIT_OK

@@ -40,6 +40,7 @@ BENCH_EXAMPLES = """examples:
   nttrace bench native --quick          # the seeds' tables on this CPU, small sizes
   nttrace bench native --json > native.json
   nttrace bench probes                  # per-event cost of each BPF program
+  nttrace bench probes --rounds 5 --events 5000 --json
   nttrace bench daemon --requests 2000  # daemon start-up, RSS, idle CPU, scrape latency
 """
 DAEMON_EXAMPLES = """examples:
@@ -96,7 +97,9 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("--quick", action="store_true", help="smaller arrays and shorter cells")
     bp = bsub.add_parser("probes", help="per-event cost of each BPF program (kernel.bpf_stats_enabled)")
     bp.add_argument("--json", action="store_true")
-    bp.add_argument("--events", type=int, default=2000, help="approximate events to drive per probe")
+    bp.add_argument("--events", type=int, default=2000, help="events to drive per program (default 2000)")
+    bp.add_argument("--rounds", type=int, default=3,
+                    help="rounds of probe, empty and clock-only programs, each alone (default 3)")
     bd = bsub.add_parser("daemon", help="daemon start-up, memory, idle CPU and scrape latency on loopback")
     bd.add_argument("--json", action="store_true")
     bd.add_argument("--requests", type=int, default=2000, help="scrapes in the bounded load (default 2000)")
@@ -145,6 +148,8 @@ def _dispatch(args) -> int:
             return bench_native.main(args)
         if args.bench == "probes":
             from nttrace import bench_probes
+            if args.events < 1 or args.rounds < 1:
+                raise UsageError("--events and --rounds must be positive")
             return bench_probes.main(args)
         if args.bench == "daemon":
             from nttrace import bench_daemon

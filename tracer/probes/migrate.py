@@ -27,6 +27,16 @@ def _sum_stats(per_cpu) -> dict:
     return out
 
 
+def _sum_hist(per_cpu) -> dict[int, int]:
+    """{log2 slot: calls} of one row, summed over CPUs."""
+    buckets: dict[int, int] = {}
+    for v in per_cpu:
+        for slot, count in enumerate(v.hist):
+            if count:
+                buckets[slot] = buckets.get(slot, 0) + count
+    return buckets
+
+
 class MigrateProbe(Probe):
     name = "migrate"
     source = "migrate.bpf.c"
@@ -107,7 +117,7 @@ class MigrateProbe(Probe):
         """Cumulative per-(mode, reason) stats and log2 histograms, summed
         over CPUs. Row index = mode * reasons + reason; the last row holds
         values outside the kernel's enums (reported as mode/reason -1)."""
-        stats_t, hist_t = self.bpf["migrate_stats"], self.bpf["migrate_latency"]
+        stats_t = self.bpf["migrate_stats"]
         n_rows = self.n_modes * self.n_reasons + 1
         stats, hists = {}, {}
         for row in range(n_rows):
@@ -117,12 +127,7 @@ class MigrateProbe(Probe):
                 continue
             key = (-1, -1) if row == n_rows - 1 else divmod(row, self.n_reasons)
             stats[key] = total
-            buckets = {}
-            for slot in range(64):
-                count = sum(hist_t[ctypes.c_int(row * 64 + slot)])
-                if count:
-                    buckets[slot] = count
-            hists[key] = buckets
+            hists[key] = _sum_hist(per_cpu)
         return {"stats": stats, "hists": hists, "lost": getattr(self, "_lost_records", 0)}
 
     def snapshot(self) -> dict:
