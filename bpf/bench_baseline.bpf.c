@@ -1,9 +1,10 @@
 /*
- * Reference programs for `nttrace bench probes`, attached to the same
- * tracepoints as the probe being measured: what an empty program costs, and
- * one that only reads the clock (every latency probe reads it twice per
- * call). They put the probes' per-event figures in proportion on hosts
- * where the helper calls themselves are slow (e.g. a VM's clocksource).
+ * Reference programs for `nttrace bench probes`, attached (each alone, in
+ * turn with the probe) to the tracepoints the probe uses: what an empty
+ * program costs, and one that only reads the clock. A latency probe reads
+ * the clock on every event, so the clock-only program is its floor; the
+ * ratio to it carries across hosts where helper calls are slow (a VM's
+ * clocksource, return-thunk mitigations) or the events arrive cache-cold.
  */
 BPF_ARRAY(nttrace_baseline_sink, u64, 1);
 

@@ -1,0 +1,77 @@
+"""A/B of migrate probe programs: each C file given is compiled with the
+defines nttrace would give it on this kernel, attached alone to the migrate
+tracepoints, and driven by compaction; the order rotates every round.
+Prints ns/event per round (kernel.bpf_stats_enabled) and the medians.
+
+    git show 7923064:bpf/migrate.bpf.c > /tmp/migrate-old.bpf.c
+    .venv/bin/python benchmarks/migrate_program_ab.py --rounds 5 \\
+        /tmp/migrate-old.bpf.c bpf/migrate.bpf.c
+
+--clock-only adds the floor for a latency probe, measured the same way: a
+program that only reads the clock, as bpf/bench_baseline.bpf.c's does.
+"""
+import argparse
+import json
+import statistics
+from pathlib import Path
+
+from nttrace import bench_probes, capabilities, kernel_meta, triggers
+from nttrace.probes.base import Probe, load_bpf
+from nttrace.probes.migrate import DONE, START, MigrateProbe
+from nttrace.sysroot import Sysroot
+
+CLOCK_ONLY = """
+BPF_ARRAY(sink, u64, 1);
+static __always_inline int clock_only(void)
+{
+	int zero = 0;
+	u64 *v = sink.lookup(&zero);
+
+	if (v)
+		*v = bpf_ktime_get_ns();
+	return 0;
+}
+int nttrace_migrate_start(void *ctx) { return clock_only(); }
+int nttrace_migrate_done(void *ctx) { return clock_only(); }
+"""
+
+
+def measure(text: str, events: int) -> float:
+    before = set(bench_probes.bpftool_progs())
+    b = load_bpf(text.encode(), cflags=[f"-I{Probe.include_dir()}", "-Wno-macro-redefined"])
+    try:
+        b.attach_tracepoint(tp=":".join(START), fn_name="nttrace_migrate_start")
+        b.attach_tracepoint(tp=":".join(DONE), fn_name="nttrace_migrate_done")
+        ids = set(bench_probes.bpftool_progs()) - before
+        _, progs = bench_probes._drive(ids, lambda: triggers.compaction(scratch_mib=64, settle_s=0.05), events, 120)
+    finally:
+        b.cleanup()
+    return bench_probes._per_event(progs)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("programs", nargs="+", type=Path)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--events", type=int, default=2000)
+    ap.add_argument("--clock-only", action="store_true")
+    args = ap.parse_args()
+    root = Sysroot("/")
+    probe = MigrateProbe(kernel_meta.load(root), capabilities.report(root, live_probes=False))
+    defines = "".join(f"#define {k} {v}\n" for k, v in probe.defines().items())
+    subjects = {str(p): defines + p.read_text() for p in args.programs}
+    if args.clock_only:
+        subjects["clock_only"] = CLOCK_ONLY
+    names = list(subjects)
+    results = {n: [] for n in names}
+    with bench_probes.bpf_stats():
+        for r in range(args.rounds):
+            order = names[r % len(names):] + names[:r % len(names)]
+            for n in order:
+                results[n].append(measure(subjects[n], args.events))
+            print(f"round {r + 1}: " + "  ".join(f"{n} {results[n][-1]:.0f}" for n in order), flush=True)
+    print(json.dumps({n: {"rounds": v, "median": statistics.median(v)} for n, v in results.items()}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
