@@ -101,3 +101,13 @@ def test_tracepoint_value_disagreeing_with_btf_is_reported(tmp_path):
     root = build(tmp_path, "v2", tracepoint_modes=MODES["v3"])
     problems = kernel_meta.load(Sysroot(root)).crosscheck
     assert any("MIGRATE_SYNC_LIGHT=1, BTF says 2" in p for p in problems)
+
+
+def test_parsed_btf_is_dropped_on_release_and_parsed_again_on_use(tmp_path):
+    meta = kernel_meta.load(Sysroot(build(tmp_path, "v3")))
+    first = meta.btf
+    assert first is not None and first.enum("migrate_mode")["MIGRATE_ASYNC_NONTEMPORAL"] == 3
+    meta.release_btf()
+    assert meta._btf is None
+    again = meta.btf
+    assert again is not first and again.enum("migrate_mode") == first.enum("migrate_mode")

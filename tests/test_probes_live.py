@@ -32,6 +32,7 @@ def test_migrate_probe_pages_equal_vmstat_delta(caps, meta):
         snap = t.snapshot()["migrate"]
     delta = after["pgmigrate_success"] - before["pgmigrate_success"]
     assert snap["status"] == "attached" and snap["via"] == "tracepoint"
+    assert meta._btf is None  # released once the programs loaded (the daemon keeps running)
     rows = snap["rows"]
     assert sum(r["succeeded"] for r in rows) == delta
     assert sum(r["failed"] for r in rows) == after["pgmigrate_fail"] - before["pgmigrate_fail"]

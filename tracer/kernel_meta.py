@@ -7,6 +7,7 @@ independent cross-check (and as the only source when BTF is absent).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from nttrace.btf import Btf
 from nttrace.errors import UsageError
@@ -34,7 +35,21 @@ class KernelMetadata:
     offsets: dict[str, int] = field(default_factory=dict)
     crosscheck: list[str] = field(default_factory=list)   # disagreements, empty when consistent
     crosschecked: bool = False
-    btf: Btf | None = field(default=None, repr=False, compare=False)  # the parsed BTF, for probes that need more
+    btf_path: Path | None = field(default=None, repr=False, compare=False)
+    _btf: Btf | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def btf(self) -> Btf | None:
+        """The parsed BTF, for probes that need more than the enums and
+        offsets above (function prototypes, folio layout). Parsed on first
+        use and dropped by release_btf(): as Python objects it holds ~75 MiB,
+        which a long-running daemon has no use for once its programs load."""
+        if self._btf is None and self.btf_path is not None:
+            self._btf = Btf.from_file(self.btf_path)
+        return self._btf
+
+    def release_btf(self) -> None:
+        self._btf = None
 
     @property
     def nt_revision(self) -> str:
@@ -92,7 +107,7 @@ def load(sysroot: Sysroot) -> KernelMetadata:
                 pass  # ZONE_DEVICE off in this kernel: the memmap probe reports it
         enums["migrate_reason"].pop("MR_TYPES", None)
         meta = KernelMetadata("btf", enums["migrate_mode"], enums["migrate_reason"], enums["memory_type"], offsets,
-                              btf=btf)
+                              btf_path=btf_path, _btf=btf)
     elif start_fmt is not None:
         # No BTF: the tracepoint's own symbol tables. Reason names there are
         # the tracepoint's lower-case labels, which is all this kernel offers.

@@ -79,6 +79,8 @@ class Tracer:
         except BaseException:
             self.detach()
             raise
+        finally:
+            self.meta.release_btf()  # the programs are loaded; nothing reads it now
         if not any(s["status"] == "attached" for s in self.status.values()):
             reasons = "; ".join(f"{n}: {s['reason']}" for n, s in self.status.items())
             self.detach()
@@ -97,6 +99,7 @@ class Tracer:
         for n in added:
             self.probes[n] = self._make(n)
             self._attach_one(n)
+        self.meta.release_btf()
         return {"added": added, "removed": removed}
 
     def poll(self, timeout_ms: int = 0) -> None:
