@@ -67,15 +67,20 @@ class ProbeCollector:
             ("nttrace_migrate", "mm_migrate_pages_start to mm_migrate_pages")
         calls = CounterMetricFamily(f"{base}_calls", "migrate_pages() calls", labels=labels)
         pages = CounterMetricFamily(f"{base}_pages", "Pages migrated, by result", labels=labels + ["result"])
+        unpaired = CounterMetricFamily(
+            f"{base}_unpaired", "migrate_pages() calls that ended without a start seen (attached mid-call, a nested "
+            "call, or the in-flight slot taken by another task): counted here, not in calls or the latency", labels=labels)
         dur = _hist(f"{base}_duration_seconds", f"migrate_pages() latency ({where})", labels)
         for r in entry["rows"]:
             lv = [r["mode"], r["reason"], "true" if r["nt"] else "false"]
             calls.add_metric(lv, r["calls"])
+            unpaired.add_metric(lv, r.get("unpaired", 0))
             if r["succeeded"] is not None:
                 pages.add_metric(lv + ["succeeded"], r["succeeded"])
                 pages.add_metric(lv + ["failed"], r["failed"])
             _add_hist(dur, lv, r["latency_ns"])
         yield calls
+        yield unpaired
         if not function:
             yield pages
         yield dur
