@@ -121,13 +121,25 @@ static __always_inline struct migrate_inflight *inflight_take(struct migrate_inf
 	return f;
 }
 
-static __always_inline void account_latency(struct migrate_stats *s, u64 delta)
+/* Account the call that ends `now` in its row: its latency when its start
+ * was seen (consuming that start), else as unpaired. Returns the start, or
+ * 0 for an unpaired call. */
+static __always_inline u64 account_call(struct migrate_stats *s, struct migrate_inflight *f, u64 now)
 {
+	if (!f) {
+		s->unpaired++;
+		return 0;
+	}
+	u64 start = f->ts;
+	u64 delta = now - start;
+
+	f->ts = 0;
 	s->calls++;
 	s->sum_ns += delta;
 	if (delta > s->max_ns)
 		s->max_ns = delta;
 	s->hist[bpf_log2l(delta) & (NTTRACE_SLOTS - 1)]++;
+	return start;
 }
 
 #if defined(NTTRACE_VIA_TRACEPOINT)
@@ -152,14 +164,11 @@ int nttrace_migrate_done(void *ctx)
 	s->failed += TP_FIELD(ctx, u64, NTTRACE_DONE_FAILED);
 	s->thp_succeeded += TP_FIELD(ctx, u64, NTTRACE_DONE_THP_SUCCEEDED);
 	s->thp_failed += TP_FIELD(ctx, u64, NTTRACE_DONE_THP_FAILED);
-	if (!f) {
-		s->unpaired++;
-		return 0;
-	}
-	u64 start = f->ts;
-	f->ts = 0;
-	account_latency(s, now - start);
 #if NTTRACE_RECORD
+	u64 start = account_call(s, f, now);
+
+	if (!start)
+		return 0;
 	struct migrate_record r = {
 		.ts = start, .latency_ns = now - start,
 		.succeeded = TP_FIELD(ctx, u64, NTTRACE_DONE_SUCCEEDED),
@@ -167,6 +176,8 @@ int nttrace_migrate_done(void *ctx)
 		.pid = tid, .mode = mode, .reason = reason,
 	};
 	migrate_records.perf_submit(ctx, &r, sizeof(r));
+#else
+	account_call(s, f, now);
 #endif
 	return 0;
 }
@@ -180,15 +191,8 @@ static __always_inline int migrate_fn_exit(void *ctx, int ret)
 	u32 row = f ? row_of(f->mode, f->reason) : NTTRACE_ROWS - 1;
 	struct migrate_stats *s = migrate_stats.lookup(&row);
 
-	if (!s)
+	if (!s || !account_call(s, f, now))
 		return 0;
-	if (!f) {
-		s->unpaired++;
-		return 0;
-	}
-	u64 start = f->ts;
-	f->ts = 0;
-	account_latency(s, now - start);
 	if (ret > 0)
 		s->failed += ret;
 	else if (ret < 0)

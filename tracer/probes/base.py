@@ -31,6 +31,8 @@ class Probe:
         self.sysroot = sysroot or Sysroot("/")
         self.bpf = None
         self.via = ""
+        self._records: list[dict] = []
+        self._lost_records = 0
 
     # -- program -----------------------------------------------------------
     def availability(self) -> Availability:
@@ -61,13 +63,31 @@ class Probe:
     def snapshot(self) -> dict:
         raise NotImplementedError
 
+    # -- per-call records (a perf buffer the program submits to) ----------
+    def emits_records(self) -> bool:
+        """True when the attached program submits a record per call."""
+        return False
+
+    def open_records(self, table: str, page_cnt: int) -> None:
+        self.bpf[table].open_perf_buffer(self._on_record, page_cnt=page_cnt, lost_cb=self._on_lost)
+
+    def _on_record(self, cpu, data, size) -> None:
+        raise NotImplementedError
+
+    def _on_lost(self, count) -> None:
+        self._lost_records += count
+
     def poll(self, timeout_ms: int = 0) -> bool:
         """Drain per-call records, waiting up to timeout_ms for them, where
         the probe emits any. False when it has nothing to wait on."""
+        if self.bpf is not None and self.emits_records():
+            self.bpf.perf_buffer_poll(timeout=timeout_ms)
+            return True
         return False
 
     def records(self) -> list[dict]:
-        return []
+        out, self._records = self._records, []
+        return out
 
     def detach(self) -> None:
         if self.bpf is not None:

@@ -29,8 +29,6 @@ class MemmapProbe(Probe):
         super().__init__(meta, caps, options, sysroot)
         self.target = self.options.get("target", "kernel")
         self.page_ref = bool(self.options.get("page_ref"))
-        self._records: list[dict] = []
-        self._lost_records = 0
         self.fentry_error = ""
         self.page_ref_note = ""
 
@@ -82,10 +80,10 @@ class MemmapProbe(Probe):
                 b.attach_kretprobe(event=SYMBOL, fn_name="nttrace_memmap_return")
             if self.page_ref:
                 b.attach_tracepoint(tp="page_ref:page_ref_set", fn_name="nttrace_memmap_page_ref_set")
-        self.bpf["memmap_records"].open_perf_buffer(self._on_record, page_cnt=16, lost_cb=self._on_lost)
+        self.open_records("memmap_records", page_cnt=16)
 
-    def _on_lost(self, count):
-        self._lost_records += count
+    def emits_records(self) -> bool:
+        return True  # calls are rare: each one is a record
 
     def _on_record(self, cpu, data, size):
         r = ctypes.cast(data, ctypes.POINTER(MemmapRecord)).contents
@@ -102,16 +100,6 @@ class MemmapProbe(Probe):
 
     def type_name(self, value: int) -> str:
         return self.meta.memory_type_name(value).removeprefix("MEMORY_DEVICE_")
-
-    def poll(self, timeout_ms: int = 0) -> bool:
-        if self.bpf is not None:
-            self.bpf.perf_buffer_poll(timeout=timeout_ms)
-            return True
-        return False
-
-    def records(self) -> list[dict]:
-        out, self._records = self._records, []
-        return out
 
     def snapshot(self) -> dict:
         stats = {(k.pgmap_type, k.nid): v for k, v in self.bpf["memmap_stats"].items()}

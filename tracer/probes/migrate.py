@@ -46,7 +46,6 @@ class MigrateProbe(Probe):
         tracefs = self.sysroot.tracefs()
         self.start_fmt = read_format(tracefs, *START)
         self.done_fmt = read_format(tracefs, *DONE)
-        self._records: list[dict] = []
 
     def availability(self) -> Availability:
         for fmt, (system, event) in ((self.start_fmt, START), (self.done_fmt, DONE)):
@@ -88,9 +87,11 @@ class MigrateProbe(Probe):
         b = self.load()
         b.attach_tracepoint(tp=":".join(START), fn_name="nttrace_migrate_start")
         b.attach_tracepoint(tp=":".join(DONE), fn_name="nttrace_migrate_done")
-        if self.options.get("record"):
-            b["migrate_records"].open_perf_buffer(self._on_record, page_cnt=64, lost_cb=self._on_lost)
-        self._lost_records = 0
+        if self.emits_records():
+            self.open_records("migrate_records", page_cnt=64)
+
+    def emits_records(self) -> bool:
+        return bool(self.options.get("record"))
 
     def _on_record(self, cpu, data, size):
         r = ctypes.cast(data, ctypes.POINTER(MigrateRecord)).contents
@@ -99,19 +100,6 @@ class MigrateProbe(Probe):
             "mode": self.meta.mode_name(r.mode), "reason": self.meta.reason_name(r.reason),
             "nt": r.mode in self.meta.nt_mode_values, "succeeded": r.succeeded, "failed": r.failed,
         })
-
-    def _on_lost(self, count):
-        self._lost_records += count
-
-    def poll(self, timeout_ms: int = 0) -> bool:
-        if self.bpf is not None and self.options.get("record"):
-            self.bpf.perf_buffer_poll(timeout=timeout_ms)
-            return True
-        return False
-
-    def records(self) -> list[dict]:
-        out, self._records = self._records, []
-        return out
 
     def raw(self) -> dict:
         """Cumulative per-(mode, reason) stats and log2 histograms, summed
@@ -128,7 +116,7 @@ class MigrateProbe(Probe):
             key = (-1, -1) if row == n_rows - 1 else divmod(row, self.n_reasons)
             stats[key] = total
             hists[key] = _sum_hist(per_cpu)
-        return {"stats": stats, "hists": hists, "lost": getattr(self, "_lost_records", 0)}
+        return {"stats": stats, "hists": hists, "lost": self._lost_records}
 
     def snapshot(self) -> dict:
         raw = self.raw()

@@ -51,6 +51,9 @@ class MigrateFunctionProbe(MigrateProbe):
         }
         return d
 
+    def emits_records(self) -> bool:
+        return False  # function mode has no per-call records
+
     def attach(self) -> None:
         self.via = self.availability().attach_via
         load_with_fallback(self)
