@@ -132,7 +132,7 @@ def migrate(rounds: int, events: int, max_s: float) -> dict:
                 m = _reference_alone(REFERENCES[subject], MIGRATE_TRACEPOINTS, drive, events, max_s)
             row[subject] = m["ns_per_event"]
             row[f"{subject}_programs"] = m["programs"]
-        row["ratio_to_clock_only"] = row["probe"] / row["clock_only"] if row["clock_only"] else None
+        row["ratio_to_clock_only"] = row["probe"] / row["clock_only"] if row["probe"] and row["clock_only"] else None
         per_round.append(row)
 
     def median(key):
@@ -164,6 +164,14 @@ def run(events: int = 2000, rounds: int = 3, max_s: float = 60.0) -> dict:
         return {"migrate": migrate(rounds, events, max_s), "memmap_uprobe": memmap_uprobe(events, max_s)}
 
 
+def _ns(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
+
+
+def _ratio(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
 def main(args) -> int:
     report = run(events=args.events, rounds=args.rounds)
     if args.json:
@@ -175,17 +183,18 @@ def main(args) -> int:
             print(f"{name:<14} unavailable: {r['reason']}")
             continue
         if "rounds" in r:
-            print(f"{name:<14} {r['ns_per_event']:.0f} ns/event, median of {len(r['rounds'])} rounds "
+            print(f"{name:<14} {_ns(r['ns_per_event'])} ns/event, median of {len(r['rounds'])} rounds "
                   f"(each subject attached alone, {r['events_per_subject']}+ events)")
             for i, row in enumerate(r["rounds"]):
-                cells = "  ".join(f"{s} {row[s]:.0f}" for s in row["order"] if row[s] is not None)
-                print(f"  round {i + 1}: {cells}  probe/clock_only {row['ratio_to_clock_only']:.2f}")
+                cells = "  ".join(f"{s} {_ns(row[s])}" for s in row["order"])
+                print(f"  round {i + 1}: {cells}  probe/clock_only {_ratio(row['ratio_to_clock_only'])}")
             refs = r["reference_ns_per_event"]
-            print(f"  references (same tracepoints, alone): empty {refs['empty']:.0f}, "
-                  f"clock only {refs['clock_only']:.0f} ns/event; probe/clock_only {r['ratio_to_clock_only']:.2f}")
+            print(f"  references (same tracepoints, alone): empty {_ns(refs['empty'])}, "
+                  f"clock only {_ns(refs['clock_only'])} ns/event; "
+                  f"probe/clock_only {_ratio(r['ratio_to_clock_only'])}")
         else:
-            print(f"{name:<14} {r['ns_per_event']:.0f} ns/event on average over {r['workload_rounds']} workload rounds")
+            print(f"{name:<14} {_ns(r['ns_per_event'])} ns/event on average over {r['workload_rounds']} workload rounds")
         for p in r["programs"]:
-            per = f"{p['ns_per_event']:.0f}" if p["ns_per_event"] is not None else "-"
-            print(f"  {p['name']:<22} run_cnt {p['run_cnt']:>8} run_time {p['run_time_ns']:>10} ns  {per} ns/event")
+            print(f"  {p['name']:<22} run_cnt {p['run_cnt']:>8} run_time {p['run_time_ns']:>10} ns  "
+                  f"{_ns(p['ns_per_event'])} ns/event")
     return EXIT_OK
