@@ -15,8 +15,7 @@ import json
 import statistics
 from pathlib import Path
 
-from nttrace import bench_probes, capabilities, kernel_meta, triggers
-from nttrace.probes.base import Probe, load_bpf
+from nttrace import bench_probes, capabilities, kernel_meta
 from nttrace.probes.migrate import DONE, START, MigrateProbe
 from nttrace.sysroot import Sysroot
 
@@ -37,16 +36,8 @@ int nttrace_migrate_done(void *ctx) { return clock_only(); }
 
 
 def measure(text: str, events: int) -> float:
-    before = set(bench_probes.bpftool_progs())
-    b = load_bpf(text.encode(), cflags=[f"-I{Probe.include_dir()}", "-Wno-macro-redefined"])
-    try:
-        b.attach_tracepoint(tp=":".join(START), fn_name="nttrace_migrate_start")
-        b.attach_tracepoint(tp=":".join(DONE), fn_name="nttrace_migrate_done")
-        ids = set(bench_probes.bpftool_progs()) - before
-        _, progs = bench_probes._drive(ids, lambda: triggers.compaction(scratch_mib=64, settle_s=0.05), events, 120)
-    finally:
-        b.cleanup()
-    return bench_probes._per_event(progs)
+    attachments = [(":".join(START), "nttrace_migrate_start"), (":".join(DONE), "nttrace_migrate_done")]
+    return bench_probes.program_alone(text, attachments, bench_probes.compaction_round, events, 120)["ns_per_event"]
 
 
 def main():

@@ -91,31 +91,35 @@ def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float
     return {"status": "measured", "workload_rounds": rounds, "programs": progs, "ns_per_event": _per_event(progs)}
 
 
-def _reference_alone(fn_name: str, tracepoints, drive, min_events: int, max_s: float) -> dict:
-    """One reference program attached alone to `tracepoints`."""
-    from nttrace import bpf as sources
-    from nttrace.probes.base import load_bpf
+def program_alone(text: str, attachments: list[tuple[str, str]], drive, min_events: int, max_s: float) -> dict:
+    """Compile `text`, attach it alone ((tracepoint, function) pairs), and
+    run the workload until each tracepoint saw min_events runs."""
+    from nttrace.probes.base import Probe, load_bpf
     before = set(bpftool_progs())
-    b = load_bpf(sources.source("bench_baseline.bpf.c").encode())
+    b = load_bpf(text.encode(), cflags=[f"-I{Probe.include_dir()}", "-Wno-macro-redefined"])
     try:
-        for tp in tracepoints:
+        for tp, fn_name in attachments:
             b.attach_tracepoint(tp=tp, fn_name=fn_name)
         ids = set(bpftool_progs()) - before
-        # bcc loads a function once for all its tracepoints: one program
-        # then sees every tracepoint's events, and needs as many runs as the
-        # probe's programs together.
-        rounds, progs = _drive(ids, drive, min_events * len(tracepoints) // max(1, len(ids)), max_s)
+        # bcc loads a function once for all its tracepoints: such a program
+        # sees every tracepoint's events, and needs as many runs as separate
+        # programs would together.
+        rounds, progs = _drive(ids, drive, min_events * len(attachments) // max(1, len(ids)), max_s)
     finally:
         b.cleanup()
     return {"workload_rounds": rounds, "programs": progs, "ns_per_event": _per_event(progs)}
 
 
+def compaction_round() -> None:
+    """The migrate tracepoints' workload: one fragment-and-compact cycle."""
+    from nttrace import triggers
+    triggers.compaction(scratch_mib=64, settle_s=0.05)
+
+
 def migrate(rounds: int, events: int, max_s: float) -> dict:
     """The migrate probe against the references, one at a time per round."""
-    from nttrace import triggers
-
-    def drive():
-        triggers.compaction(scratch_mib=64, settle_s=0.05)
+    from nttrace import bpf as sources
+    baseline = sources.source("bench_baseline.bpf.c")
     subjects = ["probe", *REFERENCES]
     per_round = []
     last_probe = None
@@ -124,12 +128,13 @@ def migrate(rounds: int, events: int, max_s: float) -> dict:
         row = {"order": order}
         for subject in order:
             if subject == "probe":
-                m = _probe_alone("migrate", {}, drive, events, max_s)
+                m = _probe_alone("migrate", {}, compaction_round, events, max_s)
                 if m["status"] != "measured":
                     return m
                 last_probe = m
             else:
-                m = _reference_alone(REFERENCES[subject], MIGRATE_TRACEPOINTS, drive, events, max_s)
+                m = program_alone(baseline, [(tp, REFERENCES[subject]) for tp in MIGRATE_TRACEPOINTS],
+                                  compaction_round, events, max_s)
             row[subject] = m["ns_per_event"]
             row[f"{subject}_programs"] = m["programs"]
         row["ratio_to_clock_only"] = row["probe"] / row["clock_only"] if row["probe"] and row["clock_only"] else None
