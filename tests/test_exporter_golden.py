@@ -73,9 +73,40 @@ def test_probe_collector_golden_from_a_recorded_kernel_snapshot():
 
 def test_log2_bucket_arithmetic():
     b = {3: 2, 5: 1}
-    # slot 3 holds [8, 16), slot 5 holds [32, 64); le is the last integer in the bucket
-    assert histogram.cumulative(b) == [(15, 2), (63, 3), (float("inf"), 3)]
-    assert histogram.percentile(b, 0.5) == 8 + (1.5 / 2) * 8
+    small = (2, 6)
+    # slot 3 holds [8, 16), slot 5 holds [32, 64); le is the last integer in the
+    # bucket; every slot of the layout is there, the empty ones too
+    assert histogram.cumulative(b, slots=small) == [(7, 0), (15, 2), (31, 2), (63, 3), (127, 3), (float("inf"), 3)]
+    # interpolated from the previous bucket's le to this one's, as histogram_quantile() does
+    assert histogram.percentile(b, 0.5, slots=small) == 7 + (1.5 / 2) * 8
     assert histogram.percentile({}, 0.5) is None
-    s = histogram.summary(b, 3, 100, 40)
-    assert s["p99"] <= s["max"] == 40 and s["sum"] == 100 and s["count"] == 3
+    s = histogram.summary({13: 2, 15: 1}, 3, 100_000, 40_000)
+    assert s["p99"] <= s["max"] == 40_000 and s["sum"] == 100_000 and s["count"] == 3
+
+
+def test_below_the_layout_counts_in_the_first_bucket_above_it_only_in_inf():
+    lo, hi = histogram.LATENCY_SLOTS
+    cum = histogram.cumulative({0: 1, lo - 3: 2, lo + 1: 4, hi + 5: 8}, divisor=1e9)
+    assert len(cum) == hi - lo + 2
+    assert cum[0] == (((1 << (lo + 1)) - 1) / 1e9, 3)           # 0 ns and slot lo-3 fold into the first
+    assert cum[-2][1] == 7 and cum[-1] == (float("inf"), 15)   # slot hi+5 is only in +Inf
+    # a percentile that falls in the first bucket interpolates from 0, as Prometheus does
+    assert 0 <= histogram.percentile({lo - 3: 10}, 0.5) < (1 << (lo + 1))
+    assert histogram.percentile({hi + 4: 1}, 0.5) == (1 << (hi + 1)) - 1   # +Inf: the last finite bound
+
+
+def test_every_histogram_series_has_the_same_le_set_zeros_included():
+    recorded = json.loads((FIXTURES / "migrate_snapshot_6.18.json").read_text())["probes"]
+    snap = json.loads(json.dumps(recorded))
+    row = dict(snap["migrate"]["rows"][0])
+    row.update(mode="MIGRATE_ASYNC", calls=1, latency_ns=dict(row["latency_ns"], log2_buckets={"22": 1}, sum=5_000_000))
+    snap["migrate"]["rows"].append(row)
+    text = render(ProbeCollector(RecordedTracer(snap), kernel_release="x"))
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    les = {}
+    for s in fams["nttrace_migrate_duration_seconds"].samples:
+        if s.name.endswith("_bucket"):
+            les.setdefault(s.labels["mode"], []).append(s.labels["le"])
+    assert les["MIGRATE_SYNC"] == les["MIGRATE_ASYNC"]
+    lo, hi = histogram.LATENCY_SLOTS
+    assert len(les["MIGRATE_ASYNC"]) == hi - lo + 2 and les["MIGRATE_ASYNC"][-1] == "+Inf"

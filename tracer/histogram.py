@@ -1,42 +1,80 @@
-"""log2 histograms read from BPF maps: decoding, cumulative buckets for
-Prometheus, and percentile estimates."""
+"""log2 histograms read from BPF maps: decoding, the fixed bucket layout
+every exported histogram uses, cumulative buckets for Prometheus, and
+percentile estimates.
+
+The BPF programs count latencies (ns) in the kernel's log2 slots
+(bpf_log2l: slot s holds [2**s, 2**(s+1)), slot 0 holds 0 and 1). Prometheus
+needs every series of a histogram to carry one fixed set of bounds on every
+scrape, empty buckets included, or histogram_quantile() and sums by `le`
+across series and instances go wrong. So nttrace exports the same slots for
+every latency histogram, LATENCY_SLOTS: 10..35, upper bounds 2**(s+1) - 1 ns,
+from 2.047 us to 68.7 s. A latency below the first bound counts in the first
+bucket; one above the last only in +Inf. The percentiles nttrace prints (text
+and JSON) are computed from these same buckets, so they land in the bucket
+Prometheus' histogram_quantile() picks.
+"""
 from __future__ import annotations
 
-
-def bucket_bounds(slot: int) -> tuple[int, int]:
-    """bpf_log2l(v) == slot  <=>  v in [2**slot, 2**(slot+1)) (slot 0 holds 0 and 1)."""
-    return (0 if slot == 0 else 1 << slot), (1 << (slot + 1))
+LATENCY_SLOTS = (10, 35)   # first and last log2 slot exported
 
 
-def percentile(buckets: dict[int, int], q: float) -> float | None:
-    """q-quantile (0..1) by linear interpolation inside the log2 bucket."""
-    total = sum(buckets.values())
+def fold(buckets: dict[int, int], slots: tuple[int, int] = LATENCY_SLOTS) -> dict[int, int]:
+    """The kernel's slots on the exported layout: slots below the first are
+    counted in it, slots above the last in slot last+1 (the +Inf bucket)."""
+    lo, hi = slots
+    out: dict[int, int] = {}
+    for slot, count in buckets.items():
+        s = min(max(slot, lo), hi + 1)
+        out[s] = out.get(s, 0) + count
+    return out
+
+
+def bucket_bounds(slot: int, slots: tuple[int, int] = LATENCY_SLOTS) -> tuple[int, int]:
+    """(lower, upper] of an exported bucket, as Prometheus reads it: from the
+    previous bucket's `le` to this one's (2**(slot+1) - 1); the first starts
+    at 0 (it holds everything below it), and +Inf is reported at the last
+    finite bound, as histogram_quantile() does."""
+    lo, hi = slots
+    if slot <= lo:
+        return 0, (1 << (lo + 1)) - 1
+    if slot > hi:
+        return (1 << (hi + 1)) - 1, (1 << (hi + 1)) - 1
+    return (1 << slot) - 1, (1 << (slot + 1)) - 1
+
+
+def percentile(buckets: dict[int, int], q: float, slots: tuple[int, int] = LATENCY_SLOTS) -> float | None:
+    """q-quantile (0..1) by linear interpolation inside the exported bucket,
+    as Prometheus' histogram_quantile() does."""
+    folded = fold(buckets, slots)
+    total = sum(folded.values())
     if total == 0:
         return None
     rank = q * total
     seen = 0
-    for slot in sorted(buckets):
-        count = buckets[slot]
+    for slot in sorted(folded):
+        count = folded[slot]
         if seen + count >= rank:
-            lo, hi = bucket_bounds(slot)
+            lo, hi = bucket_bounds(slot, slots)
             frac = (rank - seen) / count if count else 0.0
             return lo + frac * (hi - lo)
         seen += count
-    lo, hi = bucket_bounds(max(buckets))
-    return float(hi)
+    return float(bucket_bounds(max(folded), slots)[1])
 
 
-def cumulative(buckets: dict[int, int], divisor: float = 1.0) -> list[tuple[float, int]]:
-    """[(upper bound * scale, cumulative count)] ending in (+Inf, total), as a
-    Prometheus histogram wants. Upper bounds are exclusive in the kernel
-    (< 2**(slot+1)); Prometheus `le` is inclusive, so the bound is the last
-    integer value in the bucket, 2**(slot+1) - 1 (divided by `divisor`, 1e9
-    for nanoseconds to seconds)."""
+def cumulative(buckets: dict[int, int], divisor: float = 1.0,
+               slots: tuple[int, int] = LATENCY_SLOTS) -> list[tuple[float, int]]:
+    """[(upper bound / divisor, cumulative count)] for every slot of the
+    layout, zeros included, ending in (+Inf, total), as a Prometheus
+    histogram wants. Kernel bounds are exclusive (< 2**(slot+1)); `le` is
+    inclusive, so the bound is the last integer in the slot, 2**(slot+1) - 1
+    (divided by `divisor`: 1e9 for nanoseconds to seconds)."""
+    lo, hi = slots
+    folded = fold(buckets, slots)
     out, running = [], 0
-    for slot in sorted(buckets):
-        running += buckets[slot]
+    for slot in range(lo, hi + 1):
+        running += folded.get(slot, 0)
         out.append((((1 << (slot + 1)) - 1) / divisor, running))
-    out.append((float("inf"), running))
+    out.append((float("inf"), running + folded.get(hi + 1, 0)))
     return out
 
 
@@ -52,5 +90,5 @@ def summary(buckets: dict[int, int], count: int, sum_ns: int, max_ns: int) -> di
         "p99": bounded(0.99),
         "max": max_ns if count else None,
         "log2_buckets": {str(k): v for k, v in sorted(buckets.items())},
-        "percentiles": "interpolated within log2 buckets",
+        "percentiles": f"interpolated within the exported log2 buckets (slots {LATENCY_SLOTS[0]}..{LATENCY_SLOTS[1]})",
     }
