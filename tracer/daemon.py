@@ -34,6 +34,25 @@ def _setup_logging(level: str) -> None:
     logging.getLogger().setLevel(level.upper())
 
 
+class CollectorSlot:
+    """A collector the registry keeps for the daemon's whole life, holding
+    one that a reload replaces: collect() and swap() exclude each other, so
+    a scrape never reads a collector that a reload has closed."""
+
+    def __init__(self, collector):
+        self._collector = collector
+        self._lock = threading.Lock()
+
+    def collect(self):
+        with self._lock:
+            return list(self._collector.collect())
+
+    def swap(self, collector):
+        with self._lock:
+            old, self._collector = self._collector, collector
+        return old
+
+
 class Daemon:
     def __init__(self, cfg: config.Config, config_path: str | None, listen_override: str | None):
         self.cfg = cfg
@@ -63,7 +82,8 @@ class Daemon:
             raise
         self.registry.register(ProbeCollector(self.tracer))
         self.registry.register(VmstatCollector())
-        self.registry.register(self.perf)
+        self.perf_slot = CollectorSlot(self.perf)
+        self.registry.register(self.perf_slot)
         self.server.start()
         for name, st in self.tracer.status.items():
             if st["status"] == "attached":
@@ -78,7 +98,7 @@ class Daemon:
         return [n for n, s in self.tracer.status.items() if s["status"] == "attached"]
 
     def health(self) -> dict:
-        status = self.tracer.status if self.tracer else {}
+        status = self.tracer.status_view() if self.tracer else {}
         up = [n for n, s in status.items() if s["status"] == "attached"]
         state = "ok" if status and len(up) == len(status) else ("degraded" if up else "down")
         return {"status": state, "probes": status, "perf": self.perf.status if self.perf else {},
@@ -112,10 +132,10 @@ class Daemon:
         for name in changes["removed"]:
             log.info("reload: probe %s detached", name)
         if new.perf != self.cfg.perf:
-            self.registry.unregister(self.perf)
-            self.perf.close()
-            self.perf = PerfCollector(new.perf)
-            self.registry.register(self.perf)
+            fresh = PerfCollector(new.perf)
+            old = self.perf_slot.swap(fresh)   # a scrape reads the old group or the new one
+            self.perf = fresh
+            old.close()
             log.info("reload: perf groups now %s", ", ".join(new.perf) or "none")
         for what in ("listen", "tls_cert", "tls_key", "auth_user", "auth_sha256"):
             if getattr(new, what) != getattr(self.cfg, what):

@@ -1,9 +1,18 @@
 """The Tracer: attaches a set of probes, snapshots their kernel-side
 aggregates, and always detaches (normal exit, SIGINT, SIGTERM, exceptions).
+
+Concurrency: the daemon's scrape threads call snapshot() while its main
+thread reloads (set_probes) and drains records (poll, records). The probe set
+is two dicts replaced as a whole under one lock, never changed in place; a
+reload compiles and attaches its new probes before it takes the lock, swaps,
+and detaches the dropped ones after it lets go. A snapshot holds the lock
+while it reads, so it sees the old set or the new one, never half of each,
+and no probe is detached under a reader.
 """
 from __future__ import annotations
 
 import signal
+import threading
 import time
 
 from nttrace import capabilities as capmod
@@ -34,6 +43,7 @@ class Tracer:
         self.meta = meta or kernel_meta.load(self.sysroot)
         self.probes = {name: self._make(name) for name in probe_names}
         self.status: dict[str, dict] = {}
+        self._lock = threading.RLock()
         self.handle_sigterm = handle_sigterm
         self._old_term = None
 
@@ -57,18 +67,21 @@ class Tracer:
             out[name] = p.program_text() if av.ok else f"/* {name}: unavailable: {av.reason} */\n"
         return out
 
-    def _attach_one(self, name: str) -> None:
-        p = self.probes[name]
+    @staticmethod
+    def _attach_probe(p) -> dict:
+        """Attach one probe; its status entry."""
         av = p.availability()
         if not av.ok:
-            self.status[name] = {"status": "unavailable", "reason": av.reason}
-            return
+            return {"status": "unavailable", "reason": av.reason}
         try:
             p.attach()
-            self.status[name] = {"status": "attached", "via": p.via}
+            return {"status": "attached", "via": p.via}
         except Exception as exc:  # bcc raises bare Exception
             p.detach()
-            self.status[name] = {"status": "unavailable", "reason": f"attach failed: {exc}"}
+            return {"status": "unavailable", "reason": f"attach failed: {exc}"}
+
+    def _attach_one(self, name: str) -> None:
+        self.status[name] = self._attach_probe(self.probes[name])
 
     def attach(self) -> "Tracer":
         if self.handle_sigterm:
@@ -91,14 +104,25 @@ class Tracer:
         """Attach what is new, detach what is gone, leave the rest (and its
         counters) alone. Returns {"added": [...], "removed": [...]}."""
         self._check_names(names)
-        removed = [n for n in self.probes if n not in names]
-        added = [n for n in names if n not in self.probes]
-        for n in removed:
-            self.probes.pop(n).detach()
-            self.status.pop(n, None)
-        for n in added:
-            self.probes[n] = self._make(n)
-            self._attach_one(n)
+        with self._lock:
+            current = dict(self.probes)
+        removed = [n for n in current if n not in names]
+        added = [n for n in names if n not in current]
+        fresh = {n: self._make(n) for n in added}
+        try:
+            fresh_status = {n: self._attach_probe(p) for n, p in fresh.items()}  # compile and attach, unseen
+        except BaseException:
+            for p in fresh.values():
+                p.detach()
+            raise
+        with self._lock:
+            probes = {n: p for n, p in self.probes.items() if n not in removed}
+            status = {n: st for n, st in self.status.items() if n not in removed}
+            probes.update(fresh)
+            status.update(fresh_status)
+            self.probes, self.status = probes, status
+        for n in removed:          # no reader holds them: readers hold the lock
+            current[n].detach()
         self.meta.release_btf()
         return {"added": added, "removed": removed}
 
@@ -107,38 +131,47 @@ class Tracer:
         when no attached probe emits records)."""
         t0 = time.monotonic()
         waited = False
-        for name, p in self.probes.items():
-            if self.attached(name):
-                waited |= p.poll(0 if waited else timeout_ms)
+        with self._lock:
+            for name, p in self.probes.items():
+                if self.attached(name):
+                    waited |= p.poll(0 if waited else timeout_ms)
         if not waited and timeout_ms > 0:
             time.sleep(max(0.0, timeout_ms / 1000 - (time.monotonic() - t0)))
 
     def records(self) -> list[dict]:
         out = []
-        for name, p in self.probes.items():
-            if self.attached(name):
-                out.extend(p.records())
+        with self._lock:
+            for name, p in self.probes.items():
+                if self.attached(name):
+                    out.extend(p.records())
         return out
 
     def snapshot(self) -> dict:
         result = {}
-        for name, p in self.probes.items():
-            st = self.status.get(name, {"status": "detached"})
-            entry = dict(st)
-            if st["status"] == "attached":
-                entry.update(p.snapshot())
-            result[name] = entry
+        with self._lock:
+            for name, p in self.probes.items():
+                st = self.status.get(name, {"status": "detached"})
+                entry = dict(st)
+                if st["status"] == "attached":
+                    entry.update(p.snapshot())
+                result[name] = entry
         return result
+
+    def status_view(self) -> dict[str, dict]:
+        """The probes' status as one consistent copy (for /healthz)."""
+        with self._lock:
+            return {n: dict(s) for n, s in self.status.items()}
 
     def attached(self, name: str) -> bool:
         return self.status.get(name, {}).get("status") == "attached"
 
     def detach(self) -> None:
-        for p in self.probes.values():
-            try:
-                p.detach()
-            except Exception:
-                pass
+        with self._lock:
+            for p in self.probes.values():
+                try:
+                    p.detach()
+                except Exception:
+                    pass
         if self._old_term is not None:
             signal.signal(signal.SIGTERM, self._old_term)
             self._old_term = None
