@@ -1,3 +1,4 @@
+#include <string.h>
 #include <time.h>
 #include "nttrace_native.h"
 #if defined(__x86_64__)
@@ -41,6 +42,30 @@ NT_EXPORT unsigned nt_cpu_features(void)
 #endif
 	cached = f;
 	return f;
+}
+
+/*
+ * The hypervisor's CPUID signature (leaf 0x40000000, EBX ECX EDX): 12 bytes
+ * into out, NUL-terminated. 0 when the CPU reports no hypervisor (CPUID.1
+ * ECX bit 31 clear), -1 off x86.
+ */
+NT_EXPORT int nt_hypervisor_signature(char out[13])
+{
+	out[0] = 0;
+#if defined(__x86_64__)
+	unsigned a, b, c, d;
+
+	if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 31)))
+		return 0;
+	__cpuid(0x40000000, a, b, c, d);
+	memcpy(out, &b, 4);
+	memcpy(out + 4, &c, 4);
+	memcpy(out + 8, &d, 4);
+	out[12] = 0;
+	return 1;
+#else
+	return -1;
+#endif
 }
 
 NT_EXPORT int nt_have_nt_backend(void)

@@ -27,6 +27,7 @@ enum nt_cpu_feature {
 	NT_CPU_CLWB = 1 << 6,
 };
 unsigned nt_cpu_features(void);
+int nt_hypervisor_signature(char out[13]);
 int nt_have_nt_backend(void);
 uint64_t nt_now_ns(void);
 

@@ -52,6 +52,7 @@ def lib() -> ctypes.CDLL:
     vp, sz, u64, i32 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_int
     sigs = {
         "nt_cpu_features": ([], ctypes.c_uint), "nt_have_nt_backend": ([], i32),
+        "nt_hypervisor_signature": ([ctypes.c_char_p], i32),
         "nt_drain": ([], None),
         "nt_copy_generic": ([vp, vp, sz], None), "nt_copy_mixed": ([vp, vp, sz], None),
         "nt_copy_fixed_a": ([vp, vp, sz], i32), "nt_copy_fixed_b": ([vp, vp, sz], i32),
@@ -74,6 +75,15 @@ def lib() -> ctypes.CDLL:
 def cpu_features() -> dict[str, bool]:
     bits = lib().nt_cpu_features()
     return {name: bool(bits & bit) for name, bit in CPU_FEATURES.items()}
+
+
+def hypervisor_signature() -> str | None:
+    """CPUID leaf 0x40000000's vendor signature ("KVMKVMKVM", "TCGTCGTCGTCG",
+    "Microsoft Hv", ...), or None when the CPU reports no hypervisor."""
+    buf = ctypes.create_string_buffer(13)
+    if lib().nt_hypervisor_signature(buf) != 1:
+        return None
+    return buf.raw[:12].rstrip(b"\0").decode("ascii", "replace")
 
 
 def have_nt_backend() -> bool:

@@ -1,0 +1,92 @@
+"""Where a report was measured: bare metal, a virtual machine, or an
+emulator (QEMU TCG). Detected from the CPU and firmware, never assumed:
+timings from an emulator count instructions, not cache or memory behaviour,
+and an A/B across such runs has to say so.
+
+Signals, strongest first:
+  CPUID leaf 0x40000000   the hypervisor's signature: "TCGTCGTCGTCG" is QEMU's
+                          own emulator, "KVMKVMKVM" KVM, "Microsoft Hv", ...
+  CPUID.1 ECX bit 31      the "hypervisor" flag of /proc/cpuinfo
+  DMI sys_vendor          "QEMU" with no accelerator signature: TCG too
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+# CPUID signatures (leaf 0x40000000) -> the hypervisor's name
+SIGNATURES = {
+    "TCGTCGTCGTCG": "QEMU TCG",
+    "KVMKVMKVM": "KVM",
+    "Linux KVM Hv": "KVM (Hyper-V enlightenments)",
+    "Microsoft Hv": "Hyper-V",
+    "VMwareVMware": "VMware",
+    "XenVMMXenVMM": "Xen",
+    "VBoxVBoxVBox": "VirtualBox",
+    "ACRNACRNACRN": "ACRN",
+    "bhyve bhyve ": "bhyve",
+    " lrpepyh  vr": "Parallels",
+    "QNXQVMBSQG": "QNX",
+}
+EMULATORS = {"QEMU TCG"}
+
+
+def classify(signature: str | None, hypervisor_flag: bool, dmi_vendor: str) -> dict:
+    """{"kind": "bare-metal" | "vm" | "emulated", "hypervisor": name or None,
+    "evidence": what decided it}."""
+    name = SIGNATURES.get(signature or "", None)
+    if name in EMULATORS:
+        return {"kind": "emulated", "hypervisor": name, "evidence": f"CPUID 0x40000000 signature {signature!r}"}
+    if name:
+        return {"kind": "vm", "hypervisor": name, "evidence": f"CPUID 0x40000000 signature {signature!r}"}
+    if hypervisor_flag:
+        if dmi_vendor == "QEMU" and not signature:
+            return {"kind": "emulated", "hypervisor": "QEMU TCG",
+                    "evidence": "hypervisor flag set, DMI vendor QEMU, no accelerator signature"}
+        return {"kind": "vm", "hypervisor": signature or dmi_vendor or "unknown",
+                "evidence": f"hypervisor flag set, CPUID signature {signature!r}, DMI vendor {dmi_vendor!r}"}
+    return {"kind": "bare-metal", "hypervisor": None, "evidence": "CPUID reports no hypervisor"}
+
+
+def _cpuinfo(root: Path) -> tuple[bool, str]:
+    try:
+        text = (root / "proc/cpuinfo").read_text()
+    except OSError:
+        return False, ""
+    flags, model = False, ""
+    for line in text.splitlines():
+        if line.startswith("flags") and not flags:
+            flags = "hypervisor" in line.split(":", 1)[1].split()
+        elif line.startswith("model name") and not model:
+            model = line.split(":", 1)[1].strip()
+    return flags, model
+
+
+def describe(root: Path = Path("/")) -> dict:
+    """This machine (root "/"), or what a --sysroot capture recorded of its
+    cpuinfo and DMI (no CPUID offline)."""
+    live = root == Path("/")
+    signature = None
+    if live:
+        try:
+            from nttrace import native
+            signature = native.hypervisor_signature()
+        except Exception:  # noqa: BLE001 - the library is optional for this
+            signature = None
+    flag, model = _cpuinfo(root)
+    try:
+        vendor = (root / "sys/class/dmi/id/sys_vendor").read_text().strip()
+    except OSError:
+        vendor = ""
+    out = classify(signature, flag or bool(signature), vendor)
+    out.update(cpu=model, dmi_vendor=vendor or None, cpuid_signature=signature, live=live)
+    return out
+
+
+def caveat(kind: str) -> str:
+    """What a timing measured on `kind` can and cannot say."""
+    if kind == "emulated":
+        return ("measured under emulation (QEMU TCG): times count emulated instructions, not caches or memory "
+                "traffic, so only relative changes mean anything, and NT stores cost what ordinary stores cost")
+    if kind == "vm":
+        return "measured in a virtual machine: the host's other guests and its memory placement add noise"
+    return ""
