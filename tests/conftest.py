@@ -9,6 +9,7 @@ case the test fails: a capability CI relies on cannot silently disappear.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,23 @@ def _qemu():
     return not missing, ("missing " + ", ".join(missing)) if missing else "qemu-system-x86_64, debootstrap"
 
 
+def _kernel_build():
+    missing = [b for b in ("gcc", "make", "flex", "bison", "bc", "pahole", "patch", "apt-get", "dpkg-deb")
+               if not shutil.which(b)]
+    if not Path("/usr/include/libelf.h").exists():
+        missing.append("libelf-dev")
+    return not missing, ("missing " + ", ".join(missing)) if missing else "kernel build tools present"
+
+
+def _seeds():
+    sys.path.insert(0, str(REPO / "tests" / "lab"))
+    import kernel_build
+    want = sorted({s.file for v in kernel_build.VARIANTS.values() for s in v.series})
+    missing = [f for f in want if not (kernel_build.SEEDS / f).exists()]
+    return not missing, (f"{kernel_build.SEEDS} lacks {', '.join(missing)}" if missing
+                         else f"seed series in {kernel_build.SEEDS}")
+
+
 CAPABILITIES = {
     "root": _root,
     "btf": lambda: _cap("btf"),
@@ -74,6 +92,8 @@ CAPABILITIES = {
     "systemd-analyze": _binary("systemd-analyze"),
     "setpriv": _binary("setpriv"),
     "qemu": _qemu,
+    "kernel-build": _kernel_build,
+    "seeds": _seeds,
 }
 
 
@@ -122,3 +142,25 @@ def bpftool_prog_ids() -> set[tuple[int, str]]:
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
     import json
     return {(p["id"], p.get("name", "")) for p in json.loads(out or "[]")}
+
+
+def live_tracepoint_tables() -> tuple[dict[str, int], dict[str, int]]:
+    """The running kernel's own facts, read here without nttrace: the
+    __print_symbolic tables of mm_migrate_pages_start's format file, as
+    ({mode name: value}, {reason label: value}). On a v2 kernel MIGRATE_SYNC
+    is 3, on the others 2; the tests below take it from here, never from
+    this host."""
+    fmt = Path("/sys/kernel/tracing/events/migrate/mm_migrate_pages_start/format").read_text()
+    tables = re.findall(r"__print_symbolic\(REC->(\w+),((?:\s*\{[^}]*\},?)+)\)", fmt)
+    out = {}
+    for field, body in tables:
+        out[field] = {name: int(value, 0) for value, name in re.findall(r'\{\s*([-\dxa-fA-F]+)\s*,\s*"([^"]+)"\s*\}', body)}
+    return out["mode"], out["reason"]
+
+
+def live_nt_revision() -> str:
+    """The NT demotion revision the running kernel's tracepoint table names."""
+    from nttrace.kernel_meta import NT_MODES
+    modes, _reasons = live_tracepoint_tables()
+    found = sorted(set(modes) & set(NT_MODES))
+    return NT_MODES[found[0]] if found else "none"

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from conftest import one_line_error, run_nttrace
+from conftest import live_nt_revision, live_tracepoint_tables, one_line_error, run_nttrace
 
 CAP_KEYS = {"btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "tracepoint:migrate:mm_migrate_pages",
             "tracepoint:page_ref:page_ref_set", "kprobe", "fentry", "uprobe", "bcc", "ksym:memmap_init_zone_device",
@@ -28,9 +28,10 @@ def test_quick_json_shape_and_host_facts(quick_report):
         assert set(cap) == {"available", "detail"} and isinstance(cap["available"], bool) and cap["detail"]
     for key in ("btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "uprobe", "bcc", "perf:software"):
         assert r["capabilities"][key]["available"], key
-    assert r["kernel"]["migrate_mode"]["MIGRATE_SYNC"] == 2
-    assert r["kernel"]["migrate_reason"]["MR_COMPACTION"] == 0
-    assert r["kernel"]["nt_revision"] == "none"
+    modes, reasons = live_tracepoint_tables()
+    assert r["kernel"]["migrate_mode"]["MIGRATE_SYNC"] == modes["MIGRATE_SYNC"]
+    assert r["kernel"]["migrate_reason"]["MR_COMPACTION"] == reasons["compaction"]
+    assert r["kernel"]["nt_revision"] == live_nt_revision()
     for c in r["checks"]:
         assert set(c) == {"id", "status", "summary", "evidence"}
         assert c["status"] in ("pass", "fail", "warn", "skip")
@@ -74,8 +75,9 @@ def test_baseline_prints_per_check_deltas(tmp_path):
     new.write_text(json.dumps(_report({"kernel.memmap_latency": {"rebind_avg_ms": 96.79, "first_bind_ms": 1272}})))
     proc = run_nttrace("validate", "--baseline", str(base), "--current", str(new))
     assert proc.returncode == 0, proc.stderr
-    assert "rebind_avg_ms" in proc.stdout and "-60.4%" in proc.stdout
-    assert "first_bind_ms" in proc.stdout and "-12.6%" in proc.stdout
+    lines = proc.stdout.splitlines()
+    assert any("rebinds, mean ms" in line and line.endswith("-60.4%") for line in lines), proc.stdout
+    assert any("first bind, ms" in line and line.endswith("-12.6%") for line in lines), proc.stdout
     js = run_nttrace("validate", "--baseline", str(base), "--current", str(new), "--json")
     rows = json.loads(js.stdout)["baseline_comparison"]
     assert {r["metric"] for r in rows} == {"rebind_avg_ms", "first_bind_ms"}
@@ -97,3 +99,102 @@ def test_bad_baseline_is_one_line_exit_2(tmp_path, content, message):
 def test_missing_baseline_file_is_exit_2(tmp_path):
     proc = run_nttrace("validate", "--baseline", str(tmp_path / "nope.json"), "--current", str(tmp_path / "nope.json"))
     assert proc.returncode == 2 and "No such file" in proc.stderr
+
+
+def _lab_like(kind, nt, rebinds, modes, copy):
+    """Reports shaped like the lab's: fsdax and devdax memmap runs, a demotion."""
+    def spread(v):
+        v = sorted(v)
+        return {"n": len(v), "min": v[0], "median": v[len(v) // 2], "max": v[-1], "mean": sum(v) / len(v)}
+    memmap = [{"id": "kernel.memmap_latency", "status": "pass", "summary": "",
+               "evidence": {"mode": mode, "first_bind_ms": first, "first_bind_ns_per_page": first * 1e6 / 515584,
+                            "rebind_ms": spread(r), "rebind_avg_ms": sum(r) / len(r),
+                            "rebind_ns_per_page": spread([x * 1e6 / 515584 for x in r])}}
+              for mode, first, r in rebinds]
+    demotion = {"id": "kernel.demotion_nt", "status": "pass" if nt else "warn", "summary": "",
+                "evidence": {"rows": [{"mode": m, "nt": m.startswith("MIGRATE_ASYNC_NON"), "succeeded": pages,
+                                       "calls": 4, "reason": "MR_DEMOTION"} for m, pages in modes],
+                             "probe_succeeded_pages": sum(p for _m, p in modes),
+                             "copy": {"rows": [{"routine": r, "calls": c, "bytes": c * 4096} for r, c in copy]}}}
+    return {"version": "0.1.0", "capabilities": {}, "kernel": {"nt_revision": nt or "none"}, "summary": {},
+            "kernel_release": "7.2.13", "machine": {"kind": kind, "hypervisor": "QEMU TCG" if kind == "emulated" else None},
+            "checks": memmap + [demotion]}
+
+
+def test_ab_of_a_base_and_a_patched_kernel_as_markdown(tmp_path):
+    base = _lab_like("emulated", None, [("fsdax", 30.0, [20.0, 21.0, 24.0]), ("devdax", 40.0, [26.0, 27.0, 30.0])],
+                     [("MIGRATE_ASYNC", 65000)], [("folio_mc_copy", 65000)])
+    nt = _lab_like("emulated", "v3", [("fsdax", 25.0, [16.0, 17.0, 19.0]), ("devdax", 30.0, [15.0, 15.5, 18.0])],
+                   [("MIGRATE_ASYNC_NONTEMPORAL", 64000), ("MIGRATE_ASYNC", 1000)], [("folio_mc_copy_nt", 64000)])
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "nt.json").write_text(json.dumps(nt))
+    proc = run_nttrace("validate", "--baseline", str(tmp_path / "base.json"), "--current", str(tmp_path / "nt.json"),
+                       "--format", "markdown")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "| check | figure | base | patched | change |" in out
+    # per namespace mode, with min/median/max of the rebinds
+    assert "| kernel.memmap_latency [fsdax] | rebinds (n=3), median ms | 21 | 17 | -19.0% |" in out, out
+    assert "| kernel.memmap_latency [devdax] | rebinds (n=3), min ms | 26 | 15 | -42.3% |" in out, out
+    assert "| kernel.demotion_nt | NT share of demoted pages, % | 0 | 98.46 | n/a |" in out, out
+    assert "| kernel.demotion_nt | copy routines (calls) | folio_mc_copy 65000 | folio_mc_copy_nt 64000 | changed |" in out
+    # where it was measured, and what emulation means for the figures
+    assert "measured on emulated (QEMU TCG)" in out and "relative changes" in out
+    js = json.loads(run_nttrace("validate", "--baseline", str(tmp_path / "base.json"),
+                                "--current", str(tmp_path / "nt.json"), "--json").stdout)
+    rows = {(r["check"], r["subject"], r["metric"]): r for r in js["baseline_comparison"]}
+    assert rows[("kernel.demotion_nt", "", "mode")]["current"] == "MIGRATE_ASYNC, MIGRATE_ASYNC_NONTEMPORAL"
+    assert rows[("kernel.memmap_latency", "devdax", "rebind_ms.max")]["delta_pct"] == pytest.approx(-40.0)
+
+
+@pytest.mark.needs("root", "btf")
+def test_report_says_where_it_was_measured():
+    proc = run_nttrace("validate", "--json", "--check", "env.*")
+    m = json.loads(proc.stdout)["machine"]
+    from nttrace import native
+    sig = native.hypervisor_signature()
+    assert m["cpuid_signature"] == sig
+    assert m["kind"] == ("bare-metal" if sig is None else ("emulated" if sig == "TCGTCGTCGTCG" else "vm"))
+
+
+ISOLATION = r"""
+import sys
+from nttrace import cli
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.checks import native as native_checks
+
+def refuse(self):
+    # what bcc raises when the kernel refuses a program
+    raise Exception("Failed to attach BPF program b'nttrace_migrate_start' to tracepoint migrate:mm_migrate_pages_start")
+
+MigrateProbe.attach = refuse
+if sys.argv[1] == "raise":
+    import nttrace.checks as checks
+    checks._load_families()
+    for c in checks.CATALOG:
+        if c.id == "native.correctness":
+            def broken(ctx):
+                raise ZeroDivisionError("injected")
+            c.run = broken
+sys.exit(cli.main(["validate", "--json", "--check", "env.core", "--check", "kernel.nt_support",
+                   "--check", "kernel.migrate_observed", "--check", "native.correctness"]))
+"""
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc")
+@pytest.mark.parametrize("mode,exit_code", [("attach", 0), ("raise", 1)])
+def test_a_check_that_cannot_attach_or_raises_reports_itself_and_the_rest_run(mode, exit_code):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", ISOLATION, mode], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == exit_code, proc.stderr
+    by_id = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "kernel.migrate_observed"]
+    mig = by_id["kernel.migrate_observed"]
+    assert mig["status"] == "skip" and "no probe could attach" in mig["summary"] and "mm_migrate_pages_start" in mig["summary"]
+    assert by_id["env.core"]["status"] == "pass" and by_id["kernel.nt_support"]["status"] == "pass"
+    if mode == "raise":
+        assert by_id["native.correctness"]["status"] == "fail"
+        assert "ZeroDivisionError: injected" in by_id["native.correctness"]["summary"]
+    else:
+        assert by_id["native.correctness"]["status"] == "pass"

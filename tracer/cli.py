@@ -28,6 +28,7 @@ VALIDATE_EXAMPLES = """examples:
   nttrace validate --json > base.json; (reboot into the patched kernel)
   nttrace validate --baseline base.json # per-check deltas against the saved run
   nttrace validate --baseline base.json --current patched.json  # compare two saved runs
+  nttrace validate --baseline base.json --current patched.json --format markdown  # a table for a cover letter
   nttrace validate --rebind namespace0.0 --runs 30  # time memmap init over 30 rebinds
 """
 TRACE_EXAMPLES = """examples:
@@ -42,6 +43,7 @@ BENCH_EXAMPLES = """examples:
   nttrace bench probes                  # per-event cost of each BPF program
   nttrace bench probes --rounds 5 --events 5000 --json
   nttrace bench daemon --requests 2000  # daemon start-up, RSS, idle CPU, scrape latency
+  nttrace bench overhead --rounds 7     # compaction throughput with the default probes vs none
 """
 DAEMON_EXAMPLES = """examples:
   nttrace daemon                                  # Prometheus metrics on 127.0.0.1:9435
@@ -67,13 +69,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="check this kernel's NT paths against the native reference",
                        epilog=VALIDATE_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
-    v.add_argument("--json", action="store_true", help="print the report as JSON")
+    v.add_argument("--json", action="store_true", help="print the report as JSON (same as --format json)")
+    v.add_argument("--format", choices=("text", "json", "markdown"), default=None,
+                   help="output format (default text); markdown: tables to paste into a mail or a cover letter")
     v.add_argument("--list", action="store_true", help="print the check catalog and exit")
     v.add_argument("--check", action="append", metavar="PATTERN", help="run only checks matching PATTERN (glob or prefix; repeatable)")
     v.add_argument("--quick", action="store_true", help="only the checks that finish quickly")
     v.add_argument("--sysroot", metavar="DIR", default="/", help="read BTF, tracefs and kallsyms under DIR (offline analysis)")
-    v.add_argument("--baseline", metavar="FILE", help="compare with a saved --json report")
-    v.add_argument("--current", metavar="FILE", help="with --baseline: compare two saved reports instead of running")
+    v.add_argument("--baseline", metavar="FILE", action="append",
+                   help="compare with a saved --json report (repeatable: reports of one kernel are merged)")
+    v.add_argument("--current", metavar="FILE", action="append",
+                   help="with --baseline: compare two saved reports instead of running (repeatable)")
     v.add_argument("--rebind", metavar="NAMESPACE", help="rebind this pmem namespace to time memmap init (changes system state)")
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
@@ -105,6 +111,12 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--requests", type=int, default=2000, help="scrapes in the bounded load (default 2000)")
     bd.add_argument("--concurrency", type=int, default=4, help="client threads (default 4)")
     bd.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measurement (default 10)")
+
+    bo = bsub.add_parser("overhead", help="what the probes cost the work they observe (migrate_pages throughput)")
+    bo.add_argument("--json", action="store_true")
+    bo.add_argument("--rounds", type=int, default=7, help="interleaved rounds of each condition (default 7)")
+    bo.add_argument("--per-round", type=int, default=3, help="timed compactions per condition and round (default 3)")
+    bo.add_argument("--scratch-mib", type=int, default=256, help="fragmented scratch mapping per compaction (default 256)")
 
     d = sub.add_parser("daemon", help="export Prometheus metrics (systemd service)",
                        epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
@@ -156,7 +168,12 @@ def _dispatch(args) -> int:
             if args.requests < 1 or args.concurrency < 1 or args.idle <= 0:
                 raise UsageError("--requests, --concurrency and --idle must be positive")
             return bench_daemon.main(args)
-        raise UsageError("nttrace bench: choose native, probes or daemon (see --help)")
+        if args.bench == "overhead":
+            from nttrace import bench_overhead
+            if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1:
+                raise UsageError("--rounds, --per-round and --scratch-mib must be positive")
+            return bench_overhead.main(args)
+        raise UsageError("nttrace bench: choose native, probes, daemon or overhead (see --help)")
     if args.command == "daemon":
         from nttrace import daemon
         return daemon.main(args)
@@ -164,6 +181,7 @@ def _dispatch(args) -> int:
 
 
 def _validate(args) -> int:
+    from nttrace import baseline as ab
     from nttrace import validate
     from nttrace.sysroot import Sysroot
 
@@ -174,23 +192,28 @@ def _validate(args) -> int:
         raise UsageError("--runs must be at least 1")
     if args.current and not args.baseline:
         raise UsageError("--current needs --baseline")
-    baseline = validate.load_report(args.baseline) if args.baseline else None
+    if args.json and args.format not in (None, "json"):
+        raise UsageError(f"--json and --format {args.format} disagree")
+    fmt = "json" if args.json else (args.format or "text")
+    base = ab.merge([ab.load_report(p, "--baseline") for p in args.baseline]) if args.baseline else None
     if args.current:
-        report = validate.load_report(args.current)
+        report = ab.merge([ab.load_report(p, "--current") for p in args.current])
     else:
         options = validate.ValidateOptions(rebind=args.rebind, runs=args.runs, demote=args.demote,
                                            page_ref=args.page_ref, quick=args.quick)
         report = validate.run(Sysroot(args.sysroot), args.check, options)
-    if baseline is not None:
-        rows = validate.compare(baseline, report)
-        if args.json:
-            report = dict(report, baseline_comparison=rows)
+    if base is not None:
+        rows = ab.compare(base, report)
+        if fmt == "json":
+            report = dict(report, baseline_comparison=rows, baseline_header=ab.header(base, report))
         else:
-            validate.print_comparison(rows)
+            (ab.print_markdown if fmt == "markdown" else ab.print_text)(rows, base, report)
             return validate.exit_code(report)
-    if args.json:
+    if fmt == "json":
         json.dump(report, sys.stdout, indent=2, sort_keys=False)
         print()
+    elif fmt == "markdown":
+        validate.print_markdown(report)
     else:
         validate.print_table(report)
     return validate.exit_code(report)
