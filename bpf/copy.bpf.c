@@ -1,10 +1,10 @@
 /*
  * copy probe: calls and bytes of the kernel's page/folio copy routines, so a
  * user sees which one really ran: folio_copy, folio_mc_copy (cached) and
- * folio_mc_copy_nt, copy_mc_page_nt (NT demotion series). One kprobe (or
- * fentry) program per routine present in kallsyms; the loader emits
- * NTTRACE_COPY_ROUTINES as a list of COPY_FOLIO(idx, symbol) and
- * COPY_PAGE(idx, symbol) entries.
+ * folio_mc_copy_nt, copy_mc_page_nt (NT demotion series). One program per
+ * routine present in kallsyms, fentry where BTF describes the routine and
+ * kprobe otherwise; the loader emits NTTRACE_COPY_ROUTINES as a list of
+ * COPY_{FOLIO,PAGE}_{FENTRY,KPROBE}(idx, symbol) entries.
  *
  * Folio size from BTF: NTTRACE_FOLIO_FLAGS (offset of folio.flags),
  * NTTRACE_PG_HEAD (bit number of PG_head), NTTRACE_FOLIO_ORDER (byte offset
@@ -38,12 +38,9 @@ static __always_inline u64 folio_bytes(void *folio)
 	return 4096ull << (KREAD(folio, u8, NTTRACE_FOLIO_ORDER) & 63);
 }
 
-#if defined(NTTRACE_VIA_FENTRY)
-#define COPY_FOLIO(idx, sym) KFUNC_PROBE(sym, void *dst, void *src) { account(idx, folio_bytes(src)); return 0; }
-#define COPY_PAGE(idx, sym) KFUNC_PROBE(sym, void *to, void *from) { account(idx, 4096); return 0; }
-#else
-#define COPY_FOLIO(idx, sym) int nttrace_copy_##sym(struct pt_regs *ctx) { account(idx, folio_bytes((void *)PT_REGS_PARM2(ctx))); return 0; }
-#define COPY_PAGE(idx, sym) int nttrace_copy_##sym(struct pt_regs *ctx) { account(idx, 4096); return 0; }
-#endif
+#define COPY_FOLIO_FENTRY(idx, sym) KFUNC_PROBE(sym, void *dst, void *src) { account(idx, folio_bytes(src)); return 0; }
+#define COPY_PAGE_FENTRY(idx, sym) KFUNC_PROBE(sym, void *to, void *from) { account(idx, 4096); return 0; }
+#define COPY_FOLIO_KPROBE(idx, sym) int nttrace_copy_##sym(struct pt_regs *ctx) { account(idx, folio_bytes((void *)PT_REGS_PARM2(ctx))); return 0; }
+#define COPY_PAGE_KPROBE(idx, sym) int nttrace_copy_##sym(struct pt_regs *ctx) { account(idx, 4096); return 0; }
 
 NTTRACE_COPY_ROUTINES

@@ -70,11 +70,25 @@ def test_copy_program_reads_folio_order_from_btf(meta):
     p.via = "kprobe"
     d = p.defines()
     assert d["NTTRACE_PG_HEAD"] >= 0 and d["NTTRACE_FOLIO_FLAGS"] == 0
-    assert "COPY_FOLIO(0, folio_copy) COPY_FOLIO(1, folio_mc_copy)" == d["NTTRACE_COPY_ROUTINES"]
+    assert "COPY_FOLIO_KPROBE(0, folio_copy) COPY_FOLIO_KPROBE(1, folio_mc_copy)" == d["NTTRACE_COPY_ROUTINES"]
     p.load()
     for sym in ("folio_copy", "folio_mc_copy"):
         assert p.bpf.load_func(f"nttrace_copy_{sym}", p.bpf.KPROBE).fd > 0
     p.detach()
+
+
+@pytest.mark.needs("btf")
+def test_copy_routines_without_btf_go_by_kprobe_beside_fentry(meta):
+    # copy_mc_page_nt (NT demotion v3) is assembly: BTF has no FUNC for it,
+    # so an fentry program for it would fail to load and take the others
+    # with it. It gets a kprobe program of its own instead.
+    caps = with_kprobes(capabilities.report())
+    p = CopyProbe(meta, caps)
+    p.present = [("folio_mc_copy", "FOLIO", False), ("copy_mc_page_nt", "PAGE", True)]
+    p.via = "fentry"
+    assert meta.btf.has_func("folio_mc_copy") and not meta.btf.has_func("copy_mc_page_nt")
+    assert p.defines()["NTTRACE_COPY_ROUTINES"] == \
+        "COPY_FOLIO_FENTRY(0, folio_mc_copy) COPY_PAGE_KPROBE(1, copy_mc_page_nt)"
 
 
 @pytest.mark.needs("root", "bcc")

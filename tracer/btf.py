@@ -123,6 +123,11 @@ class Btf:
             raise KeyError(f"enum {name} not in BTF")
         return dict(self._types[tid].members)
 
+    def has_func(self, name: str) -> bool:
+        """True when BTF describes kernel function `name` (fentry needs it;
+        assembly routines have no BTF)."""
+        return (KIND_FUNC, name) in self._by_name
+
     def func_params(self, name: str) -> list[str]:
         """Parameter names of kernel function `name`, in order."""
         tid = self._by_name.get((KIND_FUNC, name))

@@ -1,5 +1,10 @@
 """The copy probe: calls and bytes of folio_copy, folio_mc_copy,
-folio_mc_copy_nt and copy_mc_page_nt (bpf/copy.bpf.c)."""
+folio_mc_copy_nt and copy_mc_page_nt (bpf/copy.bpf.c).
+
+Each routine attaches on its own: by fentry where BTF describes it, else by
+kprobe. One that neither can trace (copy_mc_page_nt is assembly: no BTF, and
+it may refuse a kprobe) is reported under "untraceable" with the reason, and
+the others still count."""
 from __future__ import annotations
 
 from nttrace.btf import Btf
@@ -54,25 +59,44 @@ class CopyProbe(Probe):
             return Availability(False, f"BTF lacks the folio layout: {exc}")
         return kernel_function_attach(self.caps, [r[0] for r in self.present])
 
+    def routine_via(self, sym: str) -> str:
+        """fentry for a routine BTF describes (when the probe runs by fentry),
+        kprobe for the rest."""
+        if self.via == "fentry" and self.meta.btf is not None and self.meta.btf.has_func(sym):
+            return "fentry"
+        return "kprobe"
+
     def defines(self) -> dict:
-        entries = " ".join(f"COPY_{kind}({i}, {sym})" for i, (sym, kind, _nt) in enumerate(self.present))
-        via = self.via or "kprobe"
-        return {f"NTTRACE_VIA_{via.upper()}": 1, **self.layout(), "NTTRACE_COPY_ROUTINES": entries}
+        entries = " ".join(f"COPY_{kind}_{self.routine_via(sym).upper()}({i}, {sym})"
+                           for i, (sym, kind, _nt) in enumerate(self.present))
+        return {**self.layout(), "NTTRACE_COPY_ROUTINES": entries}
 
     def attach(self) -> None:
         self.via = self.availability().attach_via
+        self.untraceable: dict[str, str] = {}
         load_with_fallback(self)
-        if self.via == "kprobe":
-            for sym, _kind, _nt in self.present:
-                self.bpf.attach_kprobe(event=sym, fn_name=f"nttrace_copy_{sym}")
+        for sym, _kind, _nt in self.present:
+            if self.routine_via(sym) == "kprobe":
+                try:
+                    self.bpf.attach_kprobe(event=sym, fn_name=f"nttrace_copy_{sym}")
+                except Exception as exc:  # bcc raises a bare Exception for a refused kprobe
+                    self.untraceable[sym] = f"kprobe refused: {exc}"
+        if len(self.untraceable) == len(self.present):
+            raise RuntimeError("no copy routine could be traced: "
+                               + "; ".join(f"{k}: {v}" for k, v in self.untraceable.items()))
 
     def snapshot(self) -> dict:
         table = self.bpf["copy_stats"]
         rows = []
+        untraceable = getattr(self, "untraceable", {})
         for i, (sym, _kind, nt) in enumerate(self.present):
+            if sym in untraceable:
+                continue
             s = table[i]
-            rows.append({"routine": sym, "nt": nt, "calls": s.calls, "bytes": s.bytes})
+            rows.append({"routine": sym, "nt": nt, "via": self.routine_via(sym), "calls": s.calls, "bytes": s.bytes})
         out = {"via": self.via, "rows": rows}
+        if untraceable:
+            out["untraceable"] = dict(untraceable)
         if self.fentry_error:
             out["fentry_fallback"] = self.fentry_error
         return out
