@@ -44,6 +44,9 @@ def run_check(ctx, cid: str) -> CheckResult:
     first, rest = records[0], records[1:]
     avg_ms = statistics.mean(r["latency_ns"] for r in rest) / 1e6 if rest else None
     ns_per_page = statistics.mean(r["ns_per_page"] for r in rest) if rest else first["ns_per_page"]
+    ev.update(first_bind_ns_per_page=first["ns_per_page"],
+              rebind_ms=spread([r["latency_ns"] / 1e6 for r in rest]),
+              rebind_ns_per_page=spread([r["ns_per_page"] for r in rest]))
     nr = int(first["pages_initialised"])
     with native.Buffer(nr * 64, fill=0) as buf:
         model = native.memmap_init(buf, nr, 64, first["pgmap_type"] if first["pgmap_type"] in native.PGMAP_TYPES else "FS_DAX",
@@ -59,5 +62,27 @@ def run_check(ctx, cid: str) -> CheckResult:
     if ctx.options.page_ref and "template_path" in first:
         paths = sorted({r.get("template_path") for r in records})
         ev["template_path"] = paths
-        summary += f"; page_ref inference: {', '.join(paths)} (page_ref_set on forces the slow path on v4..v8)"
+        ev["page_ref_sets_per_page"] = spread([r["page_ref_sets_per_page"] for r in records])
+        summary += (f"; page_ref_set {ev['page_ref_sets_per_page']['median']:.3g} events per page initialised: "
+                    f"{', '.join(paths)} path (page_ref_set on forces the slow path on v4..v8)")
+        most = max(r["page_ref_sets"] for r in records)
+        if most >= PAGE_REF_COSTLY_EVENTS:
+            warning = (f"page_ref_set fired up to {most} times in one memmap_init_zone_device() call: each event runs "
+                       "the probe, whose cost is inside the latency measured with --page-ref")
+            ev["warnings"] = [warning]
+            summary += f"; warning: {warning}"
     return CheckResult(cid, PASS, summary, ev)
+
+
+# More page_ref_set events than this in one call and the probe's own cost
+# (one BPF run per event) is a visible part of the call's latency.
+PAGE_REF_COSTLY_EVENTS = 100_000
+
+
+def spread(values: list[float]) -> dict | None:
+    """min/median/max/mean of a series (None when it is empty)."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return None
+    return {"n": len(values), "min": min(values), "median": statistics.median(values), "max": max(values),
+            "mean": statistics.mean(values)}

@@ -38,7 +38,7 @@ def migrate_observed(ctx) -> CheckResult:
     compaction_rows = [r for r in rows if r["reason"] == "MR_COMPACTION"]
     calls = sum(r["calls"] for r in compaction_rows)
     ev = {"probe_succeeded_pages": probe_pages, "vmstat_pgmigrate_success": vm_pages, "compaction_calls": calls,
-          "rows": [{k: r[k] for k in ("mode", "reason", "nt", "calls", "succeeded", "failed")} for r in rows],
+          "rows": [{k: r.get(k) for k in ("mode", "mode_value", "reason", "nt", "calls", "succeeded", "failed")} for r in rows],
           "latency_ns": compaction_rows[0]["latency_ns"] if compaction_rows else None, "trigger": deltas}
     ctx.shared["migrate_rows"] = rows
     if calls == 0:

@@ -95,6 +95,7 @@ class MemmapProbe(Probe):
         }
         if self.page_ref:
             rec["page_ref_sets"] = r.page_ref_sets
+            rec["page_ref_sets_per_page"] = (r.page_ref_sets / r.nr_init) if r.nr_init else None
             rec["template_path"] = infer_template_path(r.page_ref_sets, r.nr_init)
         self._records.append(rec)
 
@@ -121,14 +122,22 @@ class MemmapProbe(Probe):
         return out
 
 
+# The template path (v8 4/9..9/9) still runs the per-page code once per
+# template it seeds: the first head page, and the first tail of each compound
+# page (vmemmap_shift 9: one in 512). Each such page sets its refcount once
+# or twice; every other page is a copy of the template and fires nothing.
+TEMPLATE_MAX_SETS_PER_PAGE = 1 / 64
+
+
 def infer_template_path(page_ref_sets: int, nr_pages: int) -> str:
-    """The slow path sets each page's refcount (1 or 2 page_ref_set events per
-    page); the template path sets it only while seeding its templates."""
+    """Which memmap path a call took, from its page_ref_set events per
+    initialised page: the per-page ("slow") path sets every page's refcount
+    (>= 1 event a page); the template path only its seed pages."""
     if nr_pages == 0:
         return "unknown"
-    if page_ref_sets >= nr_pages:
+    per_page = page_ref_sets / nr_pages
+    if per_page >= 1:
         return "slow"
-    if page_ref_sets <= 8:
+    if per_page <= TEMPLATE_MAX_SETS_PER_PAGE:
         return "template"
     return "mixed"
-

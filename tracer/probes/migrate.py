@@ -126,6 +126,8 @@ class MigrateProbe(Probe):
             rows.append({
                 "mode": self.meta.mode_name(mode) if mode >= 0 else "OUT_OF_RANGE",
                 "reason": self.meta.reason_name(reason) if reason >= 0 else "OUT_OF_RANGE",
+                "mode_value": mode,
+                "reason_value": reason,
                 "nt": self.meta.mode_name(mode) in NT_MODES,
                 "calls": s["calls"],
                 "succeeded": s["succeeded"],
