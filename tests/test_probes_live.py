@@ -249,3 +249,26 @@ def test_bench_probes_rejects_nonpositive_counts():
     proc = run_nttrace("bench", "probes", "--rounds", "0")
     assert proc.returncode == 2
     assert "--rounds" in one_line_error(proc)
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
+def test_bench_overhead_interleaves_probes_and_none_and_detaches():
+    before = bpftool_prog_ids()
+    proc = run_nttrace("bench", "overhead", "--rounds", "2", "--per-round", "1", "--scratch-mib", "64", "--json",
+                       timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["probes"] == ["migrate"] and r["attached"] == {"migrate": "tracepoint"}
+    assert [row["order"] for row in r["rounds"]] == [["probes", "none"], ["none", "probes"]]
+    for row in r["rounds"]:
+        for cond in ("probes", "none"):
+            assert row[cond]["pages"] > 0 and row[cond]["seconds"] > 0
+            assert row[cond]["pages_per_s"] == row[cond]["pages"] / row[cond]["seconds"]
+        assert row["ratio"] == row["probes"]["pages_per_s"] / row["none"]["pages_per_s"]
+    assert r["median_ratio"] == pytest.approx(sum(row["ratio"] for row in r["rounds"]) / 2)
+    assert bpftool_prog_ids() == before
+
+
+def test_bench_overhead_rejects_nonpositive_counts():
+    proc = run_nttrace("bench", "overhead", "--per-round", "0")
+    assert proc.returncode == 2 and "--per-round" in one_line_error(proc)

@@ -1,0 +1,101 @@
+"""`nttrace bench overhead`: what the probes cost the work they observe.
+
+The work: migrate_pages() moving pages for compaction. Each measurement
+fragments a scratch mapping (untimed), then times the write to
+/proc/sys/vm/compact_memory, which compacts every zone in the writing task
+before it returns, and divides the pages migrated (/proc/vmstat
+pgmigrate_success) by that time. Rounds interleave the two conditions,
+"probes" (the daemon's default probe set attached) and "none", in
+alternating order, so drift in the machine's speed falls on both; the report
+gives each round's throughputs and their ratio, and the medians.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+import time
+
+from nttrace import config, triggers
+from nttrace.errors import EXIT_OK
+
+DEFAULT_PROBES = list(config.Config.__dataclass_fields__["probes"].default)
+
+
+def _one(scratch_mib: int) -> tuple[int, float]:
+    """(pages migrated, seconds) of one timed compaction of a fragmented scratch mapping."""
+    import mmap
+    size = scratch_mib << 20
+    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    try:
+        m.madvise(mmap.MADV_NOHUGEPAGE)
+        for off in range(0, size, triggers.PAGE):
+            m[off] = 1
+        for off in range(0, size, 2 * triggers.PAGE):
+            m.madvise(mmap.MADV_DONTNEED, off, triggers.PAGE)
+        before = triggers.vmstat()["pgmigrate_success"]
+        t0 = time.perf_counter()
+        triggers.COMPACT.write_text("1\n")
+        elapsed = time.perf_counter() - t0
+        pages = triggers.vmstat()["pgmigrate_success"] - before
+    finally:
+        m.close()
+    return pages, elapsed
+
+
+def _condition(n: int, scratch_mib: int) -> dict:
+    pages = seconds = 0.0
+    for _ in range(n):
+        p, s = _one(scratch_mib)
+        pages += p
+        seconds += s
+    return {"pages": int(pages), "seconds": seconds, "pages_per_s": pages / seconds if seconds else None}
+
+
+def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: list[str] | None = None) -> dict:
+    from nttrace.tracer import Tracer
+    probes = probes or DEFAULT_PROBES
+    out_rounds = []
+    attached: dict = {}
+    for r in range(rounds):
+        order = ["probes", "none"] if r % 2 == 0 else ["none", "probes"]
+        row: dict = {"order": order}
+        for cond in order:
+            if cond == "probes":
+                with Tracer(probes) as t:
+                    attached = {n: s.get("via", s.get("reason")) for n, s in t.status.items()}
+                    row[cond] = _condition(per_round, scratch_mib)
+            else:
+                row[cond] = _condition(per_round, scratch_mib)
+        a, b = row["probes"]["pages_per_s"], row["none"]["pages_per_s"]
+        row["ratio"] = a / b if a and b else None
+        out_rounds.append(row)
+
+    def med(key):
+        vals = [x[key]["pages_per_s"] for x in out_rounds if x[key]["pages_per_s"]]
+        return statistics.median(vals) if vals else None
+    ratios = [x["ratio"] for x in out_rounds if x["ratio"]]
+    ratio = statistics.median(ratios) if ratios else None
+    return {"workload": f"compaction of a fragmented {scratch_mib} MiB scratch mapping, {per_round} per condition "
+                        "and round, timed around the compact_memory write",
+            "probes": probes, "attached": attached, "rounds": out_rounds,
+            "median_pages_per_s": {"probes": med("probes"), "none": med("none")},
+            "median_ratio": ratio, "slowdown_pct": (100.0 * (1 - ratio)) if ratio else None}
+
+
+def main(args) -> int:
+    report = run(rounds=args.rounds, per_round=args.per_round, scratch_mib=args.scratch_mib)
+    if args.json:
+        json.dump(report, sys.stdout, indent=2)
+        print()
+        return EXIT_OK
+    print(f"workload: {report['workload']}")
+    print(f"probes attached: {', '.join(f'{k} ({v})' for k, v in report['attached'].items())}")
+    for i, row in enumerate(report["rounds"]):
+        cells = "  ".join(f"{c} {row[c]['pages_per_s']:,.0f} pages/s" for c in row["order"])
+        print(f"  round {i + 1}: {cells}  probes/none {row['ratio']:.3f}" if row["ratio"] else f"  round {i + 1}: {cells}")
+    m = report["median_pages_per_s"]
+    if report["median_ratio"]:
+        print(f"median: probes {m['probes']:,.0f}, none {m['none']:,.0f} pages/s; per-round ratio probes/none "
+              f"{report['median_ratio']:.3f} ({report['slowdown_pct']:+.1f}% slower with the probes)")
+    return EXIT_OK
