@@ -2,7 +2,6 @@
 tier: a Debian 6.1 guest under QEMU/TCG (tests/lab/). One boot runs every
 scenario; the tests below read its results. Select with -m lab, skip with
 -m "not lab"."""
-import math
 import os
 import subprocess
 import sys
@@ -12,6 +11,8 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).parent / "lab"))
 import lab as labmod  # noqa: E402
+import lab_checks  # noqa: E402
+from lab_checks import checks  # noqa: E402
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu")]
 
@@ -19,10 +20,6 @@ pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu")]
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     return labmod.run(tmp_path_factory.mktemp("lab"), timeout=float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400")))
-
-
-def checks(report: dict) -> dict:
-    return {c["id"]: c for c in report.get("checks", [])}
 
 
 def test_guest_kernel_has_what_this_host_lacks(lab):
@@ -66,36 +63,7 @@ def test_migrate_pages_fentry_falls_back_to_kprobe_and_agrees_with_the_tracepoin
 
 
 def _memmap(lab, name, pgmap, shift):
-    r = lab.json(name)
-    rep = r["report"]
-    c = checks(rep)["kernel.memmap_latency"]
-    assert rep["_rc"] == 0 and c["status"] == "pass", (c, rep.get("_stderr"))
-    ev = c["evidence"]
-    calls = ev["calls"]
-    assert len(calls) == 31 and ev["runs"] == 30
-    assert ev["pgmap_type"] == pgmap and ev["vmemmap_shift"] == shift
-    assert ev["first_bind_ms"] > 0 and ev["rebind_avg_ms"] > 0
-    kernel = r["kernel_debug_lines"]
-    assert len(kernel) == len(calls), (len(kernel), len(calls))
-    # The kernel's line counts jiffies (ms = ticks * 1000 / HZ): every value
-    # is a multiple of the tick. Against a periodic tick a call of D ms reads
-    # as D - tick < ms < D + tick. Under TCG a guest tick can also arrive
-    # late (never early), so the kernel may undercount: by the issue's bound
-    # (5% or one tick) for nine calls in ten, by at most one more tick for any.
-    tick_ms = math.gcd(*(k["ms"] for k in kernel if k["ms"]))  # 1000 / HZ, 4 ms at HZ=250
-    assert tick_ms in (1, 2, 3, 4, 10), tick_ms
-    beyond = []
-    for mine, theirs in zip(calls, kernel):
-        # the kernel counts what it initialises: nr_pages less the altmap (map=dev)
-        assert mine["pages_initialised"] == theirs["pages"] <= mine["nr_pages"]
-        ours_ms = mine["latency_ns"] / 1e6
-        assert theirs["ms"] - tick_ms < ours_ms <= theirs["ms"] + 2 * tick_ms, (ours_ms, theirs)
-        # the probe's own jiffies (entry to return) tell the same tick count
-        assert abs(mine["jiffies"] * tick_ms - theirs["ms"]) <= 2 * tick_ms, (mine, theirs)
-        if abs(ours_ms - theirs["ms"]) > max(0.05 * theirs["ms"], tick_ms):
-            beyond.append((round(ours_ms, 2), theirs["ms"], mine["jiffies"]))
-    assert len(beyond) <= len(calls) // 10, beyond
-    return ev
+    return lab_checks.memmap_matches_the_kernels_line(lab.json(name), pgmap, shift, runs=30)
 
 
 def test_memmap_fsdax_rebinds_match_the_kernels_own_timing(lab):
@@ -126,9 +94,58 @@ def test_daemon_in_the_guest_scraped_from_the_host(lab):
     assert d["host_scraped"] and d["rc"] == 0 and d["stop_s"] < 2.0, d
 
 
-@pytest.mark.parametrize("inject,message", [("hang", "did not finish"), ("panic", "stopped before its run finished")])
+@pytest.mark.parametrize("inject,message", [("hang", "did not finish"), ("panic", "guest kernel panicked")])
 def test_a_failing_guest_fails_within_the_bound_and_leaves_no_qemu(tmp_path, inject, message):
     with pytest.raises(labmod.LabError, match=message) as err:
-        labmod.run(tmp_path / inject, timeout=120, append=f"nttrace.inject={inject}")
+        labmod.run(tmp_path / inject, timeout=90, append=f"nttrace.inject={inject}")
     assert "console" in str(err.value)
     assert subprocess.run(["pgrep", "-f", f"{tmp_path / inject}"], capture_output=True).returncode == 1
+
+
+# -- the daemon as a systemd service, in a guest whose PID 1 is systemd ---------------
+@pytest.fixture(scope="module")
+def systemd_lab(tmp_path_factory):
+    return labmod.run(tmp_path_factory.mktemp("systemd"), systemd=True,
+                      timeout=float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400")))
+
+
+def test_systemd_starts_the_installed_unit_only_after_ready(systemd_lab):
+    r = systemd_lab.json("systemd")
+    assert r["pid1"] == "systemd", r["pid1"]
+    assert any("unit" in line for line in r["install"]) and any("/usr/local/bin/nttrace" in line for line in r["install"])
+    assert r["start_rc"] == 0, r["start_stderr"]
+    # Type=notify: "activating" while bcc compiles, "active" once READY=1 came
+    assert "activating" in r["states_while_starting"] and r["active_after_start"] == "active", r
+    assert r["health_after_start"]["probes"]["migrate"]["status"] == "attached"
+    assert r["programs_running"], "no nttrace BPF program while the service runs"
+
+
+def test_systemd_runs_it_with_only_cap_bpf_and_cap_perfmon(systemd_lab):
+    caps = systemd_lab.json("systemd")["caps"]
+    want = (1 << 38) | (1 << 39)   # CAP_PERFMON | CAP_BPF
+    assert caps["CapEff"] == want and caps["CapBnd"] == want, {k: hex(v) for k, v in caps.items()}
+
+
+def test_systemd_service_scraped_from_the_host(systemd_lab):
+    assert systemd_lab.scrape.get("status") == 200, systemd_lab.scrape
+    assert 'nttrace_probe_up{probe="migrate",via="tracepoint"} 1.0' in systemd_lab.scrape["body"]
+
+
+def test_systemctl_reload_applies_a_probe_change_in_place(systemd_lab):
+    r = systemd_lab.json("systemd")
+    assert r["reload_rc"] == 0
+    assert r["health_after_reload"] and set(r["health_after_reload"]["probes"]) == {"migrate", "copy"}, r
+    assert r["pid_after_reload"] == r["main_pid"]   # a reload, not a restart
+
+
+def test_watchdog_restarts_a_hung_daemon(systemd_lab):
+    r = systemd_lab.json("systemd")
+    assert r["pid_after_watchdog"] and r["pid_after_watchdog"] != r["main_pid"], r
+    assert r["restarts"] >= 1 and "watchdog" in r["result_after_watchdog"].lower()
+    assert r["health_after_watchdog"]["probes"]["migrate"]["status"] == "attached"
+
+
+def test_systemctl_stop_is_quick_and_leaves_no_program(systemd_lab):
+    r = systemd_lab.json("systemd")
+    assert r["stop_rc"] == 0 and r["stop_s"] < 2.0 and r["inactive_after_stop"] == "inactive", r
+    assert r["programs_after_stop"] == []

@@ -43,14 +43,36 @@ chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -euc '
     apt-get install -y -q --no-install-recommends \
         linux-image-amd64 linux-headers-amd64 \
         python3-bpfcc bpftool ndctl daxctl \
-        python3-prometheus-client python3-pip \
-        initramfs-tools busybox
+        python3-prometheus-client python3-pip python3-pytest \
+        initramfs-tools busybox systemd systemd-sysv
     apt-get clean
 ' >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; exit 1; }
 
 kver=$(ls "$root/lib/modules" | sort -V | tail -n 1)
 test -e "$root/lib/modules/$kver/build/include" || { echo "headers for $kver missing" >&2; exit 1; }
 install -m 0755 "$here/guest-init.sh" "$root/sbin/nttrace-lab-init"
+# Booted with init=/lib/systemd/systemd nttrace.systemd, the guest runs the
+# systemd scenario (tests/lab/guest-systemd.sh, read from the share) as a unit.
+cat >"$root/etc/systemd/system/nttrace-lab-systemd.service" <<'UNIT'
+[Unit]
+Description=nttrace lab: the systemd scenario
+ConditionKernelCommandLine=nttrace.systemd
+After=local-fs.target
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sh -c 'modprobe -a 9pnet_virtio 9p; mkdir -p /nttrace && mount -t 9p -o trans=virtio,version=9p2000.L,ro nttrace /nttrace && exec sh /nttrace/tests/lab/guest-systemd.sh'
+TimeoutStartSec=1500
+StandardOutput=journal+console
+
+[Install]
+WantedBy=multi-user.target
+UNIT
+mkdir -p "$root/etc/systemd/system/multi-user.target.wants"
+ln -sf /etc/systemd/system/nttrace-lab-systemd.service "$root/etc/systemd/system/multi-user.target.wants/"
+# no login prompts or network waits on the serial console
+ln -sf /dev/null "$root/etc/systemd/system/serial-getty@ttyS0.service"
+ln -sf /dev/null "$root/etc/systemd/system/getty@tty1.service"
 mkdir -p "$root/nttrace" "$root/results"
 echo "nttrace-lab" > "$root/etc/hostname"
 

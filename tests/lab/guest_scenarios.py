@@ -32,8 +32,18 @@ def nttrace_json(*args, timeout=900) -> dict:
     return out
 
 
+def console(line: str) -> None:
+    """A line on the guest's console: the host reads it to say where a panic hit."""
+    try:
+        with open("/dev/console", "w") as c:
+            c.write(f"nttrace-lab: {line}\n")
+    except OSError:
+        pass
+
+
 def scenario(fn):
     name = fn.__name__
+    console(f"scenario {name} started")
     t0 = time.monotonic()
     try:
         result = fn()
@@ -86,14 +96,25 @@ def _dmesg_memmap() -> list[dict]:
     return calls
 
 
+PAGE_REF_RUNS = 3
+
+
 def _memmap(mode_args: list[str]) -> dict:
+    """30 rebinds timed without page_ref (the latency figures), then a few
+    with page_ref_set attached (which path ran, and what observing it costs)."""
     sh("ndctl", "create-namespace", "-f", "-e", "namespace0.0", *mode_args, timeout=300)
     ns = json.loads(sh("ndctl", "list", "-N").stdout)
     ns = ns[0] if isinstance(ns, list) else ns
     Path("/proc/dynamic_debug/control").write_text("func memmap_init_zone_device +p\n")
     sh("dmesg", "-C")
     report = nttrace_json("validate", "--check", "kernel.memmap_latency", "--rebind", "namespace0.0", "--runs", "30")
-    return {"namespace": ns, "report": report, "kernel_debug_lines": _dmesg_memmap()}
+    out = {"namespace": ns, "report": report, "kernel_debug_lines": _dmesg_memmap()}
+    if Path("/sys/kernel/tracing/events/page_ref/page_ref_set").exists():
+        sh("dmesg", "-C")
+        out["page_ref_report"] = nttrace_json("validate", "--check", "kernel.memmap_latency", "--rebind",
+                                              "namespace0.0", "--runs", str(PAGE_REF_RUNS), "--page-ref")
+        out["page_ref_kernel_debug_lines"] = _dmesg_memmap()
+    return out
 
 
 def memmap_fsdax():
@@ -114,6 +135,20 @@ def demotion():
             "tiers": sorted(p.name for p in Path("/sys/devices/virtual/memory_tiering").glob("memory_tier*"))}
 
 
+def compaction():
+    """A compaction seen by the migrate probe: its rows decode by name from
+    this kernel's enums (v2 renumbers MIGRATE_SYNC)."""
+    return nttrace_json("validate", "--check", "kernel.migrate_observed", "--check", "kernel.nt_support")
+
+
+def kernel_facts_tests():
+    """The suite's kernel-metadata tests, run against this kernel: they take
+    its facts (enum values, NT revision) from the kernel they run on."""
+    p = sh("/opt/venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
+           "/nttrace/tests/test_kernel_metadata.py", timeout=600, check=False)
+    return {"rc": p.returncode, "stdout": p.stdout[-6000:], "stderr": p.stderr[-2000:]}
+
+
 def daemon():
     """Serve on the forwarded port until the host has scraped (or 300 s)."""
     from nttrace.daemon_process import DaemonProcess
@@ -123,8 +158,10 @@ def daemon():
     d.port = 9435
     try:
         ready = d.wait_message("READY=1", timeout=600)
-        from nttrace import triggers
+        from nttrace import demotion, triggers
         triggers.compaction(scratch_mib=64)
+        if _node1_has_memory():
+            demotion.demote_scratch(64)   # the NT demotion series, on NT kernels
         (RESULTS / "daemon-ready").write_text(f"{ready}\n")
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not (RESULTS / "host-scraped").exists():
@@ -137,6 +174,26 @@ def daemon():
         d.close()
 
 
+def _node1_has_memory() -> bool:
+    meminfo = Path("/sys/devices/system/node/node1/meminfo")
+    if not meminfo.exists():
+        return False
+    m = re.search(r"MemTotal:\s+(\d+)", meminfo.read_text())
+    return bool(m and int(m.group(1)) > 0)
+
+
+ALL = (capabilities, attach_modes, compaction, memmap_fsdax, memmap_devdax, demotion, daemon, kernel_facts_tests)
+DEFAULT = ("capabilities", "attach_modes", "memmap_fsdax", "memmap_devdax", "demotion", "daemon")
+
+
+def chosen() -> list:
+    """nttrace.scenarios=a,b,c on the kernel command line, else DEFAULT."""
+    m = re.search(r"nttrace\.scenarios=(\S+)", Path("/proc/cmdline").read_text())
+    names = m.group(1).split(",") if m else list(DEFAULT)
+    by_name = {fn.__name__: fn for fn in ALL}
+    return [by_name[n] for n in names if n in by_name]
+
+
 if __name__ == "__main__":
-    for fn in (capabilities, attach_modes, memmap_fsdax, memmap_devdax, demotion, daemon):
+    for fn in chosen():
         scenario(fn)

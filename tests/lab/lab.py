@@ -6,9 +6,18 @@ bounded; QEMU is always killed on the way out.
 Cache: $NTTRACE_LAB_CACHE (default /var/cache/nttrace-lab), one directory
 per hash of the image inputs (build-image.sh, guest-init.sh).
 
-A kernel of your own (README.md beside this file): NTTRACE_LAB_KERNEL=bzImage,
-optionally NTTRACE_LAB_INITRD, and NTTRACE_LAB_MODULES=a directory holding
-<release>/ (modules_install output, with build/ pointing at its headers).
+Kernels: the image's stock Debian kernel by default; a lab-built one
+(kernel_build.py: base, nt-v3, nt-v2) passed as run(kernel=...); or one of
+your own (README.md beside this file): NTTRACE_LAB_KERNEL=bzImage, optionally
+NTTRACE_LAB_INITRD, and NTTRACE_LAB_MODULES=a directory holding <release>/
+(modules_install output, with build/ holding its headers).
+
+QEMU runs TCG single-threaded (one host thread for both vCPUs): under
+multi-threaded TCG one boot in three of a lab kernel oopsed with an int3 in
+__schedule while BPF programs attached (kernel text patching), and the
+scenarios are single-threaded work that gains little from a second thread.
+The guest runs with oops=panic and panic=-1, so an Oops ends the boot at
+once and the harness reports it as a guest panic, with the scenario it hit.
 """
 from __future__ import annotations
 
@@ -26,6 +35,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parents[1]
 IMAGE_INPUTS = ("build-image.sh", "guest-init.sh")
+TCG = os.environ.get("NTTRACE_LAB_TCG", "tcg,thread=single")
+# Lines a kernel prints when it oopses or panics.
+PANIC_MARKERS = ("Kernel panic", "Oops:", "BUG: ", "general protection fault", "kernel BUG at")
 CACHE = Path(os.environ.get("NTTRACE_LAB_CACHE", "/var/cache/nttrace-lab"))
 
 
@@ -86,6 +98,21 @@ class LabRun:
             raise LabError(f"guest scenario {name} failed: {data['error']}\n{data.get('traceback', '')}\n{self.tail()}")
         return data
 
+    def panic(self) -> str:
+        """The console lines of a kernel panic or Oops, from the first marker
+        on (empty when there was none)."""
+        lines = self.console.splitlines()
+        for i, line in enumerate(lines):
+            if any(m in line for m in PANIC_MARKERS):
+                return "\n".join(lines[i:i + 40])
+        return ""
+
+    def where(self) -> str:
+        """' in scenario X' for the last scenario the guest started."""
+        started = [line.split("scenario ", 1)[1].split()[0] for line in self.console.splitlines()
+                   if "nttrace-lab: scenario " in line]
+        return f" in scenario {started[-1]}" if started else ""
+
     def tail(self, n: int = 60) -> str:
         run_log = self.results / "guest-run.log"
         parts = ["--- console (tail) ---", *self.console.splitlines()[-n:]]
@@ -101,8 +128,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def kernel_args(img: Path) -> tuple[list[str], list[str]]:
-    """-kernel/-initrd and extra -virtfs for the stock or a user's kernel."""
+def kernel_args(img: Path, kernel=None) -> tuple[list[str], list[str]]:
+    """-kernel/-initrd and extra -virtfs for the stock, a lab-built
+    (kernel_build.Kernel) or a user's kernel."""
+    if kernel is not None:
+        return (["-kernel", str(kernel.bzimage)],
+                ["-virtfs", f"local,path={kernel.modules},mount_tag=kmods,security_model=none,readonly=on"])
     kernel = os.environ.get("NTTRACE_LAB_KERNEL")
     if not kernel:
         return ["-kernel", str(img / "vmlinuz"), "-initrd", str(img / "initrd.img")], []
@@ -115,17 +146,18 @@ def kernel_args(img: Path) -> tuple[list[str], list[str]]:
     return args, extra
 
 
-def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append: str) -> list[str]:
-    kargs, extra = kernel_args(img)
+def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append: str, kernel=None,
+                 init: str = "/sbin/nttrace-lab-init") -> list[str]:
+    kargs, extra = kernel_args(img, kernel)
     return [
-        "qemu-system-x86_64", "-accel", "tcg,thread=multi", "-cpu", "max", "-smp", "2",
+        "qemu-system-x86_64", "-accel", TCG, "-cpu", "max", "-smp", "2",
         "-machine", "pc,nvdimm=on", "-m", "2G,slots=2,maxmem=8G",
         "-object", "memory-backend-ram,id=ram0,size=2G",
         "-numa", "node,nodeid=0,cpus=0-1,memdev=ram0", "-numa", "node,nodeid=1",
         "-object", f"memory-backend-file,id=nv0,share=on,mem-path={nvdimm},size=2G",
         "-device", "nvdimm,id=nvdimm0,memdev=nv0,node=1",
         *kargs,
-        "-append", f"root=/dev/vda rw console=ttyS0 init=/sbin/nttrace-lab-init panic=-1 {append}".strip(),
+        "-append", f"root=/dev/vda rw console=ttyS0 init={init} panic=-1 oops=panic {append}".strip(),
         "-drive", f"file={img / 'root.img'},if=virtio,format=raw,snapshot=on",
         "-virtfs", f"local,path={TREE},mount_tag=nttrace,security_model=none,readonly=on",
         "-virtfs", f"local,path={results},mount_tag=results,security_model=none",
@@ -148,9 +180,15 @@ def scrape(port: int, timeout: float = 60) -> dict:
     return {"status": None, "error": str(last)}
 
 
-def run(results: Path, timeout: float = 1800, append: str = "") -> LabRun:
-    """Boot the guest once; returns when it powers off. Raises LabError on a
-    timeout (QEMU killed) with the guest's log."""
+def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
+        scenarios: list[str] | None = None, systemd: bool = False) -> LabRun:
+    """Boot the guest once; returns when it powers off. `kernel`: a
+    kernel_build.Kernel (default: the image's stock kernel); `scenarios`: the
+    guest_scenarios to run, in order (default: all); `systemd`: boot with
+    systemd as PID 1 and run the systemd scenario instead (guest_systemd.py).
+    Raises LabError on a
+    timeout (QEMU killed), a guest panic or Oops, or a run that stopped
+    early, with the guest's log."""
     img = image()
     results.mkdir(parents=True, exist_ok=True)
     build_wheel(results / "wheel")
@@ -158,15 +196,21 @@ def run(results: Path, timeout: float = 1800, append: str = "") -> LabRun:
     with open(nvdimm, "wb") as f:
         f.truncate(2 << 30)  # sparse
     port = free_port()
+    if scenarios:
+        append = f"{append} nttrace.scenarios={','.join(scenarios)}".strip()
+    init = "/sbin/nttrace-lab-init"
+    if systemd:
+        append, init = f"{append} nttrace.systemd".strip(), "/lib/systemd/systemd"
     t0 = time.monotonic()
-    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT)
     scraped: dict = {}
     try:
         while proc.poll() is None:
             if time.monotonic() - t0 > timeout:
-                raise LabError(f"the guest did not finish within {timeout:.0f}s; QEMU killed\n"
-                               + LabRun(results, _console(results), time.monotonic() - t0).tail())
+                lab = LabRun(results, _console(results), time.monotonic() - t0)
+                raise LabError(f"the guest did not finish within {timeout:.0f}s{lab.where()}; QEMU killed\n"
+                               + lab.tail())
             if not scraped and (results / "daemon-ready").exists():
                 scraped = scrape(port)
                 (results / "host-scraped").write_text(json.dumps({k: v for k, v in scraped.items() if k != "body"}))
@@ -179,9 +223,13 @@ def run(results: Path, timeout: float = 1800, append: str = "") -> LabRun:
     out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
     elapsed = time.monotonic() - t0
     lab = LabRun(results, _console(results) + out, elapsed, scraped)
+    panic = lab.panic()
+    if panic:
+        raise LabError(f"the guest kernel panicked{lab.where()} (QEMU exit {proc.returncode}):\n{panic}\n{lab.tail()}")
     rc_file = results / "guest-run.rc"
     if not rc_file.exists():
-        raise LabError(f"the guest stopped before its run finished (QEMU exit {proc.returncode})\n{lab.tail()}")
+        raise LabError(f"the guest stopped before its run finished{lab.where()} (QEMU exit {proc.returncode})\n"
+                       f"{lab.tail()}")
     return lab
 
 
@@ -190,7 +238,26 @@ def _console(results: Path) -> str:
     return p.read_text(errors="replace") if p.exists() else ""
 
 
+def main(argv: list[str]) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="lab.py", description="Boot the lab guest once and run its scenarios.")
+    ap.add_argument("results", nargs="?", default="lab-results", help="directory for the guest's results")
+    ap.add_argument("--kernel", metavar="VARIANT", help="a lab kernel (kernel_build.py: base, nt-v3, nt-v2); "
+                    "default: the image's stock kernel, or NTTRACE_LAB_KERNEL")
+    ap.add_argument("--scenarios", metavar="A,B", help="guest scenarios to run, in order (default: all)")
+    ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1: the systemd scenario")
+    ap.add_argument("--timeout", type=float, default=1800, help="bound on the whole boot, seconds")
+    args = ap.parse_args(argv)
+    kernel = None
+    if args.kernel:
+        sys.path.insert(0, str(HERE))
+        import kernel_build
+        kernel = kernel_build.build(args.kernel)
+    r = run(Path(args.results), timeout=args.timeout, kernel=kernel,
+            scenarios=args.scenarios.split(",") if args.scenarios else None, systemd=args.systemd)
+    print(f"guest finished in {r.elapsed_s:.0f}s; results in {args.results}")
+    return 0
+
+
 if __name__ == "__main__":
-    out = Path(sys.argv[1] if len(sys.argv) > 1 else "lab-results")
-    r = run(out)
-    print(f"guest finished in {r.elapsed_s:.0f}s; results in {out}")
+    sys.exit(main(sys.argv[1:]))

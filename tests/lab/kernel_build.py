@@ -1,0 +1,454 @@
+"""The lab's kernels: Debian's linux-source-7.2 with the seed series applied
+as posted, one config for every variant, built once and cached outside the
+clone, keyed on what goes into them.
+
+    python3 tests/lab/kernel_build.py [VARIANT ...]      # build (or find) them
+    python3 tests/lab/kernel_build.py --list             # variants and keys
+
+Variants (VARIANTS below): base (no patches), nt-v3 (zone-device template
+v8 1-9 + NT demotion RFC v3 1-3) and nt-v2 (v8 1-9 + RFC v2 1-3 with the two
+hunks of v2 2/3 that 7.2 moved, redone by kernel/fixups/). The series are cut
+from the mailing-list text files in $NTTRACE_SEEDS (default
+../shared/reference/seeds beside the clone) by mailing_list.py; a user points
+NTTRACE_SEEDS at their own copies, or names files in a Variant of their own.
+
+Cache ($NTTRACE_KERNEL_CACHE, default /var/cache/nttrace-kernel):
+  apt/                 private apt lists/state for the unstable suite (the
+                       system's apt configuration is never touched)
+  dl/                  the linux-source .deb, and its tree unpacked once
+  work/<variant>/src   the variant's patched tree (hard links to dl/, so
+                       patching replaces files and never writes through)
+  work/<variant>/build make O= output, kept: a changed input rebuilds only
+                       what depends on it
+  kernels/<variant>-<key>/  bzImage, modules/<release>/ (with build/ holding
+                       the headers bcc needs), build.json; `complete` last
+The key hashes the source package, the config inputs, the patches' diffs and
+the fixups, and the compiler: anything else (a reworded review reply, a
+test) does not rebuild a kernel.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TREE = HERE.parents[1]
+sys.path.insert(0, str(HERE))
+import mailing_list  # noqa: E402
+
+CACHE = Path(os.environ.get("NTTRACE_KERNEL_CACHE", "/var/cache/nttrace-kernel"))
+SEEDS = Path(os.environ.get("NTTRACE_SEEDS", TREE.parent / "shared" / "reference" / "seeds"))
+SOURCE_PACKAGE = "linux-source-7.2"
+SUITE = "unstable"
+MIRROR = os.environ.get("NTTRACE_KERNEL_MIRROR", "http://deb.debian.org/debian")
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+CONFIG_FRAGMENT = HERE / "kernel" / "lab.config"
+FIXUPS = HERE / "kernel" / "fixups"
+JOBS = int(os.environ.get("NTTRACE_KERNEL_JOBS", str(os.cpu_count() or 2)))
+# bcc compiles against these, relative to the source and the build tree
+HEADER_DIRS_SRC = ("include", "arch/x86/include")
+HEADER_DIRS_BUILD = ("include", "arch/x86/include/generated")
+
+
+class KernelBuildError(AssertionError):
+    """A step of a kernel build failed; the message names the step and
+    carries the tail of its log."""
+
+    def __init__(self, variant: str, step: str, log: Path | None, detail: str = ""):
+        self.variant, self.step, self.log = variant, step, log
+        tail = ""
+        if log is not None and log.exists():
+            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        super().__init__(f"kernel {variant}: step '{step}' failed{': ' + detail if detail else ''}"
+                         + (f"\n--- {log} (tail) ---\n{tail}" if tail else ""))
+
+
+@dataclass(frozen=True)
+class Series:
+    """One posted series: the file it is read from, its version, and the
+    fixups that stand in for hunks that do not apply (patch number -> diffs)."""
+    file: str
+    version: str
+    fixups: dict[int, tuple[str, ...]] = field(default_factory=dict)
+
+    def path(self) -> Path:
+        p = Path(self.file)
+        return p if p.is_absolute() else SEEDS / p
+
+    def patches(self) -> list[mailing_list.Patch]:
+        return mailing_list.series(self.path(), self.version)
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    series: tuple[Series, ...] = ()
+
+
+TEMPLATE_V8 = Series("zone-device-memmap-template-nt-v8.txt", "v8")
+VARIANTS = {
+    "base": Variant("base"),
+    "nt-v3": Variant("nt-v3", (TEMPLATE_V8, Series("nt-demotion-rfc-v2-v3.txt", "v3"))),
+    "nt-v2": Variant("nt-v2", (TEMPLATE_V8, Series("nt-demotion-rfc-v2-v3.txt", "v2",
+                                                   fixups={2: ("v2-2of3-compaction.diff", "v2-2of3-migrate.diff")}))),
+}
+
+
+@dataclass
+class Kernel:
+    """A built kernel, as the lab boots it."""
+    variant: str
+    directory: Path
+    release: str
+    bzimage: Path
+    modules: Path          # holds <release>/ (modules_install output + build/ headers)
+    info: dict
+
+    @classmethod
+    def read(cls, d: Path) -> "Kernel":
+        info = json.loads((d / "build.json").read_text())
+        return cls(info["variant"], d, info["release"], d / "bzImage", d / "modules", info)
+
+
+# -- helpers -------------------------------------------------------------------
+def _run(cmd: list[str], log: Path, variant: str, step: str, cwd: Path | None = None, timeout: float = 3600,
+         env: dict | None = None) -> None:
+    """Run one step, its output appended to the log. The step runs in its own
+    process group, and on a timeout (or any exit of ours while it runs) the
+    whole group is killed: no compiler is left behind."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        f.flush()
+        p = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                             start_new_session=True)
+        try:
+            rc = p.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(p)
+            raise KernelBuildError(variant, step, log, f"exceeded {timeout:.0f}s; its processes were killed") from None
+        except BaseException:
+            _kill_group(p)
+            raise
+    if rc != 0:
+        raise KernelBuildError(variant, step, log, f"exit {rc}")
+
+
+def _kill_group(p: subprocess.Popen) -> None:
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    p.wait()
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def compiler_version() -> str:
+    return subprocess.run(["gcc", "--version"], capture_output=True, text=True).stdout.splitlines()[0]
+
+
+# -- the source ---------------------------------------------------------------
+def _apt_options() -> list[str]:
+    a = CACHE / "apt"
+    return ["-o", f"Dir::Etc::SourceList={a / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
+            "-o", f"Dir::State::Lists={a / 'lists'}", "-o", f"Dir::Cache={a / 'cache'}",
+            "-o", "Dir::State::Status=/dev/null", "-o", "Debug::NoLocking=1"]
+
+
+def fetch_source(log: Path) -> Path:
+    """The linux-source .deb, fetched through a private sources list and
+    state directory. Reused while present."""
+    dl = CACHE / "dl"
+    found = sorted(dl.glob(f"{SOURCE_PACKAGE}_*_all.deb"))
+    if found:
+        return found[-1]
+    a = CACHE / "apt"
+    for sub in ("lists/partial", "cache/archives/partial"):
+        (a / sub).mkdir(parents=True, exist_ok=True)
+    (a / "sources.list").write_text(f"deb [signed-by={KEYRING}] {MIRROR} {SUITE} main\n")
+    dl.mkdir(parents=True, exist_ok=True)
+    _run(["apt-get", *_apt_options(), "update"], log, "source", "apt-get update (private state)", timeout=600)
+    _run(["apt-get", *_apt_options(), "download", SOURCE_PACKAGE], log, "source", "apt-get download", cwd=dl,
+         timeout=1200)
+    found = sorted(dl.glob(f"{SOURCE_PACKAGE}_*_all.deb"))
+    if not found:
+        raise KernelBuildError("source", "apt-get download", log, f"no {SOURCE_PACKAGE} .deb arrived")
+    return found[-1]
+
+
+def unpacked_source(deb: Path, log: Path) -> Path:
+    """The pristine tree of the .deb, unpacked once (marker file last)."""
+    root = CACHE / "dl" / f"src-{deb.stem}"
+    tree = root / SOURCE_PACKAGE
+    if (root / "complete").exists():
+        return tree
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    x = root / "deb"
+    _run(["dpkg-deb", "-x", str(deb), str(x)], log, "source", "unpack .deb")
+    tarball = next((x / "usr" / "src").glob(f"{SOURCE_PACKAGE}.tar.*"))
+    _run(["tar", "-xf", str(tarball), "-C", str(root)], log, "source", "unpack tarball", timeout=1200)
+    shutil.rmtree(x)
+    (root / "complete").write_text(deb.name + "\n")
+    return tree
+
+
+# -- keys ---------------------------------------------------------------------
+def variant_key(variant: Variant, deb: Path) -> tuple[str, list[dict]]:
+    """The cache key and the patch list it covers. A series that cannot be
+    read raises SeriesError (the caller reports it as the 'series' step)."""
+    h = hashlib.sha256()
+    h.update(f"source {deb.name} {deb.stat().st_size}\n".encode())
+    h.update(b"fragment\0" + CONFIG_FRAGMENT.read_bytes())
+    h.update(b"builder\0" + BUILD_RECIPE.encode())
+    h.update(f"gcc {compiler_version()}\n".encode())
+    plan = []
+    for s in variant.series:
+        for p in s.patches():
+            h.update(f"patch {s.version} {p.number}/{p.total}\0".encode() + p.diff.encode())
+            fix = [FIXUPS / name for name in s.fixups.get(p.number, ())]
+            for f in fix:
+                h.update(b"fixup\0" + f.read_bytes())
+            plan.append({"series": s, "patch": p, "fixups": fix})
+    return h.hexdigest()[:16], plan
+
+
+# The steps below, as text: a change to how a kernel is built changes the key.
+BUILD_RECIPE = "defconfig+kvm_guest+lab.config;olddefconfig;bzImage modules;modules_install strip;headers v1"
+
+
+# -- patching -----------------------------------------------------------------
+def _patch(src: Path, diff: str, log: Path, variant: str, step: str, allow_rejects: bool) -> set[str]:
+    """Apply one diff with patch -p1; returns the files with rejected hunks
+    (only when allowed: otherwise any reject is the step's failure)."""
+    with open(log, "a") as f:
+        f.write(f"--- {step}\n")
+    # patch(1)'s default fuzz (2): a hunk whose changed lines match may still
+    # apply where a context line drifted (7.2 renamed a field next to v3 2/3's
+    # third migrate.c hunk); every fuzzed hunk is recorded in build.json.
+    p = subprocess.run(["patch", "-p1", "--batch", "--forward", "--no-backup-if-mismatch", "-r", "-"], cwd=src,
+                       input=diff, capture_output=True, text=True, timeout=120)
+    with open(log, "a") as f:
+        f.write(p.stdout + p.stderr)
+    for file, hunk, fuzz in _fuzzed(p.stdout):
+        FUZZED.append(f"{step}: {file} hunk #{hunk} with fuzz {fuzz}")
+    if p.returncode == 0:
+        return set()
+    failed = _failed_files(p.stdout)
+    if p.returncode == 1 and allow_rejects and failed:
+        return failed
+    raise KernelBuildError(variant, step, log, "the patch does not apply"
+                           + (f" (hunks failed in {', '.join(sorted(failed))})" if failed else ""))
+
+
+FUZZED: list[str] = []   # hunks applied with fuzz by the build under way
+
+
+def _fuzzed(patch_output: str) -> list[tuple[str, int, int]]:
+    current, out = None, []
+    for line in patch_output.splitlines():
+        if line.startswith("patching file "):
+            current = line.removeprefix("patching file ").strip()
+        elif m := re.match(r"Hunk #(\d+) succeeded at \d+ with fuzz (\d+)", line):
+            out.append((current, int(m[1]), int(m[2])))
+    return out
+
+
+def _failed_files(patch_output: str) -> set[str]:
+    current, failed = None, set()
+    for line in patch_output.splitlines():
+        if line.startswith("patching file "):
+            current = line.removeprefix("patching file ").strip()
+        elif "FAILED" in line and current:
+            failed.add(current)
+    return failed
+
+
+def prepare_source(variant: Variant, pristine: Path, plan: list[dict], work: Path, log: Path) -> list[str]:
+    """work/src: the pristine tree with the variant's patches (and fixups).
+    Returns the files the patches touched."""
+    src = work / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    src.parent.mkdir(parents=True, exist_ok=True)
+    _run(["cp", "-al", str(pristine), str(src)], log, variant.name, "copy the source tree")
+    touched: list[str] = []
+    FUZZED.clear()
+    for item in plan:
+        s, p, fixups = item["series"], item["patch"], item["fixups"]
+        step = f"apply {s.version} {p.number}/{p.total} ({p.title}) from {s.path().name}"
+        failed = _patch(src, p.diff, log, variant.name, step, allow_rejects=bool(fixups))
+        if fixups:
+            declared = set()
+            for fx in fixups:
+                declared |= set(re.findall(r"^\+\+\+ b/(\S+)", fx.read_text(), flags=re.M))
+            if failed != declared:
+                raise KernelBuildError(variant.name, step, log,
+                                       f"hunks failed in {sorted(failed) or 'no file'}, the fixups stand in for "
+                                       f"{sorted(declared)}: the fixups no longer match this series")
+            for fx in fixups:
+                _patch(src, fx.read_text(), log, variant.name, f"fixup {fx.name}", allow_rejects=False)
+        touched += p.files
+    return sorted(set(touched))
+
+
+# -- config and build ---------------------------------------------------------
+def configure(src: Path, build: Path, log: Path, variant: str) -> None:
+    build.mkdir(parents=True, exist_ok=True)
+    _run(["make", "-s", f"O={build}", "x86_64_defconfig"], log, variant, "configure: defconfig", cwd=src)
+    _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(build), str(build / ".config"),
+          str(src / "kernel/configs/kvm_guest.config"), str(CONFIG_FRAGMENT)], log, variant,
+         "configure: merge fragments", cwd=src)
+    _run(["make", "-s", f"O={build}", "olddefconfig"], log, variant, "configure: olddefconfig", cwd=src)
+    problems = config_problems(CONFIG_FRAGMENT.read_text(), (build / ".config").read_text())
+    if problems:
+        with open(log, "a") as f:
+            f.write("\n".join(problems) + "\n")
+        raise KernelBuildError(variant, "configure: check the fragment held", log,
+                               f"{len(problems)} option(s) of lab.config did not survive olddefconfig: "
+                               + "; ".join(problems[:5]))
+
+
+def config_problems(fragment: str, config: str) -> list[str]:
+    """Lines of the fragment that the final .config does not carry."""
+    have = {}
+    for line in config.splitlines():
+        if m := re.match(r"^(CONFIG_\w+)=(.*)$", line):
+            have[m[1]] = m[2]
+        elif m := re.match(r"^# (CONFIG_\w+) is not set$", line):
+            have[m[1]] = "n"
+    problems = []
+    for line in fragment.splitlines():
+        if m := re.match(r"^(CONFIG_\w+)=(.*)$", line):
+            want = m[2]
+        elif m := re.match(r"^# (CONFIG_\w+) is not set$", line):
+            want = "n"
+        else:
+            continue
+        got = have.get(m[1], "n")
+        if got != want:
+            problems.append(f"{m[1]}={want} became {got}")
+    return problems
+
+
+def install(src: Path, build: Path, out: Path, log: Path, variant: str) -> str:
+    """bzImage, modules_install output and the header tree bcc compiles
+    against, as <out>/modules/<release>/build (a real directory: a symlink to
+    a host path would not resolve in the guest through 9p)."""
+    release = (build / "include/config/kernel.release").read_text().strip()
+    shutil.copy2(build / "arch/x86/boot/bzImage", out / "bzImage")
+    staging = out / "modules-staging"
+    _run(["make", "-s", f"O={build}", f"INSTALL_MOD_PATH={staging}", "INSTALL_MOD_STRIP=1", "modules_install"],
+         log, variant, "modules_install", cwd=src, timeout=900)
+    mods = staging / "lib" / "modules" / release
+    if not (mods / "modules.dep").exists() or not (mods / "modules.builtin").exists():
+        raise KernelBuildError(variant, "modules_install", log, "no modules.dep/modules.builtin (is depmod, from kmod, "
+                               "installed?): the guest's modprobe needs them even for built-in drivers")
+    for link in ("build", "source"):
+        if (mods / link).is_symlink() or (mods / link).exists():
+            (mods / link).unlink()
+    headers = mods / "build"
+    headers.mkdir()
+    for d in HEADER_DIRS_SRC:
+        _run(["cp", "-a", "--parents", d, str(headers)], log, variant, f"headers: {d}", cwd=src)
+    for d in HEADER_DIRS_BUILD:
+        _run(["cp", "-a", "--parents", d, str(headers)], log, variant, f"headers: generated {d}", cwd=build)
+    shutil.copy2(build / ".config", headers / ".config")
+    shutil.copy2(src / "Makefile", headers / "Makefile")
+    (out / "modules").mkdir()
+    mods.rename(out / "modules" / release)
+    shutil.rmtree(staging)
+    return release
+
+
+def build(name: str, timeout: float = 2700) -> Kernel:
+    """The kernel of a variant: from the cache when its key is there, else
+    built (incrementally in its kept build tree). Raises KernelBuildError
+    naming the step that failed."""
+    variant = VARIANTS[name] if isinstance(name, str) else name
+    logs = CACHE / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    log = logs / f"{variant.name}.log"
+    log.write_text(f"# {time.strftime('%F %T')} nttrace lab kernel {variant.name}\n")
+    deb = fetch_source(log)
+    try:
+        key, plan = variant_key(variant, deb)
+    except (mailing_list.SeriesError, OSError) as exc:
+        raise KernelBuildError(variant.name, "read the series", log, str(exc)) from None
+    out = CACHE / "kernels" / f"{variant.name}-{key}"
+    if (out / "complete").exists():
+        return Kernel.read(out)
+    pristine = unpacked_source(deb, log)
+    work = CACHE / "work" / variant.name
+    previous = work / "patched-files.json"
+    t0 = time.monotonic()
+    touched = prepare_source(variant, pristine, plan, work, log)
+    # Files an earlier build of this tree patched, and this one may not: their
+    # pristine copies are older than the objects built from the patched ones.
+    earlier = json.loads(previous.read_text()) if previous.exists() else []
+    for rel in sorted(set(touched) | set(earlier)):
+        if (work / "src" / rel).exists():
+            os.utime(work / "src" / rel)
+    previous.write_text(json.dumps(touched))
+    bdir = work / "build"
+    configure(work / "src", bdir, log, variant.name)
+    t_build = time.monotonic()
+    _run(["make", f"-j{JOBS}", f"O={bdir}", "bzImage", "modules"], log, variant.name, "build (make bzImage modules)",
+         cwd=work / "src", timeout=timeout)
+    build_s = time.monotonic() - t_build
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    release = install(work / "src", bdir, out, log, variant.name)
+    info = {"variant": variant.name, "key": key, "release": release, "source": deb.name,
+            "series": [f"{i['series'].path().name} {i['series'].version} {i['patch'].number}/{i['patch'].total}"
+                       + (f" + {', '.join(f.name for f in i['fixups'])}" if i["fixups"] else "") for i in plan],
+            "patched_files": touched, "applied_with_fuzz": list(FUZZED), "build_s": round(build_s, 1), "total_s": round(time.monotonic() - t0, 1),
+            "jobs": JOBS, "compiler": compiler_version(), "built_at": time.strftime("%F %T")}
+    (out / "build.json").write_text(json.dumps(info, indent=1))
+    shutil.copy2(bdir / ".config", out / "config")
+    shutil.copy2(log, out / "build.log")
+    (out / "complete").write_text(time.strftime("%F %T\n"))
+    # Older keys of this variant are superseded: keep the cache to one each.
+    for old in (CACHE / "kernels").glob(f"{variant.name}-*"):
+        if old != out and not old.name.removeprefix(f"{variant.name}-").count("-"):
+            shutil.rmtree(old, ignore_errors=True)
+    return Kernel.read(out)
+
+
+def main(argv: list[str]) -> int:
+    if argv[:1] == ["--list"]:
+        deb = fetch_source(CACHE / "logs" / "list.log")
+        for v in VARIANTS.values():
+            key, plan = variant_key(v, deb)
+            state = "cached" if (CACHE / "kernels" / f"{v.name}-{key}" / "complete").exists() else "not built"
+            print(f"{v.name:<6} {key} {len(plan)} patches, {state}")
+        return 0
+    names = argv or list(VARIANTS)
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        print(f"kernel_build: unknown variant(s) {', '.join(unknown)} (have {', '.join(VARIANTS)})", file=sys.stderr)
+        return 2
+    for n in names:
+        t0 = time.monotonic()
+        try:
+            k = build(n)
+        except KernelBuildError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        print(f"{n}: {k.release} in {k.directory} ({time.monotonic() - t0:.0f}s; built in {k.info['build_s']}s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
