@@ -42,6 +42,7 @@ class CopyProbe(Probe):
         self.present = [r for r in ROUTINES if caps[f"ksym:{r[0]}"].available]
         self.fentry_error = ""
         self._layout = None
+        self.routes: dict[str, str] = {}
 
     def layout(self) -> dict[str, int]:
         if self._layout is None:
@@ -61,13 +62,15 @@ class CopyProbe(Probe):
 
     def routine_via(self, sym: str) -> str:
         """fentry for a routine BTF describes (when the probe runs by fentry),
-        kprobe for the rest."""
+        kprobe for the rest. Decided when the program is generated and kept:
+        the kernel metadata drops its BTF once the programs are loaded."""
         if self.via == "fentry" and self.meta.btf is not None and self.meta.btf.has_func(sym):
             return "fentry"
         return "kprobe"
 
     def defines(self) -> dict:
-        entries = " ".join(f"COPY_{kind}_{self.routine_via(sym).upper()}({i}, {sym})"
+        self.routes = {sym: self.routine_via(sym) for sym, _kind, _nt in self.present}
+        entries = " ".join(f"COPY_{kind}_{self.routes[sym].upper()}({i}, {sym})"
                            for i, (sym, kind, _nt) in enumerate(self.present))
         return {**self.layout(), "NTTRACE_COPY_ROUTINES": entries}
 
@@ -76,7 +79,7 @@ class CopyProbe(Probe):
         self.untraceable: dict[str, str] = {}
         load_with_fallback(self)
         for sym, _kind, _nt in self.present:
-            if self.routine_via(sym) == "kprobe":
+            if self.routes[sym] == "kprobe":
                 try:
                     self.bpf.attach_kprobe(event=sym, fn_name=f"nttrace_copy_{sym}")
                 except Exception as exc:  # bcc raises a bare Exception for a refused kprobe
@@ -93,7 +96,7 @@ class CopyProbe(Probe):
             if sym in untraceable:
                 continue
             s = table[i]
-            rows.append({"routine": sym, "nt": nt, "via": self.routine_via(sym), "calls": s.calls, "bytes": s.bytes})
+            rows.append({"routine": sym, "nt": nt, "via": self.routes.get(sym, self.via), "calls": s.calls, "bytes": s.bytes})
         out = {"via": self.via, "rows": rows}
         if untraceable:
             out["untraceable"] = dict(untraceable)
