@@ -304,17 +304,23 @@ def test_daemon_runs_with_exactly_the_units_capabilities(daemon):
 
 
 # -- a real Prometheus server -------------------------------------------------------
+def start_prometheus(tmp_path: Path, target_port: int) -> tuple[subprocess.Popen, int]:
+    """A Prometheus server on loopback scraping the daemon every second."""
+    prom_port = free_port()
+    (tmp_path / "prometheus.yml").write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        f"scrape_configs:\n  - job_name: nttrace\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
+    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return prom, prom_port
+
+
 @pytest.mark.needs(*LIVE, "prometheus")
 def test_prometheus_scrapes_the_daemon(daemon, tmp_path):
     d = daemon()
     d.wait_message("READY=1")
-    prom_port = free_port()
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: nttrace\n    static_configs:\n      - targets: ['127.0.0.1:{d.port}']\n")
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prom, prom_port = start_prometheus(tmp_path, d.port)
     try:
         triggers.compaction()
         query = 'nttrace_migrate_calls_total{mode="MIGRATE_SYNC",reason="MR_COMPACTION"}'
@@ -355,13 +361,7 @@ def test_histograms_keep_one_le_set_and_prometheus_quantiles_agree(daemon, tmp_p
     from nttrace import histogram
     d = daemon()
     d.wait_message("READY=1")
-    prom_port = free_port()
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: nttrace\n    static_configs:\n      - targets: ['127.0.0.1:{d.port}']\n")
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prom, prom_port = start_prometheus(tmp_path, d.port)
     try:
         t0 = time.time()
         for _ in range(3):       # the bucket counts change between scrapes
@@ -405,3 +405,20 @@ def test_histograms_keep_one_le_set_and_prometheus_quantiles_agree(daemon, tmp_p
     finally:
         prom.terminate()
         prom.wait(timeout=10)
+
+
+def test_install_service_puts_unit_config_and_entry_point_in_place(tmp_path):
+    proc = run_nttrace("install-service", "--root", str(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    unit = (tmp_path / "etc/systemd/system/nttrace.service").read_text()
+    assert unit == (DATA / "nttrace.service").read_text()
+    assert "ExecStart=/usr/local/bin/nttrace daemon --config /etc/nttrace/nttrace.toml" in unit
+    link = tmp_path / "usr/local/bin/nttrace"
+    assert link.is_symlink() and link.resolve() == Path(NTTRACE).resolve()
+    cfg = tmp_path / "etc/nttrace/nttrace.toml"
+    assert cfg.read_text() == (DATA / "nttrace.toml").read_text()
+    # a second run keeps the user's config
+    cfg.write_text('listen = "127.0.0.1:9500"\n')
+    proc = run_nttrace("install-service", "--root", str(tmp_path))
+    assert proc.returncode == 0 and "kept" in proc.stdout
+    assert cfg.read_text() == 'listen = "127.0.0.1:9500"\n'

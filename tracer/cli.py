@@ -118,6 +118,11 @@ def build_parser() -> argparse.ArgumentParser:
     bo.add_argument("--per-round", type=int, default=3, help="timed compactions per condition and round (default 3)")
     bo.add_argument("--scratch-mib", type=int, default=256, help="fragmented scratch mapping per compaction (default 256)")
 
+    i = sub.add_parser("install-service", help="install the daemon's systemd unit, example config and entry point",
+                       epilog="example:\n  nttrace install-service && systemctl enable --now nttrace\n\n" + EPILOG_EXIT,
+                       formatter_class=_formatter)
+    i.add_argument("--root", default="/", help="install under this directory instead of / (default /)")
+
     d = sub.add_parser("daemon", help="export Prometheus metrics (systemd service)",
                        epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
     d.add_argument("--config", metavar="FILE", help="TOML configuration")
@@ -177,6 +182,9 @@ def _dispatch(args) -> int:
     if args.command == "daemon":
         from nttrace import daemon
         return daemon.main(args)
+    if args.command == "install-service":
+        from nttrace import install_service
+        return install_service.main(args)
     raise UsageError(f"unknown command {args.command}")
 
 
