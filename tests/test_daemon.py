@@ -86,6 +86,25 @@ def test_port_in_use_is_exit_2_and_leaves_nothing_attached(tmp_path):
 
 
 # -- lifecycle ------------------------------------------------------------------
+def test_notify_never_hangs_on_a_socket_nobody_reads(tmp_path, monkeypatch):
+    # Found by the reload stress test: a blocking send to a full notify
+    # socket hung the daemon's main loop, and with it SIGTERM.
+    import socket
+    from nttrace import sd_notify
+    path = tmp_path / "notify.sock"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
+        s.bind(str(path))
+        monkeypatch.setenv("NOTIFY_SOCKET", str(path))
+        qlen = int(Path("/proc/sys/net/unix/max_dgram_qlen").read_text())
+        t0 = time.monotonic()
+        sent = [sd_notify.notify("WATCHDOG=1") for _ in range(qlen + 5)]
+        took = time.monotonic() - t0
+        assert sent[0] and not sent[-1]          # the queue filled: dropped, not waited for
+        assert took < 6 * sd_notify.SEND_TIMEOUT_S + 1, took
+        assert s.recv(100) == b"WATCHDOG=1"
+
+
+
 @pytest.mark.needs(*LIVE)
 def test_ready_watchdog_metrics_and_healthz(daemon):
     d = daemon(watchdog_usec=1_000_000)
@@ -211,6 +230,13 @@ def test_reloads_under_scrape_load_never_fail_a_scrape(daemon):
     assert results["failed"] == [], (len(results["failed"]), results["failed"][:5])
     assert results["ok"] > 100 and reloads >= 25
     assert "scrape failed" not in d.read_log()
+    # let the last reload finish (a bcc compile cannot be interrupted), then stop
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        log = d.read_log()
+        time.sleep(2)
+        if set(json.loads(d.get("/healthz")[1])["probes"]) == set(probes) and d.read_log() == log:
+            break
     assert d.stop(signal.SIGTERM) < 2.0 and d.proc.returncode == 0
     assert bpftool_prog_ids() == before
 

@@ -7,6 +7,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from pathlib import Path
@@ -30,7 +31,10 @@ class DaemonProcess:
         self.notify_path = str(tmp / "notify.sock")
         self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.notify.bind(self.notify_path)
+        self.notify.settimeout(0.2)
         self.messages: list[tuple[float, str]] = []
+        self._cond = threading.Condition()
+        self._closing = False
         env = dict(os.environ, NOTIFY_SOCKET=self.notify_path)
         if watchdog_usec:
             env["WATCHDOG_USEC"] = str(watchdog_usec)
@@ -38,6 +42,22 @@ class DaemonProcess:
         self.started = time.monotonic()
         self.proc = subprocess.Popen((prefix or []) + [NTTRACE, "daemon", "--config", str(self.config)],
                                      stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        # Read the notify socket all the time, as systemd does: a reader that
+        # stops reading lets the socket's queue fill.
+        self._reader = threading.Thread(target=self._read_notify, name="notify-reader", daemon=True)
+        self._reader.start()
+
+    def _read_notify(self) -> None:
+        while not self._closing:
+            try:
+                data = self.notify.recv(4096).decode()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            with self._cond:
+                self.messages.append((time.monotonic(), data))
+                self._cond.notify_all()
 
     def default_config(self, probes=("migrate",), perf=()) -> str:
         return (f'listen = "127.0.0.1:{self.port}"\nlog_level = "info"\n'
@@ -46,23 +66,20 @@ class DaemonProcess:
     def wait_message(self, prefix: str, timeout: float = 60.0) -> float:
         """Seconds from start until a notify message starting with `prefix`."""
         deadline = time.monotonic() + timeout
-        for t, m in self.messages:
-            if m.startswith(prefix):
-                return t - self.started
-        while time.monotonic() < deadline:
-            exited = self.proc.poll() is not None
-            self.notify.settimeout(0.01 if exited else 0.2)
-            try:
-                data = self.notify.recv(4096).decode()
-            except socket.timeout:
-                if exited:  # everything it sent has been read
-                    raise AssertionError(f"daemon exited {self.proc.returncode} before {prefix}: {self.read_log()}")
-                continue
-            now = time.monotonic()
-            self.messages.append((now, data))
-            if data.startswith(prefix):
-                return now - self.started
-        raise AssertionError(f"no {prefix} within {timeout}s: {self.read_log()}")
+        exited_at = None
+        with self._cond:
+            while True:
+                for t, m in self.messages:
+                    if m.startswith(prefix):
+                        return t - self.started
+                now = time.monotonic()
+                if self.proc.poll() is not None:
+                    exited_at = exited_at or now
+                    if now - exited_at > 0.5:   # what it sent before exiting has been read
+                        raise AssertionError(f"daemon exited {self.proc.returncode} before {prefix}: {self.read_log()}")
+                if now >= deadline:
+                    raise AssertionError(f"no {prefix} within {timeout}s: {self.read_log()}")
+                self._cond.wait(min(0.1, deadline - now))
 
     def get(self, path: str, headers: dict | None = None, timeout: float = 5.0) -> tuple[int, str]:
         req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers=headers or {})
@@ -107,5 +124,7 @@ class DaemonProcess:
                 self.proc.kill()
                 self.proc.wait()
         finally:
+            self._closing = True
+            self._reader.join(timeout=2)
             self.notify.close()
             self.log.close()
