@@ -18,7 +18,8 @@ def nd_tree(root: Path, mode: str) -> Path:
     (nd / "drivers/dax_pmem").mkdir(parents=True)
     ns = nd / "devices/namespace0.0"
     ns.mkdir(parents=True)
-    (ns / "mode").write_text(mode + "\n")
+    # what the kernel's mode_show() writes: its older names (ndctl says fsdax, devdax)
+    (ns / "mode").write_text({"fsdax": "memory", "devdax": "dax"}[mode] + "\n")
     if mode == "fsdax":
         pfn = nd / "devices/pfn0.0"
         (pfn / "block/pmem0").mkdir(parents=True)
@@ -41,7 +42,7 @@ def test_fsdax_resolves_to_the_pfn_device(tmp_path):
 
 def test_devdax_resolves_to_the_dax_device(tmp_path):
     t = resolve("namespace0.0", nd_tree(tmp_path, "devdax"))
-    assert (t.device, t.driver, t.dev_nodes) == ("dax0.0", "dax_pmem", ["/dev/dax0.0"])
+    assert (t.device, t.driver, t.mode, t.dev_nodes) == ("dax0.0", "dax_pmem", "devdax", ["/dev/dax0.0"])
 
 
 def test_unknown_namespace_is_a_usage_error(tmp_path):

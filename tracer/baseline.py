@@ -184,11 +184,14 @@ def _fmt(v) -> str:
     if v is None:
         return "-"
     if isinstance(v, float):
-        return f"{v:.4g}" if abs(v) < 1e6 else f"{v:.0f}"
+        return f"{v:.4g}" if abs(v) < 1000 else f"{v:.0f}"
     return str(v)
 
 
 def _change(r: dict) -> str:
+    numeric = all(isinstance(r[k], (int, float)) and not isinstance(r[k], bool) for k in ("baseline", "current"))
+    if numeric and r["metric"].endswith("_pct"):     # a share: the change in points
+        return f"{r['current'] - r['baseline']:+.1f} pts"
     if r["delta_pct"] is not None:
         return f"{r['delta_pct']:+.1f}%"
     if r["baseline"] == r["current"]:

@@ -64,7 +64,7 @@ def run_check(ctx, cid: str) -> CheckResult:
         ev["template_path"] = paths
         ev["page_ref_sets_per_page"] = spread([r["page_ref_sets_per_page"] for r in records])
         summary += (f"; page_ref_set {ev['page_ref_sets_per_page']['median']:.3g} events per page initialised: "
-                    f"{', '.join(paths)} path (page_ref_set on forces the slow path on v4..v8)")
+                    f"{', '.join(paths)} path ({PATH_NOTES.get(paths[0], '') if len(paths) == 1 else 'paths differ between calls'})")
         most = max(r["page_ref_sets"] for r in records)
         if most >= PAGE_REF_COSTLY_EVENTS:
             warning = (f"page_ref_set fired up to {most} times in one memmap_init_zone_device() call: each event runs "
@@ -73,6 +73,14 @@ def run_check(ctx, cid: str) -> CheckResult:
             summary += f"; warning: {warning}"
     return CheckResult(cid, PASS, summary, ev)
 
+
+PATH_NOTES = {
+    "slow": "every page set its refcount: a kernel without the template series, or v4..v8 of it, "
+            "which fall back to the per-page path while page_ref_set is enabled",
+    "template": "only the template seeds set a refcount: the template path ran with page_ref_set enabled, "
+                "as with the whole v8 series (9/9 drops the fallback)",
+    "mixed": "more events than the template seeds, fewer than one a page",
+}
 
 # More page_ref_set events than this in one call and the probe's own cost
 # (one BPF run per event) is a visible part of the call's latency.

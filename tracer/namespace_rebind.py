@@ -25,6 +25,11 @@ class BindTarget:
     dev_nodes: list[str]
 
 
+# The namespace's sysfs `mode` uses the kernel's older names; ndctl's (and
+# the user's) are fsdax and devdax.
+KERNEL_MODE_NAMES = {"memory": "fsdax", "dax": "devdax", "safe": "sector"}
+
+
 def _read(p: Path) -> str:
     try:
         return p.read_text().strip()
@@ -38,6 +43,7 @@ def resolve(namespace: str, sys_root: Path = Path("/sys")) -> BindTarget:
     if not ns.is_dir():
         raise UsageError(f"--rebind {namespace}: no such namespace under {nd}")
     mode = _read(ns / "mode") or "raw"
+    mode = KERNEL_MODE_NAMES.get(mode, mode)
     candidates = [ns] + [d for d in sorted(nd.iterdir())
                          if d.name.startswith(("pfn", "dax")) and _read(d / "namespace") == namespace]
     for dev in candidates:
