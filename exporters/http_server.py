@@ -108,5 +108,11 @@ class MetricsServer:
         self.thread.start()
 
     def stop(self):
-        self.httpd.shutdown()
+        # shutdown() waits for serve_forever() to acknowledge: called on a
+        # server that never started serving (start-up failed before it), it
+        # would wait forever. Found when systemd first ran the unit: a probe
+        # that could not attach left the daemon hanging until systemd's
+        # start timeout killed it.
+        if self.thread.is_alive():
+            self.httpd.shutdown()
         self.httpd.server_close()

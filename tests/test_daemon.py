@@ -182,6 +182,26 @@ def test_sighup_applies_a_changed_config_keeping_unchanged_counters(daemon):
     assert d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION") >= calls
 
 
+@pytest.mark.needs(*LIVE)
+def test_no_probe_can_attach_exits_3_at_once(daemon):
+    # Found when systemd first ran the unit: the HTTP server's shutdown waited
+    # for a serve loop that had never started, so this case hung until
+    # systemd's start timeout.
+    from nttrace import capabilities
+    caps = capabilities.report()
+    if caps["tracepoint:page_ref:page_ref_set"].available:
+        pytest.skip("this host has page_ref_set: no probe that is sure to be unavailable")
+    t0 = time.monotonic()
+    d = daemon(config_text=f'listen = "127.0.0.1:{free_port()}"\nprobes = ["page_ref"]\n')
+    try:
+        d.proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"the daemon hung: {d.read_log()}")
+    assert d.proc.returncode == 3 and time.monotonic() - t0 < 60
+    log = d.read_log()
+    assert "nttrace: no probe could attach (page_ref: " in log and "Traceback" not in log
+
+
 @pytest.mark.needs(*LIVE, "bpftool")
 def test_reloads_under_scrape_load_never_fail_a_scrape(daemon):
     """4 threads scrape /metrics without pause while SIGHUP switches the probe

@@ -120,6 +120,17 @@ def test_systemd_starts_the_installed_unit_only_after_ready(systemd_lab):
     assert r["programs_running"], "no nttrace BPF program while the service runs"
 
 
+def test_under_perf_event_paranoid_3_the_service_fails_at_once_and_says_why(systemd_lab):
+    r = systemd_lab.json("systemd")
+    if int(r["perf_event_paranoid"]) <= 2:
+        pytest.skip(f"the guest kernel's perf_event_paranoid is {r['perf_event_paranoid']}")
+    assert r["paranoid_start_rc"] != 0
+    assert r["paranoid_start_s"] < 90, r["paranoid_start_s"]   # not systemd's 120 s start timeout
+    assert "perf_event_paranoid is 3" in r["paranoid_journal"] and "status=3" in r["paranoid_journal"], \
+        r["paranoid_journal"]
+    assert any("perf_event_paranoid" in line for line in r["install"])   # install-service warned
+
+
 def test_systemd_runs_it_with_only_cap_bpf_and_cap_perfmon(systemd_lab):
     caps = systemd_lab.json("systemd")["caps"]
     want = (1 << 38) | (1 << 39)   # CAP_PERFMON | CAP_BPF

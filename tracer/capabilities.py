@@ -71,7 +71,10 @@ def bcc_compiles() -> Capability:
     if why is None:
         return Capability(True, "bcc compiled and loaded a test program")
     build = Path(f"/lib/modules/{os.uname().release}/build")
-    hint = "" if build.exists() else f"; {build} missing (run `make kernel-headers`)"
+    try:
+        hint = "" if build.exists() else f"; {build} missing (run `make kernel-headers`)"
+    except OSError as exc:   # EACCES: a sandbox hides it (systemd's ProtectKernelModules=yes does)
+        hint = f"; {build}: {exc.strerror} (is /lib/modules hidden by a sandbox, e.g. ProtectKernelModules=yes?)"
     return Capability(False, f"bcc cannot compile a program: {why}{hint}")
 
 
@@ -183,6 +186,24 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
         for key in LINUX_CAPS:
             caps[key] = Capability(False, LIVE_ONLY)
     return caps
+
+
+def perf_paranoid_hint(caps: dict[str, Capability] | None = None) -> str:
+    """Why perf_event_open may be refused although CAP_PERFMON is held: Debian
+    and Ubuntu kernels add kernel.perf_event_paranoid=3, at which their
+    kernels demand CAP_SYS_ADMIN for every perf event (tracepoint
+    attachments included). Empty when that is not the case here."""
+    try:
+        level = int(Path("/proc/sys/kernel/perf_event_paranoid").read_text())
+    except (OSError, ValueError):
+        return ""
+    if level <= 2:
+        return ""
+    if caps is not None and caps.get("cap:sys_admin") and caps["cap:sys_admin"].available:
+        return ""
+    return (f"kernel.perf_event_paranoid is {level}: this kernel's perf_event_open refuses everything without "
+            "CAP_SYS_ADMIN at 3 or more (a Debian/Ubuntu hardening); set it to 2 "
+            "(sysctl -w kernel.perf_event_paranoid=2, or a file in /etc/sysctl.d) to run with CAP_BPF and CAP_PERFMON")
 
 
 def missing_privilege(caps: dict[str, Capability]) -> str | None:

@@ -58,6 +58,10 @@ def install(root: Path = Path("/"), reload: bool = True) -> list[str]:
     if not link.exists():
         link.symlink_to(target)
     done.append(f"entry    {link} -> {target}")
+    from nttrace.capabilities import perf_paranoid_hint
+    hint = perf_paranoid_hint()
+    if hint and root == Path("/"):
+        done.append(f"warning  {hint}")
     if reload and root == Path("/") and Path("/run/systemd/system").is_dir():
         p = subprocess.run(["systemctl", "daemon-reload"], capture_output=True, text=True, timeout=60)
         if p.returncode != 0:

@@ -97,7 +97,8 @@ class Tracer:
         if not any(s["status"] == "attached" for s in self.status.values()):
             reasons = "; ".join(f"{n}: {s['reason']}" for n, s in self.status.items())
             self.detach()
-            raise CapabilityError(f"no probe could attach ({reasons})")
+            hint = capmod.perf_paranoid_hint(self.caps)
+            raise CapabilityError(f"no probe could attach ({reasons})" + (f"; {hint}" if hint else ""))
         return self
 
     def set_probes(self, names: list[str]) -> dict[str, list[str]]:

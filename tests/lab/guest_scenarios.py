@@ -126,6 +126,9 @@ def memmap_devdax():
 
 
 def demotion():
+    if not json.loads(sh("daxctl", "list").stdout or "[]"):
+        # no devdax namespace yet (the memmap scenarios make one): make it
+        sh("ndctl", "create-namespace", "-f", "-e", "namespace0.0", "-m", "devdax", "-a", "2M", timeout=300)
     devs = json.loads(sh("daxctl", "list").stdout or "[]")
     dev = devs[0]["chardev"] if devs else "dax0.0"
     sh("daxctl", "reconfigure-device", "--mode=system-ram", "--force", dev, timeout=300)

@@ -191,6 +191,9 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
     early, with the guest's log."""
     img = image()
     results.mkdir(parents=True, exist_ok=True)
+    for stale in [*results.glob("*.json"), *results.glob("guest-run.*"), *results.glob("wheel/*.whl"),
+                  results / "daemon-ready", results / "host-scraped", results / "console.log"]:
+        stale.unlink(missing_ok=True)   # a reused directory: nothing from an earlier boot is read as this one's
     build_wheel(results / "wheel")
     nvdimm = results / "nvdimm.img"
     with open(nvdimm, "wb") as f:
