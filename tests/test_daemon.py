@@ -183,6 +183,21 @@ def test_sighup_applies_a_changed_config_keeping_unchanged_counters(daemon):
 
 
 @pytest.mark.needs(*LIVE)
+def test_a_reload_widens_the_watchdog_while_it_compiles(daemon):
+    d = daemon(watchdog_usec=2_000_000)
+    d.wait_message("READY=1")
+    d.messages.clear()
+    d.config.write_text(d.default_config(probes=("migrate", "page_ref")))
+    d.proc.send_signal(signal.SIGHUP)
+    d.wait_message("RELOADING=1", timeout=30)
+    d.wait_message("WATCHDOG_USEC=2000000", timeout=60)
+    msgs = [m for _t, m in d.messages]
+    reloading = next(m for m in msgs if m.startswith("RELOADING=1"))
+    assert "WATCHDOG_USEC=300000000" in reloading and "WATCHDOG=1" in reloading
+    assert msgs.index(reloading) < next(i for i, m in enumerate(msgs) if m.startswith("WATCHDOG_USEC=2000000"))
+
+
+@pytest.mark.needs(*LIVE)
 def test_no_probe_can_attach_exits_3_at_once(daemon):
     # Found when systemd first ran the unit: the HTTP server's shutdown waited
     # for a serve loop that had never started, so this case hung until

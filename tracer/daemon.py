@@ -27,6 +27,7 @@ from nttrace.sysroot import Sysroot
 from nttrace.tracer import Tracer
 
 log = logging.getLogger("nttrace")
+RELOAD_WATCHDOG_S = 300   # the watchdog's bound while a reload compiles and attaches
 
 
 def _setup_logging(level: str) -> None:
@@ -124,8 +125,19 @@ class Daemon:
         except UsageError as exc:
             log.error("reload rejected, keeping the running configuration: %s", exc)
             return
-        sd_notify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}")
-        changes = self.tracer.set_probes(list(new.probes))
+        # A reload compiles new probes in this thread, so the main loop pings
+        # no watchdog meanwhile: widen the watchdog for the reload (sd_notify's
+        # WATCHDOG_USEC=) and put it back after. Found in the lab, where a
+        # compile under emulation outlasted a short WatchdogSec and systemd
+        # killed the daemon mid-reload.
+        watchdog = sd_notify.watchdog_interval_s()
+        widen = f"\nWATCHDOG=1\nWATCHDOG_USEC={RELOAD_WATCHDOG_S * 1_000_000}" if watchdog else ""
+        sd_notify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}{widen}")
+        try:
+            changes = self.tracer.set_probes(list(new.probes))
+        finally:
+            if watchdog:
+                sd_notify.notify(f"WATCHDOG_USEC={int(watchdog * 2 * 1_000_000)}\nWATCHDOG=1")
         for name in changes["added"]:
             st = self.tracer.status[name]
             log.info("reload: probe %s %s", name, st["status"] + (f" via {st['via']}" if "via" in st else f": {st.get('reason')}"))

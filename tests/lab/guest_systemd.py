@@ -24,9 +24,12 @@ def prop(name: str) -> str:
     return sh("systemctl", "show", "-p", name, "--value", "nttrace").stdout.strip()
 
 
-def healthz() -> dict:
-    with urllib.request.urlopen("http://127.0.0.1:9435/healthz", timeout=10) as r:
-        return json.loads(r.read())
+def healthz() -> dict | None:
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:9435/healthz", timeout=10) as r:
+            return json.loads(r.read())
+    except OSError:
+        return None   # not listening (yet, or any more)
 
 
 def nttrace_programs() -> list[str]:
@@ -112,6 +115,7 @@ def main() -> dict:
     out["reload_rc"] = sh("systemctl", "reload", "nttrace", check=False).returncode
     out["reload_s"] = time.monotonic() - t0
     out["health_after_reload"] = wait_until(lambda: (h := healthz()) and "copy" in h["probes"] and h, 120)
+    out["restarts_during_reload"] = int(prop("NRestarts") or 0)
     out["pid_after_reload"] = prop("MainPID")
 
     # a hung main loop: the watchdog kills it and systemd starts it again
