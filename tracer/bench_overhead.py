@@ -52,9 +52,12 @@ def _condition(n: int, scratch_mib: int) -> dict:
     return {"pages": int(pages), "seconds": seconds, "pages_per_s": pages / seconds if seconds else None}
 
 
-def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: list[str] | None = None) -> dict:
+def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: list[str] | None = None,
+        aa: bool = False) -> dict:
+    """aa: both conditions without probes (an A/A run): the ratios' spread
+    is the method's noise floor on this host."""
     from nttrace.tracer import Tracer
-    probes = probes or DEFAULT_PROBES
+    probes = [] if aa else (probes or DEFAULT_PROBES)
     _one(scratch_mib)   # warm-up, not counted: the first compaction after a while moves far more
     out_rounds = []
     attached: dict = {}
@@ -62,7 +65,7 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
         order = ["probes", "none"] if r % 2 == 0 else ["none", "probes"]
         row: dict = {"order": order}
         for cond in order:
-            if cond == "probes":
+            if cond == "probes" and probes:
                 with Tracer(probes) as t:
                     attached = {n: s.get("via", s.get("reason")) for n, s in t.status.items()}
                     row[cond] = _condition(per_round, scratch_mib)
@@ -80,6 +83,7 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else None
     return {"workload": f"compaction of a fragmented {scratch_mib} MiB scratch mapping, {per_round} per condition "
                         "and round, timed around the compact_memory write",
+            "aa": aa,
             "probes": probes, "attached": attached, "rounds": out_rounds,
             "median_pages_per_s": {"probes": med("probes"), "none": med("none")},
             "median_ratio": ratio, "ratio_quartiles": quartiles,
@@ -87,13 +91,14 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
 
 
 def main(args) -> int:
-    report = run(rounds=args.rounds, per_round=args.per_round, scratch_mib=args.scratch_mib)
+    report = run(rounds=args.rounds, per_round=args.per_round, scratch_mib=args.scratch_mib, aa=args.aa)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()
         return EXIT_OK
     print(f"workload: {report['workload']}")
-    print(f"probes attached: {', '.join(f'{k} ({v})' for k, v in report['attached'].items())}")
+    print("A/A: no probes in either condition (the method's noise floor)" if report["aa"] else
+          f"probes attached: {', '.join(f'{k} ({v})' for k, v in report['attached'].items())}")
     for i, row in enumerate(report["rounds"]):
         cells = "  ".join(f"{c} {row[c]['pages_per_s']:,.0f} pages/s" for c in row["order"])
         print(f"  round {i + 1}: {cells}  probes/none {row['ratio']:.3f}" if row["ratio"] else f"  round {i + 1}: {cells}")

@@ -43,7 +43,8 @@ BENCH_EXAMPLES = """examples:
   nttrace bench probes                  # per-event cost of each BPF program
   nttrace bench probes --rounds 5 --events 5000 --json
   nttrace bench daemon --requests 2000  # daemon start-up, RSS, idle CPU, scrape latency
-  nttrace bench overhead --rounds 7     # compaction throughput with the default probes vs none
+  nttrace bench overhead --rounds 21    # compaction throughput with the default probes vs none
+  nttrace bench overhead --rounds 21 --aa   # the same with no probes on either side: the noise floor
 """
 DAEMON_EXAMPLES = """examples:
   nttrace daemon                                  # Prometheus metrics on 127.0.0.1:9435
@@ -117,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     bo.add_argument("--rounds", type=int, default=7, help="interleaved rounds of each condition (default 7)")
     bo.add_argument("--per-round", type=int, default=3, help="timed compactions per condition and round (default 3)")
     bo.add_argument("--scratch-mib", type=int, default=256, help="fragmented scratch mapping per compaction (default 256)")
+    bo.add_argument("--aa", action="store_true", help="no probes in either condition: the method's noise floor")
 
     i = sub.add_parser("install-service", help="install the daemon's systemd unit, example config and entry point",
                        epilog="example:\n  nttrace install-service && systemctl enable --now nttrace\n\n" + EPILOG_EXIT,
