@@ -65,10 +65,15 @@ class KernelBuildError(AssertionError):
 
     def __init__(self, variant: str, step: str, log: Path | None, detail: str = ""):
         self.variant, self.step, self.log = variant, step, log
-        tail = ""
+        tail, first = "", ""
         if log is not None and log.exists():
-            tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+            lines = log.read_text(errors="replace").splitlines()
+            tail = "\n".join(lines[-40:])
+            # with make -j the first error scrolls away behind the other jobs' output
+            errors = [ln for ln in lines if re.search(r"\berror\b|FAILED|\*\*\*", ln)]
+            first = "\n".join(errors[:8])
         super().__init__(f"kernel {variant}: step '{step}' failed{': ' + detail if detail else ''}"
+                         + (f"\n--- first errors in {log} ---\n{first}" if first else "")
                          + (f"\n--- {log} (tail) ---\n{tail}" if tail else ""))
 
 
