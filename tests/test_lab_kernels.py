@@ -158,8 +158,9 @@ def test_page_ref_set_tells_which_memmap_path_ran(variant, mode):
     assert "page_ref_report" in r, "page_ref_set is missing on a CONFIG_DEBUG_PAGE_REF kernel"
     pgmap, shift = ("FS_DAX", 0) if mode == "memmap_fsdax" else ("GENERIC", 9)
     runs = len(checks(r["page_ref_report"])["kernel.memmap_latency"]["evidence"]["calls"]) - 1
+    tick = lab_checks.kernel_tick_ms(r["kernel_debug_lines"])   # from the 31 calls of the same kernel
     ev = lab_checks.memmap_matches_the_kernels_line(r, pgmap, shift, runs=runs, report_key="page_ref_report",
-                                                    lines_key="page_ref_kernel_debug_lines")
+                                                    lines_key="page_ref_kernel_debug_lines", tick_ms=tick)
     per_page = [call["page_ref_sets_per_page"] for call in ev["calls"]]
     if variant == "base":
         # the per-page path sets every descriptor's refcount: one or more events a page

@@ -8,10 +8,31 @@ def checks(report: dict) -> dict:
     return {c["id"]: c for c in report.get("checks", [])}
 
 
+def kernel_tick_ms(lines: list[dict]) -> int:
+    """The kernel's tick in ms (1000 / HZ): every value its line prints is a
+    multiple of it, so over 30 calls the gcd finds it."""
+    tick = math.gcd(*(k["ms"] for k in lines if k["ms"]))
+    assert tick in (1, 2, 3, 4, 10), tick
+    return tick
+
+
 def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: int,
-                                    report_key: str = "report", lines_key: str = "kernel_debug_lines") -> dict:
+                                    report_key: str = "report", lines_key: str = "kernel_debug_lines",
+                                    tick_ms: int | None = None) -> dict:
     """The memmap probe's calls against memmap_init_zone_device()'s own
-    pr_debug line, call by call; returns the check's evidence."""
+    pr_debug line, call by call; returns the check's evidence.
+
+    Two clocks are compared. The kernel's line counts jiffies between its
+    own start and end; the probe reads jiffies at entry and return too, and
+    must tell the same count (the same interval, the same clock) within two
+    ticks. The probe's latency comes from the monotonic clock, and under
+    emulation (TCG) the two clocks disagree by a few ms: a late tick makes
+    jiffies undercount, and a burst of ticks that catches up makes them
+    overcount (seen up to 3.6 ms on the 7.2 lab kernels at HZ=1000, up to 2
+    ticks late on 6.1 at HZ=250). So every call's latency must lie within
+    max(4 ms, 2 ticks) of the kernel's figure, and nine in ten within the
+    issue's bound widened to max(5%, 3 ms, 1 tick). On real hardware the
+    clocks agree and the margins are not needed."""
     rep = result[report_key]
     c = checks(rep)["kernel.memmap_latency"]
     assert rep["_rc"] == 0 and c["status"] == "pass", (c, rep.get("_stderr"))
@@ -22,22 +43,17 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     assert ev["first_bind_ms"] > 0 and ev["rebind_avg_ms"] > 0
     kernel = result[lines_key]
     assert len(kernel) == len(calls), (len(kernel), len(calls))
-    # The kernel's line counts jiffies (ms = ticks * 1000 / HZ): every value
-    # is a multiple of the tick. Against a periodic tick a call of D ms reads
-    # as D - tick < ms < D + tick. Under TCG a guest tick can also arrive
-    # late (never early), so the kernel may undercount: by the issue's bound
-    # (5% or one tick) for nine calls in ten, by at most one more tick for any.
-    tick_ms = math.gcd(*(k["ms"] for k in kernel if k["ms"]))  # 1000 / HZ, 4 ms at HZ=250
-    assert tick_ms in (1, 2, 3, 4, 10), tick_ms
+    tick_ms = tick_ms or kernel_tick_ms(kernel)
+    margin = max(4, 2 * tick_ms)
     beyond = []
     for mine, theirs in zip(calls, kernel):
         # the kernel counts what it initialises: nr_pages less the altmap (map=dev)
         assert mine["pages_initialised"] == theirs["pages"] <= mine["nr_pages"]
-        ours_ms = mine["latency_ns"] / 1e6
-        assert theirs["ms"] - tick_ms < ours_ms <= theirs["ms"] + 2 * tick_ms, (ours_ms, theirs)
-        # the probe's own jiffies (entry to return) tell the same tick count
+        # the probe's own jiffies (entry to return) tell the kernel's tick count
         assert abs(mine["jiffies"] * tick_ms - theirs["ms"]) <= 2 * tick_ms, (mine, theirs)
-        if abs(ours_ms - theirs["ms"]) > max(0.05 * theirs["ms"], tick_ms):
+        ours_ms = mine["latency_ns"] / 1e6
+        assert abs(ours_ms - theirs["ms"]) <= max(margin, 0.05 * theirs["ms"]), (ours_ms, theirs, tick_ms)
+        if abs(ours_ms - theirs["ms"]) > max(0.05 * theirs["ms"], 3, tick_ms):
             beyond.append((round(ours_ms, 2), theirs["ms"], mine["jiffies"]))
     assert len(beyond) <= max(1, len(calls) // 10), beyond
     return ev
