@@ -19,8 +19,8 @@ setup(
             sources=NATIVE_SOURCES,
             depends=["native/nttrace_native.h"],
             include_dirs=["native"],
-            # -fno-builtin-memcpy keeps the compiler from replacing the
-            # hand-written loops with calls to libc memcpy.
+            # -fno-tree-loop-distribute-patterns keeps the compiler from
+            # replacing the hand-written copy loops with calls to libc memcpy.
             extra_compile_args=["-O2", "-fno-tree-loop-distribute-patterns", "-fno-strict-aliasing"],
         )
     ]

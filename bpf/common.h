@@ -8,9 +8,6 @@
 
 #include <uapi/linux/ptrace.h>
 
-/* Read a field of a tracepoint record (ctx) at an offset from its format file. */
-#define TP_READ(ctx, type, off) ({ type __v = 0; bpf_probe_read_kernel(&__v, sizeof(__v), (char *)(ctx) + (off)); __v; })
-
 /* Read a kernel struct member at a BTF-derived offset. */
 #define KREAD(ptr, type, off) ({ type __v = 0; bpf_probe_read_kernel(&__v, sizeof(__v), (char *)(ptr) + (off)); __v; })
 

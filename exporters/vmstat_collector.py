@@ -10,20 +10,18 @@ from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily
 
+from nttrace import triggers
+
 PREFIXES = ("pgdemote_", "pgpromote_", "pgmigrate_")
 NODE_DIR_RE = re.compile(r"^node(\d+)$")
 
 
 def _read_counters(path: Path) -> dict[str, int]:
-    out = {}
     try:
-        for line in path.read_text().splitlines():
-            k, _, v = line.partition(" ")
-            if k.startswith(PREFIXES) and v.strip().isdigit():
-                out[k] = int(v)
+        counters = triggers.vmstat(path)
     except OSError:
-        pass
-    return out
+        return {}
+    return {k: v for k, v in counters.items() if k.startswith(PREFIXES) and v >= 0}
 
 
 class VmstatCollector:

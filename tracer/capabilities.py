@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nttrace.perf import event_open as pe
+from nttrace.perf import memory_traffic
 from nttrace.sysroot import Sysroot
 
 TRACEPOINTS = (
@@ -18,7 +19,6 @@ TRACEPOINTS = (
 )
 KERNEL_SYMBOLS = ("memmap_init_zone_device", "migrate_pages", "folio_copy", "folio_mc_copy", "folio_mc_copy_nt", "copy_mc_page_nt")
 LINUX_CAPS = {"cap:sys_admin": 21, "cap:perfmon": 38, "cap:bpf": 39}
-UNCORE_PMU_RE = re.compile(r"^(uncore_imc|uncore_cha|amd_df|amd_umc|cxl_pmu)")
 LIVE_ONLY = "live-only probe; not evaluated for --sysroot"
 
 
@@ -115,7 +115,7 @@ class _quiet_stderr:
 def uncore_pmus(sysroot: Sysroot) -> list[str]:
     devices = sysroot.path("sys/bus/event_source/devices")
     try:
-        return sorted(p.name for p in devices.iterdir() if UNCORE_PMU_RE.match(p.name))
+        return sorted(p.name for p in devices.iterdir() if memory_traffic.is_memory_pmu(p.name))
     except OSError:
         return []
 

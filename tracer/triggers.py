@@ -15,7 +15,9 @@ PAGE = 4096
 COMPACT = Path("/proc/sys/vm/compact_memory")
 
 
-def vmstat(path: str = "/proc/vmstat") -> dict[str, int]:
+def vmstat(path: str | Path = "/proc/vmstat") -> dict[str, int]:
+    """A vmstat file (/proc/vmstat or a node's) as {counter: value}. The one
+    parser of these files: the daemon's vmstat collector reads through it."""
     out = {}
     with open(path) as f:
         for line in f:

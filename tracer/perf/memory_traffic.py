@@ -21,6 +21,14 @@ FAMILIES = [
     (re.compile(r"^cxl_pmu_mem\d+\.\d+$"), "m2s_req_memrd", "m2s_rwd_memwr", CXL_GRANULE_BYTES),
 ]
 UNIT_BYTES = {"": None, "B": 1, "Bytes": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+# What nttrace calls a memory-device PMU (the capability report's
+# perf:uncore): the families above, and the ones known to count memory
+# traffic without named byte events (AMD UMC/DF, Intel CHA).
+MEMORY_PMU_RE = re.compile(r"^(uncore_imc|uncore_cha|amd_df|amd_umc|cxl_pmu)")
+
+
+def is_memory_pmu(name: str) -> bool:
+    return bool(MEMORY_PMU_RE.match(name))
 
 
 @dataclass
@@ -38,7 +46,7 @@ def traffic_events(pmus: dict[str, Pmu]) -> tuple[list[TrafficEvent], list[str]]
     for name, pmu in sorted(pmus.items()):
         family = next((f for f in FAMILIES if f[0].match(name)), None)
         if family is None:
-            if re.match(r"^(amd_umc|amd_df|uncore_)", name):
+            if is_memory_pmu(name):
                 notes.append(f"{name}: no named read/write byte events in sysfs")
             continue
         _pat, rd, wr, default_bytes = family
