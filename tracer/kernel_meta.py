@@ -21,6 +21,7 @@ NT_MODES = {
     "MIGRATE_ASYNC_NON_TEMPORAL_STORES": "v2",
     "MIGRATE_ASYNC_NONTEMPORAL": "v3",
 }
+OUT_OF_RANGE = "OUT_OF_RANGE"
 OFFSETS = (("dev_pagemap", "type"), ("dev_pagemap", "vmemmap_shift"), ("zone", "node"),
            ("dev_pagemap", "altmap.base_pfn"), ("dev_pagemap", "altmap.reserve"), ("dev_pagemap", "altmap.free"))
 ENUMS = ("migrate_mode", "migrate_reason", "memory_type")
@@ -63,10 +64,17 @@ class KernelMetadata:
         return {v for k, v in self.migrate_mode.items() if k in NT_MODES}
 
     def mode_name(self, value: int) -> str:
-        return _reverse(self.migrate_mode).get(value, f"MIGRATE_MODE_{value}")
+        """The enumerator's name; OUT_OF_RANGE for a value this kernel's enum
+        lacks (the probe's overflow row is -1), the same label everywhere."""
+        return _reverse(self.migrate_mode).get(value, OUT_OF_RANGE)
 
     def reason_name(self, value: int) -> str:
-        return _reverse(self.migrate_reason).get(value, f"MR_{value}")
+        return _reverse(self.migrate_reason).get(value, OUT_OF_RANGE)
+
+    def is_nt_mode(self, value: int) -> bool:
+        """Whether a migrate_mode value is an NT revision's mode: the one
+        place nttrace decides "nt" for a migration."""
+        return value in self.nt_mode_values
 
     def memory_type_name(self, value: int) -> str:
         return _reverse(self.memory_type).get(value, f"MEMORY_TYPE_{value}")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import ctypes
 
 from nttrace import histogram
-from nttrace.kernel_meta import NT_MODES
 from nttrace.probes.base import Availability, Probe
 from nttrace.sysroot import Sysroot
 from nttrace.tracefs import read_format
@@ -97,8 +96,8 @@ class MigrateProbe(Probe):
         r = ctypes.cast(data, ctypes.POINTER(MigrateRecord)).contents
         self._records.append({
             "probe": "migrate", "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
-            "mode": self.meta.mode_name(r.mode), "reason": self.meta.reason_name(r.reason),
-            "nt": r.mode in self.meta.nt_mode_values, "succeeded": r.succeeded, "failed": r.failed,
+            "mode": self.meta.mode_name(r.mode), "mode_value": r.mode, "reason": self.meta.reason_name(r.reason),
+            "nt": self.meta.is_nt_mode(r.mode), "succeeded": r.succeeded, "failed": r.failed,
         })
 
     def raw(self) -> dict:
@@ -124,11 +123,11 @@ class MigrateProbe(Probe):
         for (mode, reason), s in sorted(raw["stats"].items()):
             buckets = raw["hists"].get((mode, reason), {})
             rows.append({
-                "mode": self.meta.mode_name(mode) if mode >= 0 else "OUT_OF_RANGE",
-                "reason": self.meta.reason_name(reason) if reason >= 0 else "OUT_OF_RANGE",
+                "mode": self.meta.mode_name(mode),
+                "reason": self.meta.reason_name(reason),
                 "mode_value": mode,
                 "reason_value": reason,
-                "nt": self.meta.mode_name(mode) in NT_MODES,
+                "nt": self.meta.is_nt_mode(mode),
                 "calls": s["calls"],
                 "succeeded": s["succeeded"],
                 "failed": s["failed"],
