@@ -94,9 +94,9 @@ def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float
 def program_alone(text: str, attachments: list[tuple[str, str]], drive, min_events: int, max_s: float) -> dict:
     """Compile `text`, attach it alone ((tracepoint, function) pairs), and
     run the workload until each tracepoint saw min_events runs."""
-    from nttrace.probes.base import Probe, load_bpf
+    from nttrace.probes.base import load_bpf
     before = set(bpftool_progs())
-    b = load_bpf(text.encode(), cflags=[f"-I{Probe.include_dir()}", "-Wno-macro-redefined"])
+    b = load_bpf(text.encode())
     try:
         for tp, fn_name in attachments:
             b.attach_tracepoint(tp=tp, fn_name=fn_name)

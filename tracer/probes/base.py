@@ -33,6 +33,7 @@ class Probe:
         self.via = ""
         self._records: list[dict] = []
         self._lost_records = 0
+        self.fentry_error = ""   # why fentry did not load, when the probe fell back to kprobes
 
     # -- program -----------------------------------------------------------
     def availability(self) -> Availability:
@@ -54,7 +55,7 @@ class Probe:
 
     # -- lifecycle -----------------------------------------------------------
     def load(self):
-        self.bpf = load_bpf(self.program_text().encode(), cflags=[f"-I{self.include_dir()}", "-Wno-macro-redefined"])
+        self.bpf = load_bpf(self.program_text().encode())
         return self.bpf
 
     def attach(self) -> None:
@@ -85,6 +86,11 @@ class Probe:
             return True
         return False
 
+    def fallback_note(self) -> dict:
+        """{"fentry_fallback": why} when the probe runs by kprobe because
+        its fentry program would not load, for the probe's snapshot."""
+        return {"fentry_fallback": self.fentry_error} if self.fentry_error else {}
+
     def records(self) -> list[dict]:
         out, self._records = self._records, []
         return out
@@ -93,6 +99,12 @@ class Probe:
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None
+
+
+def compile_flags() -> list[str]:
+    """What bcc compiles every nttrace program with: bpf/ on the include path
+    (common.h) and the NTTRACE_* defines allowed to shadow the sources' own."""
+    return [f"-I{Probe.include_dir()}", "-Wno-macro-redefined"]
 
 
 def load_bpf(text: bytes, cflags: list[str] | None = None):
@@ -115,7 +127,7 @@ def load_bpf(text: bytes, cflags: list[str] | None = None):
                     pass
                 raise
 
-    return _Released(text=text, cflags=cflags or [])
+    return _Released(text=text, cflags=compile_flags() if cflags is None else cflags)
 
 
 def hist_by_label(table) -> dict[tuple[int, int], dict[int, int]]:

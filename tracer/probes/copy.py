@@ -40,7 +40,6 @@ class CopyProbe(Probe):
     def __init__(self, meta, caps, options=None, sysroot=None):
         super().__init__(meta, caps, options, sysroot)
         self.present = [r for r in ROUTINES if caps[f"ksym:{r[0]}"].available]
-        self.fentry_error = ""
         self._layout = None
         self.routes: dict[str, str] = {}
 
@@ -100,6 +99,5 @@ class CopyProbe(Probe):
         out = {"via": self.via, "rows": rows}
         if untraceable:
             out["untraceable"] = dict(untraceable)
-        if self.fentry_error:
-            out["fentry_fallback"] = self.fentry_error
+        out.update(self.fallback_note())
         return out

@@ -29,7 +29,6 @@ class MemmapProbe(Probe):
         super().__init__(meta, caps, options, sysroot)
         self.target = self.options.get("target", "kernel")
         self.page_ref = bool(self.options.get("page_ref"))
-        self.fentry_error = ""
         self.page_ref_note = ""
 
     def availability(self) -> Availability:
@@ -115,8 +114,7 @@ class MemmapProbe(Probe):
             })
         lost = self.bpf["memmap_lost"][ctypes.c_int(0)].value + self._lost_records
         out = {"via": self.via, "rows": rows, "events_lost": lost}
-        if self.fentry_error:
-            out["fentry_fallback"] = self.fentry_error
+        out.update(self.fallback_note())
         if self.page_ref_note:
             out["page_ref"] = self.page_ref_note
         return out

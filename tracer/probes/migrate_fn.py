@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from nttrace.probes.base import Availability, kernel_function_attach, load_with_fallback
 from nttrace.probes.migrate import MigrateProbe
-from nttrace.sysroot import Sysroot
 
 SYMBOL = "migrate_pages"
 MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
@@ -16,10 +15,6 @@ MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
 
 class MigrateFunctionProbe(MigrateProbe):
     name = "migrate_fn"
-
-    def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
-        super().__init__(meta, caps, options, sysroot)
-        self.fentry_error = ""
 
     def params(self) -> list[str]:
         if self.meta.btf is None:
@@ -67,6 +62,5 @@ class MigrateFunctionProbe(MigrateProbe):
             row["succeeded"] = None  # not visible at the function boundary
             row["thp_succeeded"] = row["thp_failed"] = None
             row["not_migrated"] = row["failed"]
-        if self.fentry_error:
-            out["fentry_fallback"] = self.fentry_error
+        out.update(self.fallback_note())
         return out
