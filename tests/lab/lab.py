@@ -206,7 +206,7 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
         append, init = f"{append} nttrace.systemd".strip(), "/lib/systemd/systemd"
     t0 = time.monotonic()
     proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT)
+                            stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
     scraped: dict = {}
     try:
         while proc.poll() is None:
@@ -234,6 +234,14 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
         raise LabError(f"the guest stopped before its run finished{lab.where()} (QEMU exit {proc.returncode})\n"
                        f"{lab.tail()}")
     return lab
+
+
+def _die_with_parent() -> None:
+    """In QEMU's child before exec: SIGKILL it when the harness dies, however
+    it dies (a killed test run must not leave a guest running)."""
+    import ctypes
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
 def _console(results: Path) -> str:
