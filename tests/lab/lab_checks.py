@@ -25,14 +25,13 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     Two clocks are compared. The kernel's line counts jiffies between its
     own start and end; the probe reads jiffies at entry and return too, and
     must tell the same count (the same interval, the same clock) within two
-    ticks. The probe's latency comes from the monotonic clock, and under
-    emulation (TCG) the two clocks disagree by a few ms: a late tick makes
-    jiffies undercount, and a burst of ticks that catches up makes them
-    overcount (seen up to 3.6 ms on the 7.2 lab kernels at HZ=1000, up to 2
-    ticks late on 6.1 at HZ=250). So every call's latency must lie within
-    max(4 ms, 2 ticks) of the kernel's figure, and nine in ten within the
-    issue's bound widened to max(5%, 3 ms, 1 tick). On real hardware the
-    clocks agree and the margins are not needed."""
+    ticks, for every call. The probe's latency comes from the monotonic
+    clock, and under emulation (single-threaded TCG) jiffies stall and then
+    catch up in bursts: a 17.6 ms call was seen while jiffies did not move at
+    all (kernel and probe both counted 0 ticks), others overcounted by 3.6 ms
+    at HZ=1000. So the monotonic latency is held to the issue's bound,
+    widened to max(5%, 3 ms, 1 tick), for nine calls in ten, not for every
+    call. On real hardware the clocks agree and the margin is not needed."""
     rep = result[report_key]
     c = checks(rep)["kernel.memmap_latency"]
     assert rep["_rc"] == 0 and c["status"] == "pass", (c, rep.get("_stderr"))
@@ -44,7 +43,6 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     kernel = result[lines_key]
     assert len(kernel) == len(calls), (len(kernel), len(calls))
     tick_ms = tick_ms or kernel_tick_ms(kernel)
-    margin = max(4, 2 * tick_ms)
     beyond = []
     for mine, theirs in zip(calls, kernel):
         # the kernel counts what it initialises: nr_pages less the altmap (map=dev)
@@ -52,7 +50,6 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
         # the probe's own jiffies (entry to return) tell the kernel's tick count
         assert abs(mine["jiffies"] * tick_ms - theirs["ms"]) <= 2 * tick_ms, (mine, theirs)
         ours_ms = mine["latency_ns"] / 1e6
-        assert abs(ours_ms - theirs["ms"]) <= max(margin, 0.05 * theirs["ms"]), (ours_ms, theirs, tick_ms)
         if abs(ours_ms - theirs["ms"]) > max(0.05 * theirs["ms"], 3, tick_ms):
             beyond.append((round(ours_ms, 2), theirs["ms"], mine["jiffies"]))
     assert len(beyond) <= max(1, len(calls) // 10), beyond
