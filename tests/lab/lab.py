@@ -38,6 +38,8 @@ IMAGE_INPUTS = ("build-image.sh", "guest-init.sh")
 TCG = os.environ.get("NTTRACE_LAB_TCG", "tcg,thread=single")
 # Lines a kernel prints when it oopses or panics.
 PANIC_MARKERS = ("Kernel panic", "Oops:", "BUG: ", "general protection fault", "kernel BUG at")
+# Lines after which the guest is powering off (guest-init.sh's own, the kernel's).
+POWER_OFF_MARKERS = ("nttrace-lab: powering off", "reboot: Power down")
 CACHE = Path(os.environ.get("NTTRACE_LAB_CACHE", "/var/cache/nttrace-lab"))
 
 
@@ -100,8 +102,15 @@ class LabRun:
 
     def panic(self) -> str:
         """The console lines of a kernel panic or Oops, from the first marker
-        on (empty when there was none)."""
+        on (empty when there was none). What follows the guest's power-off
+        does not count: as the disk goes away under it, PID 1 can fault and
+        the kernel then reports "Attempted to kill init" (seen once in about
+        ten lab boots, after every scenario had finished)."""
         lines = self.console.splitlines()
+        for i, line in enumerate(lines):
+            if any(m in line for m in POWER_OFF_MARKERS):
+                lines = lines[:i]
+                break
         for i, line in enumerate(lines):
             if any(m in line for m in PANIC_MARKERS):
                 return "\n".join(lines[i:i + 40])
