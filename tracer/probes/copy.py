@@ -41,7 +41,8 @@ class CopyProbe(Probe):
         super().__init__(meta, caps, options, sysroot)
         self.present = [r for r in ROUTINES if caps[f"ksym:{r[0]}"].available]
         self._layout = None
-        self.routes: dict[str, str] = {}
+        self.routes: dict[str, str] = {}        # routine -> fentry or kprobe, set with the program
+        self.untraceable: dict[str, str] = {}   # routine -> why it could not be attached
 
     def layout(self) -> dict[str, int]:
         if self._layout is None:
@@ -75,7 +76,7 @@ class CopyProbe(Probe):
 
     def attach(self) -> None:
         self.via = self.availability().attach_via
-        self.untraceable: dict[str, str] = {}
+        self.untraceable = {}
         load_with_fallback(self)
         for sym, _kind, _nt in self.present:
             if self.routes[sym] == "kprobe":
@@ -90,14 +91,13 @@ class CopyProbe(Probe):
     def snapshot(self) -> dict:
         table = self.bpf["copy_stats"]
         rows = []
-        untraceable = getattr(self, "untraceable", {})
         for i, (sym, _kind, nt) in enumerate(self.present):
-            if sym in untraceable:
+            if sym in self.untraceable:
                 continue
             s = table[i]
             rows.append({"routine": sym, "nt": nt, "via": self.routes.get(sym, self.via), "calls": s.calls, "bytes": s.bytes})
         out = {"via": self.via, "rows": rows}
-        if untraceable:
-            out["untraceable"] = dict(untraceable)
+        if self.untraceable:
+            out["untraceable"] = dict(self.untraceable)
         out.update(self.fallback_note())
         return out
