@@ -1,6 +1,48 @@
-"""BPF C programs, compiled by bcc at run time. `source(name)` reads one."""
+"""BPF C programs, compiled by bcc at run time. `source(name)` reads one;
+`struct_type(name, struct)` turns one of its C structs into the ctypes
+layout Python reads it with, so each record or stats layout is declared once,
+in the C."""
+from __future__ import annotations
+
+import ctypes
+import re
+from functools import lru_cache
 from importlib import resources
+
+C_TYPES = {"u64": ctypes.c_uint64, "s64": ctypes.c_int64, "u32": ctypes.c_uint32, "s32": ctypes.c_int32,
+           "u16": ctypes.c_uint16, "s16": ctypes.c_int16, "u8": ctypes.c_uint8, "s8": ctypes.c_int8}
+_FIELD = re.compile(r"^\s*(\w+)\s+(\w+)\s*(?:\[\s*(\w+)\s*\])?\s*;")
+_DEFINE = re.compile(r"^#define\s+(\w+)\s+(\d+)\b", re.M)
 
 
 def source(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text()
+
+
+@lru_cache(maxsize=None)
+def struct_type(name: str, struct: str, **sizes: int) -> type[ctypes.Structure]:
+    """The ctypes Structure of `struct <struct>` in the source `name` (or in
+    common.h). Members are nttrace's fixed-width types (u64, s32, ...), or
+    arrays of them sized by a number or by a #define of the source; `sizes`
+    gives array sizes the loader defines (e.g. NTTRACE_SLOTS)."""
+    text = source(name)
+    body = re.search(r"struct\s+" + re.escape(struct) + r"\s*\{(.*?)\n\};", text, re.S)
+    if body is None and name != "common.h":
+        return struct_type("common.h", struct, **sizes)
+    if body is None:
+        raise KeyError(f"no struct {struct} in {name}")
+    defines = {k: int(v) for k, v in _DEFINE.findall(text)}
+    defines.update(sizes)
+    fields = []
+    for line in re.sub(r"/\*.*?\*/", "", body.group(1), flags=re.S).splitlines():
+        if not line.strip():
+            continue
+        m = _FIELD.match(line)
+        if m is None or m.group(1) not in C_TYPES:
+            raise ValueError(f"struct {struct} in {name}: cannot read member {line.strip()!r}")
+        ctype = C_TYPES[m.group(1)]
+        if m.group(3):
+            n = m.group(3)
+            ctype = ctype * (int(n) if n.isdigit() else defines[n])
+        fields.append((m.group(2), ctype))
+    return type(struct, (ctypes.Structure,), {"_fields_": fields})

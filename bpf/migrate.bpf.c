@@ -82,8 +82,6 @@ BPF_PERCPU_ARRAY(migrate_stats, struct migrate_stats, NTTRACE_ROWS);
 BPF_PERF_OUTPUT(migrate_records);
 #endif
 
-#define TP_FIELD(ctx, type, off) (*(type *)((char *)(ctx) + (off)))
-
 static __always_inline u32 row_of(u32 mode, s32 reason)
 {
 	if (mode >= NTTRACE_MODES || reason < 0 || reason >= NTTRACE_REASONS)

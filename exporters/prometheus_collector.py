@@ -1,6 +1,7 @@
 """The Prometheus collector: reads the probes' BPF maps at scrape time (no
-per-event work in Python) and turns the kernel's log2 histograms into
-cumulative Prometheus histograms in seconds."""
+per-event work in Python), exports each probe's rows as the metrics it
+declares, and turns the kernel's log2 histograms into cumulative Prometheus
+histograms in seconds. It names no probe."""
 from __future__ import annotations
 
 import os
@@ -8,9 +9,8 @@ import os
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from nttrace import __version__, histogram
-
-def _hist(name: str, doc: str, labels: list[str]) -> HistogramMetricFamily:
-    return HistogramMetricFamily(name, doc, labels=labels)
+from nttrace.probes import PROBES
+from nttrace.probes.contract import label_value, row_value
 
 
 def _add_hist(fam: HistogramMetricFamily, labels: list[str], lat: dict) -> None:
@@ -47,75 +47,29 @@ class ProbeCollector:
                                   labels=["release", "nt_revision"])
         kinfo.add_metric([self.release, self.tracer.meta.nt_revision], 1.0)
         yield kinfo
-        yield from self._migrate(snap.get("migrate"))
-        yield from self._migrate(snap.get("migrate_fn"), function=True)
-        yield from self._memmap(snap.get("memmap"))
-        yield from self._page_ref(snap.get("page_ref"))
-        yield from self._copy(snap.get("copy"))
+        for name, entry in snap.items():
+            if entry.get("status") == "attached":
+                yield from probe_families(PROBES[name].metrics, entry.get("rows", []))
 
-    @staticmethod
-    def _attached(entry) -> bool:
-        return bool(entry) and entry.get("status") == "attached"
 
-    def _migrate(self, entry, function: bool = False):
-        """migrate_pages() by (mode, reason): from the tracepoints, or (function)
-        from fentry/kprobe on the function, where no page counts exist."""
-        if not self._attached(entry):
-            return
-        labels = ["mode", "reason", "nt"]
-        base, where = ("nttrace_migrate_function", "function entry to return") if function else \
-            ("nttrace_migrate", "mm_migrate_pages_start to mm_migrate_pages")
-        calls = CounterMetricFamily(f"{base}_calls", "migrate_pages() calls", labels=labels)
-        pages = CounterMetricFamily(f"{base}_pages", "Pages migrated, by result", labels=labels + ["result"])
-        unpaired = CounterMetricFamily(
-            f"{base}_unpaired", "migrate_pages() calls that ended without a start seen (attached mid-call, a nested "
-            "call, or the in-flight slot taken by another task): counted here, not in calls or the latency", labels=labels)
-        dur = _hist(f"{base}_duration_seconds", f"migrate_pages() latency ({where})", labels)
-        for r in entry["rows"]:
-            lv = [r["mode"], r["reason"], "true" if r["nt"] else "false"]
-            calls.add_metric(lv, r["calls"])
-            unpaired.add_metric(lv, r.get("unpaired", 0))
-            if r["succeeded"] is not None:
-                pages.add_metric(lv + ["succeeded"], r["succeeded"])
-                pages.add_metric(lv + ["failed"], r["failed"])
-            _add_hist(dur, lv, r["latency_ns"])
-        yield calls
-        yield unpaired
-        if not function:
-            yield pages
-        yield dur
-
-    def _memmap(self, entry):
-        if not self._attached(entry):
-            return
-        labels = ["pgmap_type", "node"]
-        dur = _hist("nttrace_memmap_init_duration_seconds", "memmap_init_zone_device() latency", labels)
-        pages = CounterMetricFamily("nttrace_memmap_init_pages", "struct pages initialised by memmap_init_zone_device()", labels=labels)
-        calls = CounterMetricFamily("nttrace_memmap_init_calls", "memmap_init_zone_device() calls", labels=labels)
-        for r in entry["rows"]:
-            lv = [r["pgmap_type"], str(r["nid"])]
-            _add_hist(dur, lv, r["latency_ns"])
-            pages.add_metric(lv, r["pages"])
-            calls.add_metric(lv, r["calls"])
-        yield dur
-        yield pages
-        yield calls
-
-    def _page_ref(self, entry):
-        if not self._attached(entry):
-            return
-        c = CounterMetricFamily("nttrace_page_ref_set", "page_ref:page_ref_set events (opt-in: turns the template path off on v4..v8)")
-        c.add_metric([], entry["page_ref_set_total"])
-        yield c
-
-    def _copy(self, entry):
-        if not self._attached(entry):
-            return
-        b = CounterMetricFamily("nttrace_kernel_copy_bytes", "Bytes copied by the kernel's folio/page copy routines", labels=["routine", "nt"])
-        c = CounterMetricFamily("nttrace_kernel_copy_calls", "Calls of the kernel's folio/page copy routines", labels=["routine", "nt"])
-        for r in entry["rows"]:
-            lv = [r["routine"], "true" if r["nt"] else "false"]
-            b.add_metric(lv, r["bytes"])
-            c.add_metric(lv, r["calls"])
-        yield b
-        yield c
+def probe_families(metrics, rows: list[dict]):
+    """The families a probe declares (nttrace.probes.contract.Metric), one per
+    name, filled from its rows; a family with no samples still says what it
+    is (HELP and TYPE), as it does before the first event."""
+    families: dict[str, object] = {}
+    for m in metrics:
+        labels = [n for n, _ in m.labels] + [n for n, _ in m.const_labels]
+        fam = families.get(m.name)
+        if fam is None:
+            kind = {"counter": CounterMetricFamily, "gauge": GaugeMetricFamily, "histogram": HistogramMetricFamily}[m.kind]
+            fam = families[m.name] = kind(m.name, m.help, labels=labels)
+        for r in rows:
+            value = row_value(r, m.value)
+            if value is None:
+                continue
+            lv = [label_value(row_value(r, key)) for _, key in m.labels] + [v for _, v in m.const_labels]
+            if m.kind == "histogram":
+                _add_hist(fam, lv, value)
+            else:
+                fam.add_metric(lv, value)
+    yield from families.values()

@@ -71,6 +71,15 @@ def _seeds():
                          else f"seed series in {kernel_build.SEEDS}")
 
 
+def _memcg():
+    from nttrace.scratch_cgroup import NoMemoryCgroup, memory_hierarchy
+    try:
+        root, version = memory_hierarchy()
+    except NoMemoryCgroup as exc:
+        return False, str(exc)
+    return True, f"memory controller on cgroup v{version} at {root}"
+
+
 CAPABILITIES = {
     "root": _root,
     "btf": lambda: _cap("btf"),
@@ -86,6 +95,7 @@ CAPABILITIES = {
     "perf-uncore": lambda: _cap("perf:uncore"),
     "numa-tiers": lambda: _cap("numa:tiers"),
     "pmem": lambda: _cap("pmem"),
+    "memcg": _memcg,
     "bpftool": _binary("bpftool"),
     "prometheus": _binary("prometheus"),
     "promtool": _binary("promtool"),

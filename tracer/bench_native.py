@@ -223,7 +223,6 @@ PAGE_VARIANTS = (
 def page_copy(plan: Plan) -> dict:
     lib = native.lib()
     nbytes = plan.page_copy_bytes
-    npages = nbytes // 4096
     variants = [v for v in PAGE_VARIANTS if lib.nt_page_method_supported(native.PAGE_METHODS.index(v[1]))]
     gbps = {v[0]: [] for v in variants}
     ratios = {v[0]: [] for v in variants}
@@ -234,7 +233,7 @@ def page_copy(plan: Plan) -> dict:
             for name, method, drain in variants:
                 ctypes.memset(evict.addr, run & 0xFF, evict.size)  # push src/dst out of the LLC
                 t0 = time.perf_counter_ns()
-                lib.nt_demote_copy(dst.addr, src.addr, npages, native.PAGE_METHODS.index(method), 512, native.DRAIN[drain])
+                native.demotion_copy(dst, src, nbytes, name, method, drain)
                 ns = time.perf_counter_ns() - t0
                 if run:
                     gbps[name].append(nbytes / ns)
@@ -244,7 +243,7 @@ def page_copy(plan: Plan) -> dict:
              "drain": next(v[2] for v in variants if v[0] == n),
              "gbps_min": min(g), "gbps_median": statistics.median(g),
              "vs_memcpy_median": statistics.median(ratios[n])} for n, g in gbps.items()]
-    return {"bytes": nbytes, "folio_pages": 512, "cold": True, "rows": rows}
+    return {"bytes": nbytes, "folio_pages": native.FOLIO_PAGES, "cold": True, "rows": rows}
 
 
 def correctness() -> dict:

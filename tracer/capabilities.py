@@ -12,12 +12,6 @@ from nttrace.perf import event_open as pe
 from nttrace.perf import memory_traffic
 from nttrace.sysroot import Sysroot
 
-TRACEPOINTS = (
-    ("migrate", "mm_migrate_pages_start"),
-    ("migrate", "mm_migrate_pages"),
-    ("page_ref", "page_ref_set"),
-)
-KERNEL_SYMBOLS = ("memmap_init_zone_device", "migrate_pages", "folio_copy", "folio_mc_copy", "folio_mc_copy_nt", "copy_mc_page_nt")
 LINUX_CAPS = {"cap:sys_admin": 21, "cap:perfmon": 38, "cap:bpf": 39}
 LIVE_ONLY = "live-only probe; not evaluated for --sysroot"
 
@@ -139,6 +133,15 @@ def pmem(sysroot: Sysroot) -> Capability:
     return _have(bool(namespaces), f"namespaces: {', '.join(namespaces)}", "libnvdimm present, no namespaces")
 
 
+def declared_needs() -> tuple[list[tuple[str, str]], list[str]]:
+    """The tracepoints and kernel functions the probes declare (in their
+    modules), each once: what the report looks for."""
+    from nttrace.probes import PROBES
+    tracepoints = dict.fromkeys(tp for p in PROBES.values() for tp in p.tracepoints)
+    functions = dict.fromkeys(f for p in PROBES.values() for f in p.functions)
+    return list(tracepoints), list(functions)
+
+
 def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str, Capability]:
     """The capability report, keyed as in `nttrace validate --json`."""
     sysroot = sysroot or Sysroot("/")
@@ -148,7 +151,8 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
     caps["btf"] = _have(btf.exists(), f"{btf}", f"{btf} missing (kernel built without CONFIG_DEBUG_INFO_BTF)")
     tracefs = sysroot.tracefs()
     caps["tracefs"] = _have(tracefs is not None, f"mounted at {tracefs}", sysroot.tracefs_problem())
-    for system, event in TRACEPOINTS:
+    tracepoints, functions = declared_needs()
+    for system, event in tracepoints:
         fmt = tracefs / "events" / system / event / "format" if tracefs else None
         caps[f"tracepoint:{system}:{event}"] = _have(
             bool(fmt and fmt.exists()), "format present", f"no tracepoint {system}:{event} in this kernel"
@@ -165,7 +169,7 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
     caps["fentry"] = fentry_works() if live else Capability(False, LIVE_ONLY)
     caps["bcc"] = bcc_compiles() if live else Capability(False, LIVE_ONLY)
     syms = kallsyms_names(sysroot.kallsyms())
-    for sym in KERNEL_SYMBOLS:
+    for sym in functions:
         caps[f"ksym:{sym}"] = _have(sym in syms, "in kallsyms", "not in kallsyms")
     if live:
         sw = pe.probe(pe.EventSpec("task-clock", pe.PERF_TYPE_SOFTWARE, pe.PERF_COUNT_SW_TASK_CLOCK))

@@ -18,6 +18,16 @@ from __future__ import annotations
 LATENCY_SLOTS = (10, 35)   # first and last log2 slot exported
 
 
+def accumulate(pairs, into: dict[int, int] | None = None) -> dict[int, int]:
+    """{log2 slot: count} from (slot, count) pairs as BPF maps hold them (per
+    CPU, per key), summed; zero counts are left out."""
+    out: dict[int, int] = {} if into is None else into
+    for slot, count in pairs:
+        if count:
+            out[slot] = out.get(slot, 0) + count
+    return out
+
+
 def fold(buckets: dict[int, int], slots: tuple[int, int] = LATENCY_SLOTS) -> dict[int, int]:
     """The kernel's slots on the exported layout: slots below the first are
     counted in it, slots above the last in slot last+1 (the +Inf bucket)."""

@@ -119,6 +119,23 @@ class Buffer:
         self.close()
 
 
+# A demotion's copy, as the kernel makes it without and with the NT series:
+# name -> (page method, drain). Pages are copied in 512-page folios.
+DEMOTION_COPIES = {"cached": ("memcpy", "none"), "nt": ("movnti_prefetchnta", "per_folio")}
+FOLIO_PAGES = 512
+
+
+def demotion_copy(dst: Buffer, src: Buffer, nbytes: int, how: str, method: str | None = None,
+                  drain: str | None = None) -> None:
+    """Copy nbytes of src to dst page by page in folios, as a demotion does:
+    `how` is a DEMOTION_COPIES name, or method and drain are given."""
+    m, d = DEMOTION_COPIES.get(how, (method, drain))
+    rc = lib().nt_demote_copy(dst.addr, src.addr, nbytes // 4096, PAGE_METHODS.index(method or m), FOLIO_PAGES,
+                              DRAIN[drain or d])
+    if rc:
+        raise ValueError(f"native demotion copy refused {how} ({method or m}, drain {drain or d})")
+
+
 @dataclass
 class MemmapRun:
     method: str

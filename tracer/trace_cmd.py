@@ -7,6 +7,8 @@ import sys
 import time
 
 from nttrace.errors import EXIT_OK, UsageError
+from nttrace.probes import PROBES, check_names
+from nttrace.probes.contract import Column, row_value
 from nttrace.tracer import Terminated, Tracer
 
 
@@ -18,38 +20,48 @@ def parse_probes(text: str) -> list[str]:
 
 
 def probe_options(names: list[str], record: bool) -> dict:
-    opts: dict = {n: {} for n in names}
-    if "migrate" in names:
-        opts["migrate"]["record"] = record
-    if "memmap" in names and "page_ref" in names:
-        opts["memmap"]["page_ref"] = True
-    return opts
+    check_names(names)
+    return {n: PROBES[n].options_for(names, record) for n in names}
 
 
-def print_table(snap: dict, elapsed: float, out=sys.stdout) -> None:
-    print(f"{time.strftime('%H:%M:%S')}  after {elapsed:.1f}s", file=out)
+def cell(row: dict, col: Column) -> str:
+    value = row_value(row, col.key)
+    if value is None:
+        text = "-"
+    elif isinstance(value, bool):
+        text = "y" if value else "n"
+    elif isinstance(value, (int, float)):
+        v = value / col.scale if col.scale != 1 else value
+        text = format(v, col.fmt) if col.fmt else str(v)
+        return text.rjust(col.width)
+    else:
+        text = str(value)
+    return text.ljust(col.width)
+
+
+def header(col: Column, rows: list[dict]) -> str:
+    """A column's header, aligned as its values are (numbers right)."""
+    numeric = bool(col.fmt) or col.scale != 1 or any(isinstance(row_value(r, col.key), (int, float)) and not isinstance(row_value(r, col.key), bool)
+                  for r in rows)
+    return col.header.rjust(col.width) if numeric else col.header.ljust(col.width)
+
+
+def print_table(snap: dict, elapsed: float, out=sys.stdout, now: float | None = None) -> None:
+    """One block per probe: its status, then its rows under the columns it
+    declares (nttrace.probes.contract)."""
+    print(f"{time.strftime('%H:%M:%S', time.localtime(now))}  after {elapsed:.1f}s", file=out)
     for name, entry in snap.items():
         if entry["status"] != "attached":
             print(f"  {name}: {entry['status']}: {entry.get('reason', '')}", file=out)
             continue
-        if name in ("migrate", "migrate_fn"):
-            print(f"  {'MODE':<34} {'REASON':<20} {'NT':<3} {'CALLS':>7} {'OK PAGES':>9} {'FAILED':>7} {'P50 us':>9} {'MAX us':>9}", file=out)
-            for r in entry["rows"]:
-                lat = r["latency_ns"]
-                p50 = f"{lat['p50'] / 1e3:.1f}" if lat["p50"] is not None else "-"
-                mx = f"{lat['max'] / 1e3:.1f}" if lat["max"] is not None else "-"
-                ok = "-" if r["succeeded"] is None else r["succeeded"]
-                print(f"  {r['mode']:<34} {r['reason']:<20} {'y' if r['nt'] else 'n':<3} {r['calls']:>7} "
-                      f"{ok:>9} {r['failed']:>7} {p50:>9} {mx:>9}", file=out)
-        elif name == "memmap":
-            for r in entry["rows"]:
-                print(f"  memmap {r['pgmap_type']:<10} node {r['nid']:>2} calls {r['calls']:>5} pages {r['pages']:>10} "
-                      f"ns/page {r['ns_per_page'] or 0:.2f}", file=out)
-        elif name == "copy":
-            for r in entry["rows"]:
-                print(f"  copy {r['routine']:<18} nt={'y' if r['nt'] else 'n'} calls {r['calls']:>8} bytes {r['bytes']:>12}", file=out)
-        elif name == "page_ref":
-            print(f"  page_ref_set total {entry['page_ref_set_total']}", file=out)
+        lost = entry.get("events_lost", 0)
+        print(f"  {name} (via {entry.get('via', '?')}){f', {lost} events lost' if lost else ''}", file=out)
+        columns, rows = PROBES[name].columns, entry.get("rows", [])
+        print("    " + " ".join(header(c, rows) for c in columns).rstrip(), file=out)
+        for r in rows:
+            print("    " + " ".join(cell(r, c) for c in columns).rstrip(), file=out)
+        for note in entry.get("notes", []):
+            print(f"    note: {note}", file=out)
     out.flush()
 
 

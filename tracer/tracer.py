@@ -17,8 +17,8 @@ import time
 
 from nttrace import capabilities as capmod
 from nttrace import kernel_meta
-from nttrace.errors import CapabilityError, UsageError
-from nttrace.probes import PROBES
+from nttrace.errors import CapabilityError
+from nttrace.probes import PROBES, check_names
 from nttrace.sysroot import Sysroot
 
 
@@ -33,7 +33,7 @@ def _raise_terminated(signum, frame):
 class Tracer:
     def __init__(self, probe_names: list[str], options: dict | None = None, caps=None, meta=None,
                  handle_sigterm: bool = True):
-        self._check_names(probe_names)
+        check_names(probe_names)
         self.options = options or {}
         self.sysroot = Sysroot("/")
         self.caps = caps or capmod.report(self.sysroot)
@@ -46,14 +46,6 @@ class Tracer:
         self._lock = threading.RLock()
         self.handle_sigterm = handle_sigterm
         self._old_term = None
-
-    @staticmethod
-    def _check_names(names: list[str]) -> None:
-        unknown = [p for p in names if p not in PROBES]
-        if unknown:
-            raise UsageError(f"unknown probe {', '.join(unknown)} (choose from {', '.join(PROBES)})")
-        if not names:
-            raise UsageError("no probes selected")
 
     def _make(self, name: str):
         return PROBES[name](self.meta, self.caps, self.options.get(name, {}), self.sysroot)
@@ -104,7 +96,7 @@ class Tracer:
     def set_probes(self, names: list[str]) -> dict[str, list[str]]:
         """Attach what is new, detach what is gone, leave the rest (and its
         counters) alone. Returns {"added": [...], "removed": [...]}."""
-        self._check_names(names)
+        check_names(names)
         with self._lock:
             current = dict(self.probes)
         removed = [n for n in current if n not in names]
@@ -155,6 +147,9 @@ class Tracer:
                 entry = dict(st)
                 if st["status"] == "attached":
                     entry.update(p.snapshot())
+                    notes = p.notes()
+                    if notes:
+                        entry["notes"] = notes
                 result[name] = entry
         return result
 

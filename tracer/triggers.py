@@ -1,13 +1,20 @@
 """Workloads that make the kernel run the traced paths.
 
-compaction() is the only trigger validate runs by default: it fragments a
-scratch mapping of its own (so there is movable memory to migrate) and
-writes /proc/sys/vm/compact_memory, which makes the kernel call
-migrate_pages() with reason MR_COMPACTION. Nothing else is changed.
+compaction() fragments a scratch mapping of its own (so there is movable
+memory to migrate) and writes /proc/sys/vm/compact_memory, which makes the
+kernel call migrate_pages() with reason MR_COMPACTION.
+
+memcg_reclaim() fills a memory cgroup of its own with the page cache of a
+scratch file and has the kernel reclaim it (cgroup v2: memory.reclaim; v1:
+memory.force_empty), which runs memcg reclaim episodes. The cgroup and the
+file are removed afterwards, whatever happens. Nothing else is changed.
 """
 from __future__ import annotations
 
 import mmap
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -48,3 +55,41 @@ def compaction(scratch_mib: int = 128, settle_s: float = 0.3) -> dict:
         m.close()
     keys = ("pgmigrate_success", "pgmigrate_fail", "compact_migrate_scanned", "compact_isolated")
     return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
+
+
+
+def memcg_reclaim(scratch_dir: str | Path = "/var/tmp", scratch_mib: int = 64) -> dict:
+    """Cache `scratch_mib` of a new file from a child process inside a scratch
+    memory cgroup, then have the kernel reclaim that cgroup. Returns what the
+    kernel says it reclaimed: "pgsteal" (cgroup v2: the cgroup's memory.stat
+    pgsteal delta) and "usage_drop_pages" (charged bytes before less after,
+    in pages). Raises scratch_cgroup.NoMemoryCgroup when there is none."""
+    from nttrace.scratch_cgroup import ScratchCgroup
+
+    scratch = Path(scratch_dir) / f".nttrace-reclaim-{os.getpid()}"
+    with ScratchCgroup("reclaim") as cg:
+        try:
+            with open(scratch, "wb") as f:
+                block = os.urandom(1 << 20)
+                for _ in range(scratch_mib):
+                    f.write(block)
+                f.flush()
+                os.fsync(f.fileno())
+                os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)   # read back below, charged to cg
+            subprocess.run([sys.executable, "-c", READER, str(scratch)], preexec_fn=cg.join, check=True, timeout=120)
+            before, steal_before = cg.usage(), cg.stat("pgsteal")
+            t0 = time.monotonic()
+            partial = cg.reclaim(before)
+            elapsed = time.monotonic() - t0
+            after, steal_after = cg.usage(), cg.stat("pgsteal")
+        finally:
+            try:
+                scratch.unlink()
+            except OSError:
+                pass
+    return {"cgroup_version": cg.version, "interface": cg.interface, "cached_pages": before // PAGE,
+            "usage_drop_pages": (before - after) // PAGE, "reclaim_s": round(elapsed, 4), "reclaim_error": partial,
+            "pgsteal": (steal_after - steal_before) if steal_before is not None and steal_after is not None else None}
+
+
+READER = "import sys\nf = open(sys.argv[1], 'rb')\nwhile f.read(1 << 20):\n    pass\n"

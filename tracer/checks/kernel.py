@@ -50,6 +50,41 @@ def migrate_observed(ctx) -> CheckResult:
                        f"= /proc/vmstat pgmigrate_success delta", ev)
 
 
+@check("kernel.reclaim_observed", "memcg reclaim of a scratch cgroup is seen by the reclaim probe, pages as the "
+       "cgroup counts them", triggers="reclaims a scratch memory cgroup's page cache (a 64 MiB file in /var/tmp)")
+def reclaim_observed(ctx) -> CheckResult:
+    from nttrace import scratch_cgroup, triggers
+    from nttrace.tracer import Tracer
+
+    cid = "kernel.reclaim_observed"
+    if not ctx.caps["tracepoint:vmscan:mm_vmscan_memcg_reclaim_end"].available or not ctx.caps["bcc"].available:
+        return CheckResult(cid, SKIP, "needs the vmscan tracepoints and bcc: "
+                           + ctx.caps["tracepoint:vmscan:mm_vmscan_memcg_reclaim_end"].detail + "; " + ctx.caps["bcc"].detail)
+    try:
+        scratch_cgroup.memory_hierarchy()
+    except scratch_cgroup.NoMemoryCgroup as exc:
+        return CheckResult(cid, SKIP, f"no memory cgroup to reclaim: {exc}")
+    with Tracer(["reclaim"], caps=ctx.caps, meta=ctx.kernel) as tracer:
+        run = triggers.memcg_reclaim()
+        snap = tracer.snapshot()["reclaim"]
+    memcg = next(r for r in snap["rows"] if r["kind"] == "memcg")
+    # cgroup v2 counts the pages its reclaim stole (pgsteal); v1 has no such
+    # counter, so the drop in charged memory stands in (kernel memory the
+    # reclaim frees is in it: a looser bound).
+    expected, source, slack = ((run["pgsteal"], "memory.stat pgsteal delta", 0.02) if run["pgsteal"] is not None
+                               else (run["usage_drop_pages"], "memory.usage_in_bytes drop", 0.05))
+    ev = {"run": run, "memcg": memcg, "expected_pages": expected, "expected_from": source}
+    if memcg["episodes"] == 0:
+        return CheckResult(cid, FAIL, f"{run['interface']} ran but the probe saw no memcg reclaim episode", ev)
+    if abs(memcg["reclaimed"] - expected) > max(slack * expected, 32):
+        return CheckResult(cid, FAIL, f"probe counted {memcg['reclaimed']} reclaimed pages, the cgroup's {source} "
+                           f"{expected}", ev)
+    p50 = memcg["latency_ns"]["p50"]
+    return CheckResult(cid, PASS, f"{memcg['episodes']} memcg reclaim episodes by {run['interface']} (cgroup "
+                       f"v{run['cgroup_version']}), {memcg['reclaimed']} pages = {source} {expected}; "
+                       f"p50 {p50 / 1e3:.0f} us", ev)
+
+
 DEMOTE_COUNTERS = ("pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged", "pgdemote_proactive")
 
 

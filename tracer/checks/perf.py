@@ -51,10 +51,9 @@ def llc(ctx) -> CheckResult:
     results = {}
     with native.Buffer(nbytes, fill=1) as src, native.Buffer(nbytes, fill=2) as dst, \
             native.Buffer(nbytes // 2, fill=3) as evict:
-        for name, method, drain in (("cached", "memcpy", "none"), ("nt", "movnti_prefetchnta", "per_folio")):
+        for name in native.DEMOTION_COPIES:
             ctypes.memset(evict.addr, 4, evict.size)
-            _, r = counters.around(lambda: native.lib().nt_demote_copy(
-                dst.addr, src.addr, nbytes // 4096, native.PAGE_METHODS.index(method), 512, native.DRAIN[drain]), specs)
+            _, r = counters.around(lambda: native.demotion_copy(dst, src, nbytes, name), specs)
             results[name] = {k: v.as_json() for k, v in r.items()}
     usable = [k for k in specs if results["cached"][k]["error"] is None and results["nt"][k]["error"] is None]
     if not usable:
@@ -85,12 +84,11 @@ def device_reads(ctx) -> CheckResult:
     target = next((e.node for e in events if e.node), None)
     results = {"target_node": target}
     with native.Buffer(nbytes, fill=1) as src, native.Buffer(nbytes, fill=2, node=target) as dst:
-        for name, method, drain in (("cached", "memcpy", "none"), ("nt", "movnti_prefetchnta", "per_folio")):
+        for name in native.DEMOTION_COPIES:
             readings = {}
             for key, spec in specs.items():
                 with counters.counting({key: spec}, system_wide=True, cpus=cpus[key]) as r:
-                    native.lib().nt_demote_copy(dst.addr, src.addr, nbytes // 4096,
-                                                native.PAGE_METHODS.index(method), 512, native.DRAIN[drain])
+                    native.demotion_copy(dst, src, nbytes, name)
                 readings.update(r)
             results[name] = {k: {"bytes": (r.value or 0) * by_key[k].bytes_per_count, **r.as_json()}
                              for k, r in readings.items()}

@@ -1,12 +1,23 @@
-"""One module per probe: migrate (tracepoints), migrate_fn (fentry/kprobe on
-migrate_pages), memmap (fentry/kprobe on memmap_init_zone_device, or with
-target="native" a uprobe on the native reference's memmap model), page_ref
-(page_ref:page_ref_set), copy (fentry/kprobe on the kernel's folio and page
-copy routines)."""
+"""The probes nttrace knows. Each lives in its own module beside its BPF C in
+bpf/ and declares what it needs and what it shows (nttrace.probes.contract);
+the Tracer, `trace`, `validate`, the capability report and the exporter read
+those declarations. Adding a probe is its BPF C, its module, its test and one
+line in PROBES below (README: "Adding a probe")."""
+from nttrace.errors import UsageError
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe
 from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.migrate_fn import MigrateFunctionProbe
 from nttrace.probes.page_ref import PageRefProbe
+from nttrace.probes.reclaim import ReclaimProbe
 
-PROBES = {p.name: p for p in (MigrateProbe, MigrateFunctionProbe, MemmapProbe, PageRefProbe, CopyProbe)}
+PROBES = {p.name: p for p in (MigrateProbe, MigrateFunctionProbe, MemmapProbe, PageRefProbe, CopyProbe, ReclaimProbe)}
+
+
+def check_names(names: list[str]) -> None:
+    """A UsageError naming what is not a probe, or an empty selection."""
+    unknown = [p for p in names if p not in PROBES]
+    if unknown:
+        raise UsageError(f"unknown probe {', '.join(unknown)} (choose from {', '.join(PROBES)})")
+    if not names:
+        raise UsageError("no probes selected")

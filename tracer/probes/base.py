@@ -5,6 +5,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nttrace import bpf as bpf_sources
+from nttrace import histogram
+from nttrace.probes.contract import Column, Metric
 from nttrace.sysroot import Sysroot
 
 
@@ -18,11 +20,22 @@ class Availability:
 class Probe:
     """A BPF program plus the code that attaches it and reads its maps.
 
-    Subclasses set `name` and `source`, and implement availability(),
-    defines(), attach() and snapshot()."""
+    Subclasses set `name`, `source` and the declarations of
+    nttrace.probes.contract (tracepoints, functions, columns, metrics), and
+    implement availability(), defines(), attach() and snapshot()."""
 
     name = ""
     source = ""
+    tracepoints: tuple[tuple[str, str], ...] = ()   # (system, event) it attaches to
+    functions: tuple[str, ...] = ()                 # kernel functions it attaches to
+    columns: tuple[Column, ...] = ()                # its `nttrace trace` table
+    metrics: tuple[Metric, ...] = ()                # what the exporter makes of its rows
+
+    @classmethod
+    def options_for(cls, names: list[str], record: bool) -> dict:
+        """The probe's options when `names` are traced together (`record`:
+        per-call records were asked for)."""
+        return {}
 
     def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
         self.meta = meta
@@ -91,6 +104,11 @@ class Probe:
         its fentry program would not load, for the probe's snapshot."""
         return {"fentry_fallback": self.fentry_error} if self.fentry_error else {}
 
+    def notes(self) -> list[str]:
+        """What a reader of the probe's figures must know (the `trace` table
+        prints them under its rows; snapshots carry them as "notes")."""
+        return [f"fentry did not load, attached by kprobe: {self.fentry_error}"] if self.fentry_error else []
+
     def records(self) -> list[dict]:
         out, self._records = self._records, []
         return out
@@ -135,7 +153,7 @@ def hist_by_label(table) -> dict[tuple[int, int], dict[int, int]]:
     out: dict[tuple[int, int], dict[int, int]] = {}
     for k, v in table.items():
         if v.value:
-            out.setdefault((k.a, k.b), {})[k.slot] = out.get((k.a, k.b), {}).get(k.slot, 0) + v.value
+            histogram.accumulate([(k.slot, v.value)], out.setdefault((k.a, k.b), {}))
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from nttrace.btf import Btf
 from nttrace.probes.base import Availability, Probe, kernel_function_attach, load_with_fallback
+from nttrace.probes.contract import Column, Metric
 
 # (symbol, kind, nt): folio routines take (dst, src) folios; page routines copy 4 KiB.
 ROUTINES = [
@@ -33,9 +34,20 @@ def folio_layout(btf: Btf) -> dict[str, int]:
     raise KeyError("struct folio has neither _flags_1 nor _folio_order")
 
 
+LABELS = (("routine", "routine"), ("nt", "nt"))
+
+
 class CopyProbe(Probe):
     name = "copy"
     source = "copy.bpf.c"
+    functions = tuple(r[0] for r in ROUTINES)
+    columns = (Column("ROUTINE", "routine", 18), Column("NT", "nt", 3), Column("VIA", "via", 7),
+               Column("CALLS", "calls", 9), Column("BYTES", "bytes", 14))
+    metrics = (
+        Metric("nttrace_kernel_copy_bytes", "Bytes copied by the kernel's folio/page copy routines", "counter",
+               "bytes", LABELS),
+        Metric("nttrace_kernel_copy_calls", "Calls of the kernel's folio/page copy routines", "counter", "calls", LABELS),
+    )
 
     def __init__(self, meta, caps, options=None, sysroot=None):
         super().__init__(meta, caps, options, sysroot)
@@ -87,6 +99,9 @@ class CopyProbe(Probe):
         if len(self.untraceable) == len(self.present):
             raise RuntimeError("no copy routine could be traced: "
                                + "; ".join(f"{k}: {v}" for k, v in self.untraceable.items()))
+
+    def notes(self) -> list[str]:
+        return super().notes() + [f"{sym} not traced: {why}" for sym, why in self.untraceable.items()]
 
     def snapshot(self) -> dict:
         table = self.bpf["copy_stats"]

@@ -6,24 +6,35 @@ from __future__ import annotations
 
 import ctypes
 
+from nttrace import bpf as bpf_sources
 from nttrace import histogram
 from nttrace.probes.base import Availability, Probe, hist_by_label, kernel_function_attach, load_with_fallback
+from nttrace.probes.contract import Column, Metric
 
 SYMBOL = "memmap_init_zone_device"
-
-
-class MemmapRecord(ctypes.Structure):
-    _fields_ = [("ts", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64), ("nr_pages", ctypes.c_uint64),
-                ("nr_init", ctypes.c_uint64),
-                ("start_pfn", ctypes.c_uint64), ("vmemmap_shift", ctypes.c_uint64),
-                ("page_ref_sets", ctypes.c_uint64), ("jiffies", ctypes.c_uint64),
-                ("pid", ctypes.c_uint32), ("pgmap_type", ctypes.c_uint32),
-                ("nid", ctypes.c_int32), ("pad", ctypes.c_uint32)]
+LABELS = (("pgmap_type", "pgmap_type"), ("node", "nid"))
 
 
 class MemmapProbe(Probe):
     name = "memmap"
     source = "memmap.bpf.c"
+    functions = (SYMBOL,)
+    columns = (
+        Column("PGMAP", "pgmap_type", 10), Column("NODE", "nid", 4), Column("CALLS", "calls", 6),
+        Column("PAGES", "pages", 11), Column("NS/PAGE", "ns_per_page", 8, ".2f"),
+        Column("P50 ms", "latency_ns.p50", 9, ".2f", 1e6), Column("MAX ms", "latency_ns.max", 9, ".2f", 1e6),
+    )
+    metrics = (
+        Metric("nttrace_memmap_init_duration_seconds", "memmap_init_zone_device() latency", "histogram",
+               "latency_ns", LABELS),
+        Metric("nttrace_memmap_init_pages", "struct pages initialised by memmap_init_zone_device()", "counter",
+               "pages", LABELS),
+        Metric("nttrace_memmap_init_calls", "memmap_init_zone_device() calls", "counter", "calls", LABELS),
+    )
+
+    @classmethod
+    def options_for(cls, names: list[str], record: bool) -> dict:
+        return {"page_ref": "page_ref" in names}   # template-path inference when page_ref is traced too
 
     def __init__(self, meta, caps, options=None, sysroot=None):
         super().__init__(meta, caps, options, sysroot)
@@ -85,7 +96,7 @@ class MemmapProbe(Probe):
         return True  # calls are rare: each one is a record
 
     def _on_record(self, cpu, data, size):
-        r = ctypes.cast(data, ctypes.POINTER(MemmapRecord)).contents
+        r = ctypes.cast(data, ctypes.POINTER(bpf_sources.struct_type(self.source, "memmap_record"))).contents
         rec = {
             "probe": "memmap", "target": self.target, "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
             "nr_pages": r.nr_pages, "pages_initialised": r.nr_init, "start_pfn": r.start_pfn,
@@ -97,6 +108,9 @@ class MemmapProbe(Probe):
             rec["page_ref_sets_per_page"] = (r.page_ref_sets / r.nr_init) if r.nr_init else None
             rec["template_path"] = infer_template_path(r.page_ref_sets, r.nr_init)
         self._records.append(rec)
+
+    def notes(self) -> list[str]:
+        return super().notes() + ([self.page_ref_note] if self.page_ref_note else [])
 
     def type_name(self, value: int) -> str:
         return self.meta.memory_type_name(value).removeprefix("MEMORY_DEVICE_")

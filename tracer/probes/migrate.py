@@ -4,19 +4,38 @@ from __future__ import annotations
 
 import ctypes
 
+from nttrace import bpf as bpf_sources
 from nttrace import histogram
 from nttrace.probes.base import Availability, Probe
+from nttrace.probes.contract import Column, Metric
 from nttrace.sysroot import Sysroot
 from nttrace.tracefs import read_format
 
 START = ("migrate", "mm_migrate_pages_start")
 DONE = ("migrate", "mm_migrate_pages")
+LABELS = (("mode", "mode"), ("reason", "reason"), ("nt", "nt"))
+
+COLUMNS = (
+    Column("MODE", "mode", 34), Column("REASON", "reason", 20), Column("NT", "nt", 3),
+    Column("CALLS", "calls", 7), Column("OK PAGES", "succeeded", 9), Column("FAILED", "failed", 7),
+    Column("P50 us", "latency_ns.p50", 9, ".1f", 1e3), Column("MAX us", "latency_ns.max", 9, ".1f", 1e3),
+)
 
 
-class MigrateRecord(ctypes.Structure):
-    _fields_ = [("ts", ctypes.c_uint64), ("latency_ns", ctypes.c_uint64), ("succeeded", ctypes.c_uint64),
-                ("failed", ctypes.c_uint64), ("pid", ctypes.c_uint32), ("mode", ctypes.c_uint32),
-                ("reason", ctypes.c_int32), ("pad", ctypes.c_uint32)]
+def migrate_metrics(base: str, where: str, pages: bool) -> tuple[Metric, ...]:
+    """migrate_pages() by (mode, reason): `pages` where the rows carry page
+    counts (the tracepoints do; the function boundary does not)."""
+    out = [
+        Metric(f"{base}_calls", "migrate_pages() calls", "counter", "calls", LABELS),
+        Metric(f"{base}_unpaired", "migrate_pages() calls that ended without a start seen (attached mid-call, a "
+               "nested call, or the in-flight slot taken by another task): counted here, not in calls or the latency",
+               "counter", "unpaired", LABELS),
+    ]
+    if pages:
+        out += [Metric(f"{base}_pages", "Pages migrated, by result", "counter", result, LABELS, (("result", result),))
+                for result in ("succeeded", "failed")]
+    out.append(Metric(f"{base}_duration_seconds", f"migrate_pages() latency ({where})", "histogram", "latency_ns", LABELS))
+    return tuple(out)
 
 
 def _sum_stats(per_cpu) -> dict:
@@ -26,19 +45,16 @@ def _sum_stats(per_cpu) -> dict:
     return out
 
 
-def _sum_hist(per_cpu) -> dict[int, int]:
-    """{log2 slot: calls} of one row, summed over CPUs."""
-    buckets: dict[int, int] = {}
-    for v in per_cpu:
-        for slot, count in enumerate(v.hist):
-            if count:
-                buckets[slot] = buckets.get(slot, 0) + count
-    return buckets
-
-
 class MigrateProbe(Probe):
     name = "migrate"
     source = "migrate.bpf.c"
+    tracepoints = (START, DONE)
+    columns = COLUMNS
+    metrics = migrate_metrics("nttrace_migrate", "mm_migrate_pages_start to mm_migrate_pages", pages=True)
+
+    @classmethod
+    def options_for(cls, names: list[str], record: bool) -> dict:
+        return {"record": record}
 
     def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
         super().__init__(meta, caps, options, sysroot)
@@ -93,7 +109,7 @@ class MigrateProbe(Probe):
         return bool(self.options.get("record"))
 
     def _on_record(self, cpu, data, size):
-        r = ctypes.cast(data, ctypes.POINTER(MigrateRecord)).contents
+        r = ctypes.cast(data, ctypes.POINTER(bpf_sources.struct_type(self.source, "migrate_record"))).contents
         self._records.append({
             "probe": "migrate", "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
             "mode": self.meta.mode_name(r.mode), "mode_value": r.mode, "reason": self.meta.reason_name(r.reason),
@@ -114,7 +130,7 @@ class MigrateProbe(Probe):
                 continue
             key = (-1, -1) if row == n_rows - 1 else divmod(row, self.n_reasons)
             stats[key] = total
-            hists[key] = _sum_hist(per_cpu)
+            hists[key] = histogram.accumulate((slot, c) for v in per_cpu for slot, c in enumerate(v.hist))
         return {"stats": stats, "hists": hists, "lost": self._lost_records}
 
     def snapshot(self) -> dict:

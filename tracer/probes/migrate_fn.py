@@ -7,7 +7,7 @@ tracepoints. Page counts exist only at the tracepoint; here the return value
 from __future__ import annotations
 
 from nttrace.probes.base import Availability, kernel_function_attach, load_with_fallback
-from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.migrate import MigrateProbe, migrate_metrics
 
 SYMBOL = "migrate_pages"
 MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
@@ -15,6 +15,13 @@ MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
 
 class MigrateFunctionProbe(MigrateProbe):
     name = "migrate_fn"
+    tracepoints = ()
+    functions = (SYMBOL,)
+    metrics = migrate_metrics("nttrace_migrate_function", "function entry to return", pages=False)
+
+    @classmethod
+    def options_for(cls, names: list[str], record: bool) -> dict:
+        return {}   # function mode has no per-call records
 
     def params(self) -> list[str]:
         if self.meta.btf is None:
