@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 
-from nttrace import machine
+from nttrace import checks, machine
 from nttrace.errors import UsageError
 
 
@@ -36,6 +36,7 @@ def merge(reports: list[dict]) -> dict:
     lab times fsdax and devdax in separate runs)."""
     out = dict(reports[0])
     out["checks"] = [c for r in reports for c in r.get("checks", [])]
+    out["summary"] = checks.tally(out["checks"])
     return out
 
 

@@ -24,7 +24,13 @@ def probe_options(names: list[str], record: bool) -> dict:
     return {n: PROBES[n].options_for(names, record) for n in names}
 
 
-def cell(row: dict, col: Column) -> str:
+def is_numeric(col: Column, rows: list[dict]) -> bool:
+    """A column of numbers (aligned right): formatted, scaled, or holding one."""
+    return bool(col.fmt) or col.scale != 1 or any(
+        isinstance(v, (int, float)) and not isinstance(v, bool) for v in (row_value(r, col.key) for r in rows))
+
+
+def cell(row: dict, col: Column, numeric: bool) -> str:
     value = row_value(row, col.key)
     if value is None:
         text = "-"
@@ -33,23 +39,15 @@ def cell(row: dict, col: Column) -> str:
     elif isinstance(value, (int, float)):
         v = value / col.scale if col.scale != 1 else value
         text = format(v, col.fmt) if col.fmt else str(v)
-        return text.rjust(col.width)
     else:
         text = str(value)
-    return text.ljust(col.width)
+    return text.rjust(col.width) if numeric else text.ljust(col.width)
 
 
-def header(col: Column, rows: list[dict]) -> str:
-    """A column's header, aligned as its values are (numbers right)."""
-    numeric = bool(col.fmt) or col.scale != 1 or any(isinstance(row_value(r, col.key), (int, float)) and not isinstance(row_value(r, col.key), bool)
-                  for r in rows)
-    return col.header.rjust(col.width) if numeric else col.header.ljust(col.width)
-
-
-def print_table(snap: dict, elapsed: float, out=sys.stdout, now: float | None = None) -> None:
+def print_table(snap: dict, elapsed: float, out=sys.stdout, stamp: str | None = None) -> None:
     """One block per probe: its status, then its rows under the columns it
-    declares (nttrace.probes.contract)."""
-    print(f"{time.strftime('%H:%M:%S', time.localtime(now))}  after {elapsed:.1f}s", file=out)
+    declares (nttrace.probes.contract). `stamp` replaces the wall clock."""
+    print(f"{stamp or time.strftime('%H:%M:%S')}  after {elapsed:.1f}s", file=out)
     for name, entry in snap.items():
         if entry["status"] != "attached":
             print(f"  {name}: {entry['status']}: {entry.get('reason', '')}", file=out)
@@ -57,9 +55,11 @@ def print_table(snap: dict, elapsed: float, out=sys.stdout, now: float | None = 
         lost = entry.get("events_lost", 0)
         print(f"  {name} (via {entry.get('via', '?')}){f', {lost} events lost' if lost else ''}", file=out)
         columns, rows = PROBES[name].columns, entry.get("rows", [])
-        print("    " + " ".join(header(c, rows) for c in columns).rstrip(), file=out)
+        numeric = [is_numeric(c, rows) for c in columns]
+        print("    " + " ".join(c.header.rjust(c.width) if n else c.header.ljust(c.width)
+                                for c, n in zip(columns, numeric)).rstrip(), file=out)
         for r in rows:
-            print("    " + " ".join(cell(r, c) for c in columns).rstrip(), file=out)
+            print("    " + " ".join(cell(r, c, n) for c, n in zip(columns, numeric)).rstrip(), file=out)
         for note in entry.get("notes", []):
             print(f"    note: {note}", file=out)
     out.flush()

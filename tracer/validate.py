@@ -54,7 +54,6 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
             results.append(CheckResult(c.id, checks.SKIP, f"needs the live kernel; --sysroot {sysroot.root} is offline"))
             continue
         results.append(run_one(c, ctx))
-    counts = {s: sum(r.status == s for r in results) for s in ("pass", "fail", "warn", "skip")}
     return {
         "version": __version__,
         "sysroot": str(sysroot.root),
@@ -63,8 +62,9 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
         "capabilities": {k: v.as_json() for k, v in caps.items()},
         "kernel": kernel.as_json(),
         "checks": [r.as_json() for r in results],
-        "summary": counts,
+        "summary": checks.tally([r.as_json() for r in results]),
     }
+
 
 
 def run_one(c, ctx) -> CheckResult:

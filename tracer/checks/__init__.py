@@ -20,6 +20,11 @@ class CheckResult:
         return {"id": self.id, "status": self.status, "summary": self.summary, "evidence": self.evidence}
 
 
+def tally(results: list[dict]) -> dict[str, int]:
+    """{status: how many} of a report's checks (as JSON)."""
+    return {s: sum(c["status"] == s for c in results) for s in (PASS, FAIL, WARN, SKIP)}
+
+
 @dataclass
 class Check:
     id: str

@@ -17,7 +17,7 @@ LABELS = (("mode", "mode"), ("reason", "reason"), ("nt", "nt"))
 
 COLUMNS = (
     Column("MODE", "mode", 34), Column("REASON", "reason", 20), Column("NT", "nt", 3),
-    Column("CALLS", "calls", 7), Column("OK PAGES", "succeeded", 9), Column("FAILED", "failed", 7),
+    Column("CALLS", "calls", 7, "d"), Column("OK PAGES", "succeeded", 9, "d"), Column("FAILED", "failed", 7, "d"),
     Column("P50 us", "latency_ns.p50", 9, ".1f", 1e3), Column("MAX us", "latency_ns.max", 9, ".1f", 1e3),
 )
 
