@@ -30,9 +30,10 @@ pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu", "kernel-build",
 
 MEMMAP = ["memmap_fsdax", "memmap_devdax"]
 SCENARIOS = {
-    "base": ["capabilities", "compaction", *MEMMAP, "demotion", "daemon", "kernel_facts_tests"],
-    "nt-v3": ["capabilities", "compaction", *MEMMAP, "demotion", "daemon", "kernel_facts_tests"],
-    "nt-v2": ["capabilities", "compaction", "demotion", "daemon", "kernel_facts_tests"],
+    "base": ["capabilities", "compaction", "reclaim", *MEMMAP, "demotion", "daemon", "kernel_facts_tests"],
+    "nt-v3": ["capabilities", "compaction", "reclaim", *MEMMAP, "trace_start", "demotion", "trace_stop", "daemon",
+              "kernel_facts_tests"],
+    "nt-v2": ["capabilities", "compaction", "reclaim", "demotion", "daemon", "kernel_facts_tests"],
 }
 # What each variant was built to carry (kernel_build.VARIANTS): the NT mode
 # the series adds, and the revision nttrace must decode from the live BTF.
@@ -117,6 +118,10 @@ def test_demotion_mode_pages_and_copy_routine(variant):
     c = checks(r["report"])["kernel.demotion_nt"]
     ev = c["evidence"]
     assert ev["probe_succeeded_pages"] == ev["pgdemote_delta"] > 0, ev
+    # demotion ran inside memory.reclaim's episodes: the reclaim probe holds every page
+    memcg = next(row for row in ev["reclaim"]["rows"] if row["kind"] == "memcg")
+    assert ev["demoted_inside_reclaim"] == memcg["demoted"] == ev["pgdemote_delta"], ev["reclaim"]
+    assert memcg["episodes"] >= 1 and memcg["reclaimed"] >= memcg["demoted"], memcg
     rows = ev["rows"]
     nt_name, _revision = NT[variant]
     modes = {row["mode"] for row in rows}
@@ -140,6 +145,32 @@ def test_demotion_mode_pages_and_copy_routine(variant):
         # copy_mc_page_nt is assembly: no BTF, and a kprobe may be refused.
         # Whichever way, it is accounted for, and folio_mc_copy_nt still counts.
         assert "copy_mc_page_nt" in copy or "copy_mc_page_nt" in ev["copy"].get("untraceable", {}), ev["copy"]
+
+
+@pytest.mark.parametrize("variant", ["base", "nt-v3", "nt-v2"])
+def test_reclaim_probe_against_memory_reclaim(variant):
+    _kernel, lab = booted(variant)
+    lab_checks.reclaim_matches_the_cgroups_count(lab.json("reclaim"))
+
+
+def test_every_probe_in_one_trace_on_nt_v3():
+    """One `nttrace trace` with every probe through a rebind, a compaction, a
+    memcg reclaim and the demotion scenario: each probe attached and saw its
+    path (the snapshot the golden tests replay was recorded this way)."""
+    _kernel, lab = booted("nt-v3")
+    started, stopped = lab.json("trace_start"), lab.json("trace_stop")
+    assert stopped["rc"] == 0, stopped
+    probes = stopped["trace"]["probes"]
+    assert set(probes) == set(started["probes"]) and all(p["status"] == "attached" for p in probes.values()), probes
+    rows = {name: p.get("rows", []) for name, p in probes.items()}
+    reasons = {(r["reason"], r["nt"]) for r in rows["migrate"]}
+    assert ("MR_COMPACTION", False) in reasons and ("MR_DEMOTION", True) in reasons, reasons
+    assert {r["reason"] for r in rows["migrate_fn"]} >= {"MR_COMPACTION", "MR_DEMOTION"}
+    assert sum(r["calls"] for r in rows["memmap"]) >= 1 and rows["page_ref"][0]["events"] > 0
+    assert any(r["routine"] == "folio_mc_copy_nt" and r["calls"] > 0 for r in rows["copy"]), rows["copy"]
+    memcg = next(r for r in rows["reclaim"] if r["kind"] == "memcg")
+    demoted = sum(r["succeeded"] for r in rows["migrate"] if r["reason"] == "MR_DEMOTION")
+    assert memcg["episodes"] >= 2 and sum(r["demoted"] for r in rows["reclaim"]) == demoted > 0, (rows["reclaim"], demoted)
 
 
 @pytest.mark.parametrize("variant,mode", [(v, m) for v in ("base", "nt-v3") for m in MEMMAP])

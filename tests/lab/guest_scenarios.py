@@ -144,6 +144,51 @@ def compaction():
     return nttrace_json("validate", "--check", "kernel.migrate_observed", "--check", "kernel.nt_support")
 
 
+def reclaim():
+    """memcg reclaim by memory.reclaim (cgroup v2) seen by the reclaim probe,
+    pages as the cgroup's memory.stat pgsteal counts them."""
+    return nttrace_json("validate", "--check", "kernel.reclaim_observed")
+
+
+_TRACE: dict = {}
+
+
+def trace_start():
+    """`nttrace trace` with every probe, left running through the scenarios
+    up to trace_stop (the demotion scenario's reclaim among them); first one
+    rebind of the namespace (memmap, page_ref), a compaction and a memcg
+    reclaim. What it prints at the end is a snapshot recorded on this kernel."""
+    from nttrace import triggers
+    from nttrace.probes import PROBES
+    before = bpftool_ids()
+    proc = subprocess.Popen([NTTRACE, "trace", "--probes", ",".join(PROBES), "--json", "--interval", "3600"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _TRACE["proc"] = proc
+    deadline = time.monotonic() + 600
+    # the probes attach in PROBES order: reclaim's programs come last
+    while not any(name.startswith("nttrace_reclai") for _id, name in bpftool_ids() - before):
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"nttrace trace did not attach: rc {proc.poll()} {proc.stderr.read()[-2000:] if proc.poll() is not None else ''}")
+        time.sleep(1)
+    time.sleep(1)
+    out = {"probes": list(PROBES)}
+    if json.loads(sh("ndctl", "list", "-N").stdout or "[]"):
+        sh("ndctl", "disable-namespace", "namespace0.0", timeout=300)
+        sh("ndctl", "enable-namespace", "namespace0.0", timeout=300)
+        out["rebound"] = "namespace0.0"
+    out["compaction"] = triggers.compaction(scratch_mib=64)
+    out["memcg_reclaim"] = triggers.memcg_reclaim(scratch_mib=32)
+    return out
+
+
+def trace_stop():
+    import signal
+    proc = _TRACE.pop("proc")
+    proc.send_signal(signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=300)
+    return {"rc": proc.returncode, "trace": json.loads(stdout) if stdout.strip() else None, "stderr": stderr[-3000:]}
+
+
 def kernel_facts_tests():
     """The suite's kernel-metadata tests, run against this kernel: they take
     its facts (enum values, NT revision) from the kernel they run on."""
@@ -185,8 +230,9 @@ def _node1_has_memory() -> bool:
     return bool(m and int(m.group(1)) > 0)
 
 
-ALL = (capabilities, attach_modes, compaction, memmap_fsdax, memmap_devdax, demotion, daemon, kernel_facts_tests)
-DEFAULT = ("capabilities", "attach_modes", "memmap_fsdax", "memmap_devdax", "demotion", "daemon")
+ALL = (capabilities, attach_modes, compaction, reclaim, memmap_fsdax, memmap_devdax, trace_start, demotion, trace_stop,
+       daemon, kernel_facts_tests)
+DEFAULT = ("capabilities", "attach_modes", "reclaim", "memmap_fsdax", "memmap_devdax", "demotion", "daemon")
 
 
 def chosen() -> list:

@@ -14,6 +14,7 @@ import urllib.request
 from pathlib import Path
 
 from guest_scenarios import NTTRACE, RESULTS, sh  # noqa: E402  (same directory, same argv)
+from lab_checks import wait_until  # noqa: E402
 CONFIG = Path("/etc/nttrace/nttrace.toml")
 # The lab shortens the watchdog so a hang is caught in seconds, not 30 s;
 # everything else is the shipped unit.
@@ -45,16 +46,6 @@ def caps_of(pid: str) -> dict:
 def journal() -> str:
     status = sh("systemctl", "status", "--no-pager", "nttrace", check=False).stdout
     return status + sh("journalctl", "-u", "nttrace", "--no-pager", "-o", "cat", check=False).stdout[-4000:]
-
-
-def wait_until(pred, timeout: float, step: float = 0.2):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = pred()
-        if v:
-            return v
-        time.sleep(step)
-    return None
 
 
 def main() -> dict:

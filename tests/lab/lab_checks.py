@@ -1,7 +1,20 @@
-"""Assertions the lab tests share (the stock guest and the lab's kernels)."""
+"""Assertions the lab tests share (the stock guest and the lab's kernels),
+and the polling helper the host's and the guest's tests both use."""
 from __future__ import annotations
 
 import math
+import time
+
+
+def wait_until(pred, timeout: float, step: float = 0.2):
+    """pred()'s first truthy value within `timeout` seconds, else None."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(step)
+    return None
 
 
 def checks(report: dict) -> dict:
@@ -65,4 +78,20 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     kernel_total = sum(k["ms"] for k in kernel)
     assert abs(ours_total - kernel_total) <= max(0.1 * kernel_total, 2 * tick_ms), (ours_total, kernel_total)
     assert len(jiffy_bursts) <= max(1, len(calls) // 10), jiffy_bursts
+    return ev
+
+
+def reclaim_matches_the_cgroups_count(report: dict) -> dict:
+    """kernel.reclaim_observed in a guest with cgroup v2: memory.reclaim's
+    episodes seen by the reclaim probe, their pages equal to the cgroup's
+    own pgsteal delta (v2 counts what its reclaim stole)."""
+    assert report["_rc"] == 0, report.get("_stderr")
+    c = checks(report)["kernel.reclaim_observed"]
+    assert c["status"] == "pass", c
+    ev = c["evidence"]
+    run, memcg = ev["run"], ev["memcg"]
+    assert run["cgroup_version"] == 2 and run["interface"] == "memory.reclaim", run
+    assert ev["expected_from"] == "memory.stat pgsteal delta" and run["pgsteal"] > 0
+    assert memcg["episodes"] >= 1 and abs(memcg["reclaimed"] - run["pgsteal"]) <= max(0.02 * run["pgsteal"], 32), ev
+    assert memcg["latency_ns"]["count"] == memcg["episodes"]
     return ev

@@ -100,7 +100,7 @@ def demotion_nt(ctx) -> CheckResult:
         return CheckResult(cid, SKIP, f"no lower memory tier to demote to: {tiers.detail}")
     if not ctx.options.demote:
         return CheckResult(cid, SKIP, "demotion changes system state; run with --demote to exercise it")
-    probes = ["migrate"] + (["copy"] if ctx.caps["kprobe"].available or ctx.caps["fentry"].available else [])
+    probes = ["migrate", "reclaim"] + (["copy"] if ctx.caps["kprobe"].available or ctx.caps["fentry"].available else [])
     try:
         demotion.cgroup2_root()
     except demotion.DemotionUnavailable as exc:
@@ -113,12 +113,18 @@ def demotion_nt(ctx) -> CheckResult:
     rows = [r for r in snap["migrate"].get("rows", []) if r["reason"] == "MR_DEMOTION"]
     demoted = sum(after.get(k, 0) - before.get(k, 0) for k in DEMOTE_COUNTERS)
     probe_pages = sum(r["succeeded"] for r in rows)
+    reclaim = snap.get("reclaim", {})
+    # demotion runs inside reclaim: memory.reclaim's episodes hold every demoted page
+    in_reclaim = sum(r["demoted"] for r in reclaim.get("rows", [])) if reclaim.get("status") == "attached" else None
     ev = {"rows": rows, "pgdemote_delta": demoted, "probe_succeeded_pages": probe_pages, "run": run,
-          "copy": snap.get("copy"), "nt_revision": ctx.kernel.nt_revision}
+          "copy": snap.get("copy"), "reclaim": reclaim, "demoted_inside_reclaim": in_reclaim,
+          "nt_revision": ctx.kernel.nt_revision}
     if not rows or probe_pages == 0:
         return CheckResult(cid, FAIL, f"memory.reclaim of {run['scratch_mib']} MiB ran but no MR_DEMOTION migration was seen", ev)
     if probe_pages != demoted:
         return CheckResult(cid, FAIL, f"probe saw {probe_pages} demoted pages, /proc/vmstat pgdemote_* {demoted}", ev)
+    if in_reclaim is not None and in_reclaim != demoted:
+        return CheckResult(cid, FAIL, f"reclaim episodes held {in_reclaim} demoted pages, /proc/vmstat pgdemote_* {demoted}", ev)
     cached = [r for r in rows if not r["nt"]]
     modes = ", ".join(sorted({r["mode"] for r in rows}))
     if ctx.kernel.nt_revision == "none":
