@@ -1,6 +1,7 @@
 """BPF C programs, compiled by bcc at run time. `source(name)` reads one;
 `struct_type(name, struct)` turns one of its C structs into the ctypes
-layout Python reads it with, so each record or stats layout is declared once,
+layout Python reads it with, and `map_decls(name)` lists its maps with their
+key and value types, so each record, stats layout and map is declared once,
 in the C."""
 from __future__ import annotations
 
@@ -46,3 +47,38 @@ def struct_type(name: str, struct: str, **sizes: int) -> type[ctypes.Structure]:
             ctype = ctype * (int(n) if n.isdigit() else defines[n])
         fields.append((m.group(2), ctype))
     return type(struct, (ctypes.Structure,), {"_fields_": fields})
+
+
+_MAP = re.compile(r"^\s*(BPF_[A-Z_]+)\(\s*(\w+)\s*(?:,([^;]*))?\)\s*;", re.M)
+U64 = ctypes.c_uint64
+
+
+def _c_type(name: str, text: str, **sizes: int):
+    text = text.strip()
+    if text.startswith("struct "):
+        return struct_type(name, text.split()[1], **sizes)
+    if text in C_TYPES:
+        return C_TYPES[text]
+    if text == "int":
+        return ctypes.c_int32
+    raise ValueError(f"{name}: map type {text!r} is not one nttrace reads")
+
+
+def map_decls(name: str, **sizes: int) -> dict[str, tuple[str, object, object]]:
+    """{map: (macro, key ctype, value ctype)} of the bcc map macros in the
+    source `name`: BPF_ARRAY / BPF_PERCPU_ARRAY (u32 key), BPF_HASH,
+    BPF_HISTOGRAM (u64 value), BPF_PERF_OUTPUT (no key or value read)."""
+    out = {}
+    for macro, map_name, args in _MAP.findall(source(name)):
+        parts = [a.strip() for a in (args or "").split(",") if a.strip()]
+        if macro in ("BPF_ARRAY", "BPF_PERCPU_ARRAY"):
+            out[map_name] = (macro, ctypes.c_int32, _c_type(name, parts[0], **sizes) if parts else U64)
+        elif macro == "BPF_HASH":
+            key = _c_type(name, parts[0], **sizes) if parts else U64
+            value = _c_type(name, parts[1], **sizes) if len(parts) > 1 else U64
+            out[map_name] = (macro, key, value)
+        elif macro == "BPF_HISTOGRAM":
+            out[map_name] = (macro, _c_type(name, parts[0], **sizes) if parts else ctypes.c_int32, U64)
+        elif macro == "BPF_PERF_OUTPUT":
+            out[map_name] = (macro, None, None)
+    return out

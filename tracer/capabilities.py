@@ -24,6 +24,10 @@ class Capability:
     def as_json(self) -> dict:
         return {"available": self.available, "detail": self.detail}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Capability":
+        return cls(d["available"], d["detail"])
+
 
 def _have(ok: bool, yes: str, no: str) -> Capability:
     return Capability(ok, yes if ok else no)

@@ -2,7 +2,9 @@
 exported for Prometheus, run as a systemd service (Type=notify).
 
 Lifecycle: bind the listen socket (a port in use fails before anything is
-attached), attach the probes, READY=1, then serve. SIGHUP reloads the
+attached), have a loader process compile and attach the probes and hand
+over their descriptors (nttrace.loader: the daemon never holds bcc or LLVM),
+READY=1, then serve. SIGHUP reloads the
 config: a bad one is logged and the running one kept; a good one attaches
 new probes and detaches dropped ones, leaving the others and their counters
 alone. SIGTERM/SIGINT detach everything and exit.
@@ -17,13 +19,15 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from nttrace import capabilities, config, kernel_meta, sd_notify
-from nttrace.errors import CapabilityError, EXIT_OK, UsageError
+from nttrace import config, loader, sd_notify
+from nttrace.capabilities import Capability
+from nttrace.errors import EXIT_OK, NttraceError, UsageError
 from nttrace.exporters.http_server import MetricsServer
 from nttrace.exporters.perf_collector import PerfCollector
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
-from nttrace.sysroot import Sysroot
+from nttrace.kernel_meta import KernelMetadata
+from nttrace.probes import PROBES
 from nttrace.tracer import Tracer
 
 log = logging.getLogger("nttrace")
@@ -67,16 +71,23 @@ class Daemon:
         self.server = None
 
     # -- lifecycle -------------------------------------------------------------
+    @staticmethod
+    def probe_options(names: list[str]) -> dict:
+        """The probes' options in the daemon: no per-call records (it exports
+        aggregates only, and reads no perf buffer)."""
+        return {n: {**PROBES[n].options_for(names, False), "records": False} for n in names}
+
     def start(self) -> None:
         t0 = time.monotonic()
-        caps = capabilities.report()
-        lacking = capabilities.missing_privilege(caps)
-        if lacking:
-            raise CapabilityError(f"nttrace daemon: {lacking}")
-        meta = kernel_meta.load(Sysroot("/"))
         self.server = MetricsServer(self.cfg, self.registry, self.health)
         try:
-            self.tracer = Tracer(list(self.cfg.probes), caps=caps, meta=meta, handle_sigterm=False).attach()
+            names = list(self.cfg.probes)
+            loaded = loader.load(names, self.probe_options(names))
+            log.info("loader attached %s in %.2fs (its peak %.0f MiB, released)", ", ".join(names), loaded.seconds,
+                     loaded.peak_rss_kib / 1024)
+            caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
+            self.tracer = Tracer(names, self.probe_options(names), caps=caps, meta=KernelMetadata.from_json(loaded.meta),
+                                 handle_sigterm=False, handover=loader.Handover(loaded)).attach()
             self.perf = PerfCollector(self.cfg.perf)
         except BaseException:
             self.shutdown()
@@ -134,7 +145,10 @@ class Daemon:
         widen = f"\nWATCHDOG=1\nWATCHDOG_USEC={RELOAD_WATCHDOG_S * 1_000_000}" if watchdog else ""
         sd_notify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}{widen}")
         try:
-            changes = self.tracer.set_probes(list(new.probes))
+            changes = self.tracer.set_probes(list(new.probes), self.probe_options(list(new.probes)))
+        except NttraceError as exc:
+            log.error("reload: probes not changed, keeping the running set: %s", exc)
+            changes = {"added": [], "removed": []}
         finally:
             if watchdog:
                 sd_notify.notify(f"WATCHDOG_USEC={int(watchdog * 2 * 1_000_000)}\nWATCHDOG=1")

@@ -79,6 +79,12 @@ class KernelMetadata:
     def memory_type_name(self, value: int) -> str:
         return _reverse(self.memory_type).get(value, f"MEMORY_TYPE_{value}")
 
+    @classmethod
+    def from_json(cls, d: dict) -> "KernelMetadata":
+        """The metadata another process read (the loader's), without BTF."""
+        return cls(d["source"], d["migrate_mode"], d["migrate_reason"], d["memory_type"], d.get("offsets", {}),
+                   d.get("crosscheck", {}).get("disagreements", []), d.get("crosscheck", {}).get("done", False))
+
     def as_json(self) -> dict:
         return {
             "source": self.source,

@@ -32,7 +32,7 @@ def _raise_terminated(signum, frame):
 
 class Tracer:
     def __init__(self, probe_names: list[str], options: dict | None = None, caps=None, meta=None,
-                 handle_sigterm: bool = True):
+                 handle_sigterm: bool = True, handover=None):
         check_names(probe_names)
         self.options = options or {}
         self.sysroot = Sysroot("/")
@@ -45,6 +45,7 @@ class Tracer:
         self.status: dict[str, dict] = {}
         self._lock = threading.RLock()
         self.handle_sigterm = handle_sigterm
+        self.handover = handover   # nttrace.loader.Handover: a loader process attaches; None: this process, with bcc
         self._old_term = None
 
     def _make(self, name: str):
@@ -72,15 +73,19 @@ class Tracer:
             p.detach()
             return {"status": "unavailable", "reason": f"attach failed: {exc}"}
 
-    def _attach_one(self, name: str) -> None:
-        self.status[name] = self._attach_probe(self.probes[name])
+    def _attach_all(self, probes: dict) -> dict[str, dict]:
+        """Attach `probes`; their status entries."""
+        if not probes:
+            return {}
+        if self.handover is not None:
+            return self.handover.attach(probes)
+        return {name: self._attach_probe(p) for name, p in probes.items()}
 
     def attach(self) -> "Tracer":
         if self.handle_sigterm:
             self._old_term = signal.signal(signal.SIGTERM, _raise_terminated)
         try:
-            for name in self.probes:
-                self._attach_one(name)
+            self.status = dict(self._attach_all(self.probes))
         except BaseException:
             self.detach()
             raise
@@ -93,17 +98,20 @@ class Tracer:
             raise CapabilityError(f"no probe could attach ({reasons})" + (f"; {hint}" if hint else ""))
         return self
 
-    def set_probes(self, names: list[str]) -> dict[str, list[str]]:
+    def set_probes(self, names: list[str], options: dict | None = None) -> dict[str, list[str]]:
         """Attach what is new, detach what is gone, leave the rest (and its
-        counters) alone. Returns {"added": [...], "removed": [...]}."""
+        counters) alone; `options` for the new ones. Returns {"added": [...],
+        "removed": [...]}."""
         check_names(names)
+        if options is not None:
+            self.options = options
         with self._lock:
             current = dict(self.probes)
         removed = [n for n in current if n not in names]
         added = [n for n in names if n not in current]
         fresh = {n: self._make(n) for n in added}
         try:
-            fresh_status = {n: self._attach_probe(p) for n, p in fresh.items()}  # compile and attach, unseen
+            fresh_status = self._attach_all(fresh)  # compile and attach, unseen
         except BaseException:
             for p in fresh.values():
                 p.detach()

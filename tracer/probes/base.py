@@ -48,6 +48,29 @@ class Probe:
         self._lost_records = 0
         self.fentry_error = ""   # why fentry did not load, when the probe fell back to kprobes
 
+    # -- state a loader process hands over (nttrace.loader) -------------------
+    HANDOVER_SKIP = ("meta", "caps", "options", "sysroot", "bpf", "_records")
+
+    def state(self) -> dict:
+        """What attach() decided (route, fallbacks, notes), as JSON: the
+        loader sends it with the descriptors so that the daemon's copy of the
+        probe reads the maps as the one that attached them would."""
+        import json
+        out = {}
+        for k, v in vars(self).items():
+            if k in self.HANDOVER_SKIP:
+                continue
+            try:
+                json.dumps(v)
+            except (TypeError, ValueError):
+                continue          # parsed formats and layouts: rebuilt by the constructor
+            out[k] = v
+        return out
+
+    def restore(self, state: dict) -> None:
+        for k, v in state.items():
+            setattr(self, k, v)
+
     # -- program -----------------------------------------------------------
     def availability(self) -> Availability:
         raise NotImplementedError

@@ -90,10 +90,12 @@ class MemmapProbe(Probe):
                 b.attach_kretprobe(event=SYMBOL, fn_name="nttrace_memmap_return")
             if self.page_ref:
                 b.attach_tracepoint(tp="page_ref:page_ref_set", fn_name="nttrace_memmap_page_ref_set")
-        self.open_records("memmap_records", page_cnt=16)
+        if self.emits_records():
+            self.open_records("memmap_records", page_cnt=16)
 
     def emits_records(self) -> bool:
-        return True  # calls are rare: each one is a record
+        # calls are rare: each one is a record, unless the reader (the daemon) takes none
+        return bool(self.options.get("records", True))
 
     def _on_record(self, cpu, data, size):
         r = ctypes.cast(data, ctypes.POINTER(bpf_sources.struct_type(self.source, "memmap_record"))).contents

@@ -1,0 +1,139 @@
+"""BPF maps read with the bpf(2) system call, without bcc or LLVM: the
+daemon's side of the loader (nttrace.loader). It holds the map and
+attachment descriptors the loader passed it; a MapSet answers the lookups
+the probes' snapshot() make, as bcc's tables do (table[key], a list of
+per-CPU values for per-CPU maps, .items()), with the key and value layouts
+read from the maps' declarations in the BPF C (nttrace.bpf.map_decls) and
+checked against the kernel's own sizes. Closing the descriptors detaches."""
+from __future__ import annotations
+
+import ctypes
+import os
+import platform
+from pathlib import Path
+
+from nttrace import bpf as bpf_sources
+
+SYS_BPF = {"x86_64": 321, "aarch64": 280}.get(platform.machine(), 321)
+BPF_MAP_LOOKUP_ELEM, BPF_MAP_GET_NEXT_KEY, BPF_OBJ_GET_INFO_BY_FD = 1, 4, 15
+PERCPU = ("BPF_PERCPU_ARRAY",)
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+
+
+class _ElemAttr(ctypes.Structure):
+    _fields_ = [("map_fd", ctypes.c_uint32), ("pad", ctypes.c_uint32), ("key", ctypes.c_uint64),
+                ("value", ctypes.c_uint64), ("flags", ctypes.c_uint64)]
+
+
+class _InfoAttr(ctypes.Structure):
+    _fields_ = [("bpf_fd", ctypes.c_uint32), ("info_len", ctypes.c_uint32), ("info", ctypes.c_uint64)]
+
+
+class MapInfo(ctypes.Structure):
+    _fields_ = [("type", ctypes.c_uint32), ("id", ctypes.c_uint32), ("key_size", ctypes.c_uint32),
+                ("value_size", ctypes.c_uint32), ("max_entries", ctypes.c_uint32), ("map_flags", ctypes.c_uint32),
+                ("name", ctypes.c_char * 16)]
+
+
+def _bpf(cmd: int, attr: ctypes.Structure) -> int:
+    rc = _libc.syscall(SYS_BPF, cmd, ctypes.byref(attr), ctypes.sizeof(attr))
+    if rc < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, os.strerror(err))
+    return rc
+
+
+def map_info(fd: int) -> MapInfo:
+    info = MapInfo()
+    _bpf(BPF_OBJ_GET_INFO_BY_FD, _InfoAttr(fd, ctypes.sizeof(info), ctypes.addressof(info)))
+    return info
+
+
+def possible_cpus(path: str = "/sys/devices/system/cpu/possible") -> int:
+    """How many per-CPU values a lookup returns: the kernel's possible CPUs."""
+    n = 0
+    for part in Path(path).read_text().strip().split(","):
+        lo, _, hi = part.partition("-")
+        n += int(hi or lo) - int(lo) + 1
+    return n
+
+
+class Table:
+    """One map, read by its descriptor."""
+
+    def __init__(self, name: str, fd: int, macro: str, key_t, value_t):
+        self.name, self.fd, self.macro = name, fd, macro
+        self.key_t, self.value_t = key_t, value_t
+        info = map_info(fd)
+        if (info.key_size, info.value_size) != (ctypes.sizeof(key_t), ctypes.sizeof(value_t)):
+            raise ValueError(f"map {name}: the kernel has key/value sizes {info.key_size}/{info.value_size}, "
+                             f"its C declaration {ctypes.sizeof(key_t)}/{ctypes.sizeof(value_t)}")
+        self.ncpus = possible_cpus() if macro in PERCPU else 1
+        self._stride = (ctypes.sizeof(value_t) + 7) & ~7
+
+    def _key(self, key):
+        return key if isinstance(key, self.key_t) else self.key_t(key.value if hasattr(key, "value") else key)
+
+    def __getitem__(self, key):
+        k = self._key(key)
+        buf = (ctypes.c_char * (self._stride * self.ncpus))()
+        try:
+            _bpf(BPF_MAP_LOOKUP_ELEM, _ElemAttr(self.fd, 0, ctypes.addressof(k), ctypes.addressof(buf), 0))
+        except FileNotFoundError:
+            raise KeyError(key) from None
+        values = [self.value_t.from_buffer_copy(buf, i * self._stride) for i in range(self.ncpus)]
+        return values if self.macro in PERCPU else values[0]
+
+    def keys(self):
+        prev, key = None, self.key_t()
+        while True:
+            attr = _ElemAttr(self.fd, 0, ctypes.addressof(prev) if prev is not None else 0, ctypes.addressof(key), 0)
+            try:
+                _bpf(BPF_MAP_GET_NEXT_KEY, attr)
+            except FileNotFoundError:
+                return
+            yield key
+            prev, key = key, self.key_t()
+
+    def items(self):
+        out = []
+        for k in list(self.keys()):
+            try:
+                out.append((k, self[k]))
+            except KeyError:      # deleted between the walk and the lookup
+                continue
+        return out
+
+
+class MapSet:
+    """A probe's maps and the descriptors that keep its programs attached,
+    standing in for bcc's BPF object once the loader has exited."""
+
+    def __init__(self, source: str, maps: dict[str, int], attachments: list[int]):
+        decls = bpf_sources.map_decls(source)
+        self.tables: dict[str, Table] = {}
+        self.attachments = list(attachments)
+        self._fds = list(maps.values()) + self.attachments
+        try:
+            for name, fd in maps.items():
+                macro, key_t, value_t = decls[name]
+                if key_t is not None:
+                    self.tables[name] = Table(name, fd, macro, key_t, value_t)
+        except BaseException:
+            self.cleanup()
+            raise
+
+    def __getitem__(self, name: str) -> Table:
+        return self.tables[name]
+
+    def cleanup(self) -> None:
+        """Close every descriptor: the kernel detaches the programs and frees
+        them and their maps once nothing else holds them."""
+        fds, self._fds = self._fds, []
+        for fd in fds:
+            try:
+                os.close(fd)
+            except OSError:
+                pass

@@ -1,0 +1,245 @@
+"""The loader: a short-lived process that compiles, loads and attaches the
+daemon's probes with bcc, hands the daemon the descriptors that keep them
+attached (the maps it reads and the attachments: perf events, BPF links)
+over a Unix socket with SCM_RIGHTS, and exits. The daemon reads the maps
+with bpf(2) (nttrace.bpf_maps) and never imports bcc or LLVM.
+
+Nothing is pinned, so nothing outlives the descriptors: killed at any point
+(kill -9 included), the loader's descriptors close with it, and those in
+flight close with the socket; the daemon's close with the daemon. The loader
+dies with the daemon (PR_SET_PDEATHSIG) and never runs bcc's cleanup, which
+would disable the perf events the daemon now shares.
+
+Protocol (SOCK_SEQPACKET, one JSON object per message): the daemon sends
+{"probes": [...], "options": {...}}; the loader answers {"caps", "meta"},
+then one {"probe", "status", "state", "maps", "attachments"} per probe with
+its descriptors (the maps' in order, then the attachments), then
+{"done": true}; or {"error", "exit"} at any point.
+"""
+from __future__ import annotations
+
+import ctypes
+from concurrent.futures import ThreadPoolExecutor
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+from nttrace.errors import EXIT_INTERNAL, NttraceError
+
+MAX_MESSAGE = 1 << 20
+MAX_FDS = 250          # SCM_RIGHTS carries at most 253 descriptors a message
+PR_SET_PDEATHSIG = 1
+
+
+class LoaderError(NttraceError):
+    """The loader failed or died; the message says how. The exit code is the
+    loader's own error's (a missing capability: 3), else internal (4)."""
+
+    def __init__(self, message: str, exit_code: int | None = None):
+        super().__init__(message)
+        self.exit_code = exit_code or EXIT_INTERNAL
+
+
+def _die_with_parent() -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+# -- the loader process -------------------------------------------------------
+def _descriptors(probe) -> tuple[dict[str, int], list[int]]:
+    """The probe's map descriptors by name and its attachment descriptors."""
+    from bcc.libbcc import lib
+
+    from nttrace import bpf as bpf_sources
+    b = probe.bpf
+    maps = {}
+    for name in bpf_sources.map_decls(probe.source):
+        fd = lib.bpf_table_fd(b.module, name.encode())
+        if fd >= 0:
+            maps[name] = fd
+    attachments = list(b.tracepoint_fds.values()) + list(b.uprobe_fds.values())
+    attachments += [fd for by_fn in b.kprobe_fds.values() for fd in by_fn.values()]
+    attachments += list(b.raw_tracepoint_fds.values()) + list(b.kfunc_entry_fds.values())
+    attachments += list(b.kfunc_exit_fds.values())
+    return maps, attachments
+
+
+def _send(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
+    data = json.dumps(message).encode()
+    if fds:
+        socket.send_fds(sock, [data], list(fds))
+    else:
+        sock.send(data)
+
+
+def serve(sock: socket.socket) -> int:
+    """The loader's whole life: one request, its answer, exit."""
+    from nttrace import capabilities, kernel_meta
+    from nttrace.errors import CapabilityError
+    from nttrace.sysroot import Sysroot
+    from nttrace.tracer import Tracer
+
+    request = json.loads(sock.recv(MAX_MESSAGE))
+    try:
+        # BTF is parsed in Python while bcc compiles the capability report's
+        # test programs in C (ctypes lets go of the GIL): the two overlap.
+        with ThreadPoolExecutor(1) as pool:
+            meta_read = pool.submit(kernel_meta.load, Sysroot("/"))
+            caps = capabilities.report()
+            meta = meta_read.result()
+        lacking = capabilities.missing_privilege(caps)
+        if lacking:
+            raise CapabilityError(lacking)
+        tracer = Tracer(request["probes"], request.get("options", {}), caps=caps, meta=meta, handle_sigterm=False)
+        _send(sock, {"caps": {k: v.as_json() for k, v in caps.items()}, "meta": meta.as_json()})
+        for name, probe in tracer.probes.items():
+            status = Tracer._attach_probe(probe)
+            if status["status"] != "attached":
+                _send(sock, {"probe": name, "status": status})
+                continue
+            maps, attachments = _descriptors(probe)
+            fds = list(maps.values()) + attachments
+            if len(fds) > MAX_FDS:
+                raise LoaderError(f"probe {name} holds {len(fds)} descriptors, more than one message carries")
+            _send(sock, {"probe": name, "status": status, "state": probe.state(), "maps": list(maps),
+                         "attachments": len(attachments)}, fds)
+        _send(sock, {"done": True})
+        sock.recv(16)      # the daemon has them: then exit (its EOF would do as well)
+    except NttraceError as exc:
+        _send(sock, {"error": str(exc), "exit": exc.exit_code})
+    except Exception as exc:   # bcc raises bare Exception
+        _send(sock, {"error": f"loader: {exc.__class__.__name__}: {exc}", "exit": EXIT_INTERNAL})
+    return 0
+
+
+def main() -> None:
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    try:
+        serve(sock)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)   # not atexit: bcc's cleanup would disable the perf events the daemon now holds
+
+
+# -- the daemon's side ---------------------------------------------------------
+class Loaded:
+    """One loader run: the kernel facts it found and each probe's status,
+    handed-over state and descriptors."""
+
+    def __init__(self, caps: dict, meta: dict):
+        self.caps, self.meta = caps, meta
+        self.probes: dict[str, tuple[dict, dict, dict[str, int], list[int]]] = {}
+        self.seconds = 0.0          # the loader's run, start to exit
+        self.peak_rss_kib = 0       # the loader's peak resident memory (bcc, LLVM): gone with it
+
+    def close(self) -> None:
+        for _status, _state, maps, attachments in self.probes.values():
+            for fd in list(maps.values()) + attachments:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.probes = {}
+
+
+def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[str] | None = None) -> Loaded:
+    """Run a loader for `probes` and receive what it attached. Raises
+    LoaderError (after closing whatever arrived) when it fails or dies."""
+    t0 = time.monotonic()
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    cmd = argv or [sys.executable, "-m", "nttrace.loader"]
+    proc = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=[theirs.fileno()], preexec_fn=_die_with_parent,
+                            stdin=subprocess.DEVNULL)
+    theirs.close()
+    loaded = None
+    def died() -> LoaderError:
+        return LoaderError(f"the loader exited before it finished (status {proc.wait()})")
+
+    try:
+        ours.settimeout(timeout_s)
+        try:
+            _send(ours, {"probes": probes, "options": options})
+        except ConnectionError:
+            raise died() from None
+        while True:
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(ours, MAX_MESSAGE, MAX_FDS)
+            except socket.timeout:
+                raise LoaderError(f"the loader sent nothing for {timeout_s:.0f} s") from None
+            except ConnectionError:
+                raise died() from None
+            if not data:
+                raise died()
+            msg = json.loads(data)
+            if "error" in msg:
+                raise LoaderError(msg["error"], exit_code=msg.get("exit"))
+            if "caps" in msg:
+                loaded = Loaded(msg["caps"], msg["meta"])
+            elif "probe" in msg:
+                if loaded is None:
+                    raise LoaderError("the loader sent a probe before the kernel facts")
+                n_maps = len(msg.get("maps", []))
+                loaded.probes[msg["probe"]] = (msg["status"], msg.get("state", {}),
+                                               dict(zip(msg.get("maps", []), fds[:n_maps])), list(fds[n_maps:]))
+            elif msg.get("done"):
+                ours.send(b"ok")
+                ours.close()
+                _pid, _status, usage = os.wait4(proc.pid, 0)
+                proc.returncode = _status
+                loaded.seconds, loaded.peak_rss_kib = time.monotonic() - t0, usage.ru_maxrss
+                return loaded
+    except BaseException:
+        if loaded is not None:
+            loaded.close()
+        proc.kill()
+        raise
+    finally:
+        ours.close()
+        if proc.returncode is None:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+class Handover:
+    """The Tracer's way to attach through loaders (Tracer(handover=...)):
+    each attach runs one loader for the probes it is given (the first may
+    be a load the daemon already ran, for the kernel facts) and installs
+    what it passed into the daemon's probe objects."""
+
+    def __init__(self, first: Loaded | None = None, timeout_s: float = 600.0):
+        self._next = first
+        self.timeout_s = timeout_s
+
+    def attach(self, probes: dict) -> dict[str, dict]:
+        from nttrace.bpf_maps import MapSet
+        loaded, self._next = self._next, None
+        if loaded is not None and set(loaded.probes) != set(probes):
+            loaded.close()
+            loaded = None
+        if loaded is None:
+            loaded = load(list(probes), {n: p.options for n, p in probes.items()}, self.timeout_s)
+        statuses = {}
+        try:
+            for name, probe in probes.items():
+                status, state, maps, attachments = loaded.probes.pop(name)
+                if status["status"] == "attached":
+                    try:
+                        probe.bpf = MapSet(probe.source, maps, attachments)
+                    except (OSError, ValueError, KeyError) as exc:
+                        status = {"status": "unavailable", "reason": f"handover failed: {exc}"}
+                    else:
+                        probe.restore(state)
+                statuses[name] = status
+        finally:
+            loaded.close()
+        return statuses
+
+
+if __name__ == "__main__":
+    main()
