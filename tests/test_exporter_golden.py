@@ -4,6 +4,7 @@ after reading the diff: NTTRACE_UPDATE_GOLDEN=1 pytest tests/test_exporter_golde
 import json
 import os
 import types
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -110,3 +111,25 @@ def test_every_histogram_series_has_the_same_le_set_zeros_included():
     assert les["MIGRATE_SYNC"] == les["MIGRATE_ASYNC"]
     lo, hi = histogram.LATENCY_SLOTS
     assert len(les["MIGRATE_ASYNC"]) == hi - lo + 2 and les["MIGRATE_ASYNC"][-1] == "+Inf"
+
+
+def test_every_series_the_dashboard_and_alerts_query_is_exported():
+    """A renamed or dropped metric breaks a panel or an alert silently; here
+    it fails. Exported: the families of the golden scrapes (every probe,
+    vmstat, the build and kernel info) and the perf collector's."""
+    import re
+
+    import nttrace
+    from nttrace.exporters import perf_collector
+    data = Path(nttrace.__file__).parent / "data"
+    exported = set()
+    for prom in GOLDEN.glob("*.prom"):
+        exported |= set(re.findall(r"^# TYPE (\w+) ", prom.read_text(), re.M))
+    exported |= set(re.findall(r'MetricFamily\(\s*"(\w+)"', Path(perf_collector.__file__).read_text()))
+    suffixes = ("_bucket", "_sum", "_count", "_total")
+    queried = set()
+    for f in (data / "grafana-dashboard.json", data / "nttrace-alerts.yml"):
+        for name in re.findall(r"\bnttrace_\w+", f.read_text()):
+            base = next((name[: -len(s)] for s in suffixes if name.endswith(s) and name[: -len(s)] in exported), name)
+            queried.add(base)
+    assert queried and queried <= exported, sorted(queried - exported)

@@ -205,7 +205,7 @@ def test_every_call_is_paired_with_its_start(caps, meta):
     with the same page counts in the same order."""
     instance = _FtraceInstance(Sysroot("/").tracefs())
     try:
-        with Tracer(["migrate"], options={"migrate": {"record": True}}, caps=caps, meta=meta) as t:
+        with Tracer(["migrate"], options={"migrate": {"records": True}}, caps=caps, meta=meta) as t:
             with instance:
                 triggers.compaction(scratch_mib=32)
             time.sleep(0.2)

@@ -127,6 +127,11 @@ class Probe:
         its fentry program would not load, for the probe's snapshot."""
         return {"fentry_fallback": self.fentry_error} if self.fentry_error else {}
 
+    def by_kprobe(self, symbol: str) -> bool:
+        """Whether `symbol` is attached by kprobe (a function probe that fell
+        back to kprobes; copy decides routine by routine)."""
+        return self.via == "kprobe"
+
     def notes(self) -> list[str]:
         """What a reader of the probe's figures must know (the `trace` table
         prints them under its rows; snapshots carry them as "notes")."""
@@ -192,6 +197,27 @@ def kernel_function_attach(caps, symbols: list[str]) -> Availability:
     if caps["kprobe"].available:
         return Availability(True, attach_via="kprobe")
     return Availability(False, f"neither fentry ({caps['fentry'].detail}) nor kprobes ({caps['kprobe'].detail})")
+
+
+def attach_functions(probe, kprobes: list[tuple[str, str, str | None]]) -> dict[str, str]:
+    """Load a function probe by fentry where it loads (its fentry programs
+    attach themselves), else by kprobe, then attach by kprobe each (symbol,
+    entry program, return program or None) the probe routes by kprobe
+    (Probe.by_kprobe). Returns {symbol: why} for the kprobes the kernel
+    refused; the caller says whether the probe can run without them."""
+    probe.via = probe.availability().attach_via
+    load_with_fallback(probe)
+    refused = {}
+    for symbol, entry, ret in kprobes:
+        if not probe.by_kprobe(symbol):
+            continue
+        try:
+            probe.bpf.attach_kprobe(event=symbol, fn_name=entry)
+            if ret:
+                probe.bpf.attach_kretprobe(event=symbol, fn_name=ret)
+        except Exception as exc:  # bcc raises a bare Exception for a refused kprobe
+            refused[symbol] = f"kprobe refused: {exc}"
+    return refused
 
 
 def load_with_fallback(probe) -> None:

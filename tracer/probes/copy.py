@@ -8,7 +8,7 @@ the others still count."""
 from __future__ import annotations
 
 from nttrace.btf import Btf
-from nttrace.probes.base import Availability, Probe, kernel_function_attach, load_with_fallback
+from nttrace.probes.base import Availability, Probe, attach_functions, kernel_function_attach
 from nttrace.probes.contract import Column, Metric
 
 # (symbol, kind, nt): folio routines take (dst, src) folios; page routines copy 4 KiB.
@@ -86,16 +86,11 @@ class CopyProbe(Probe):
                            for i, (sym, kind, _nt) in enumerate(self.present))
         return {**self.layout(), "NTTRACE_COPY_ROUTINES": entries}
 
+    def by_kprobe(self, symbol: str) -> bool:
+        return self.routes.get(symbol) == "kprobe"
+
     def attach(self) -> None:
-        self.via = self.availability().attach_via
-        self.untraceable = {}
-        load_with_fallback(self)
-        for sym, _kind, _nt in self.present:
-            if self.routes[sym] == "kprobe":
-                try:
-                    self.bpf.attach_kprobe(event=sym, fn_name=f"nttrace_copy_{sym}")
-                except Exception as exc:  # bcc raises a bare Exception for a refused kprobe
-                    self.untraceable[sym] = f"kprobe refused: {exc}"
+        self.untraceable = attach_functions(self, [(sym, f"nttrace_copy_{sym}", None) for sym, _k, _nt in self.present])
         if len(self.untraceable) == len(self.present):
             raise RuntimeError("no copy routine could be traced: "
                                + "; ".join(f"{k}: {v}" for k, v in self.untraceable.items()))

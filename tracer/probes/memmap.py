@@ -8,7 +8,7 @@ import ctypes
 
 from nttrace import bpf as bpf_sources
 from nttrace import histogram
-from nttrace.probes.base import Availability, Probe, hist_by_label, kernel_function_attach, load_with_fallback
+from nttrace.probes.base import Availability, Probe, attach_functions, hist_by_label, kernel_function_attach
 from nttrace.probes.contract import Column, Metric
 
 SYMBOL = "memmap_init_zone_device"
@@ -75,21 +75,19 @@ class MemmapProbe(Probe):
         return d
 
     def attach(self) -> None:
-        self.via = self.availability().attach_via
         if self.target == "native":
             from nttrace import native
+            self.via = self.availability().attach_via
             b = self.load()
             path = native.library_path()
             b.attach_uprobe(name=path, sym=native.MODEL_SYMBOL, fn_name="nttrace_memmap_entry")
             b.attach_uretprobe(name=path, sym=native.MODEL_SYMBOL, fn_name="nttrace_memmap_return")
         else:
-            load_with_fallback(self)
-            b = self.bpf
-            if self.via == "kprobe":
-                b.attach_kprobe(event=SYMBOL, fn_name="nttrace_memmap_entry")
-                b.attach_kretprobe(event=SYMBOL, fn_name="nttrace_memmap_return")
+            refused = attach_functions(self, [(SYMBOL, "nttrace_memmap_entry", "nttrace_memmap_return")])
+            if refused:
+                raise RuntimeError(refused[SYMBOL])
             if self.page_ref:
-                b.attach_tracepoint(tp="page_ref:page_ref_set", fn_name="nttrace_memmap_page_ref_set")
+                self.bpf.attach_tracepoint(tp="page_ref:page_ref_set", fn_name="nttrace_memmap_page_ref_set")
         if self.emits_records():
             self.open_records("memmap_records", page_cnt=16)
 

@@ -54,7 +54,7 @@ class MigrateProbe(Probe):
 
     @classmethod
     def options_for(cls, names: list[str], record: bool) -> dict:
-        return {"record": record}
+        return {"records": record}
 
     def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
         super().__init__(meta, caps, options, sysroot)
@@ -83,7 +83,7 @@ class MigrateProbe(Probe):
             "NTTRACE_DONE_THP_FAILED": d["thp_failed"].offset,
             "NTTRACE_DONE_MODE": d["mode"].offset,
             "NTTRACE_DONE_REASON": d["reason"].offset,
-            "NTTRACE_RECORD": 1 if self.options.get("record") else 0,
+            "NTTRACE_RECORD": 1 if self.options.get("records") else 0,
             "NTTRACE_MODES": self.n_modes,
             "NTTRACE_REASONS": self.n_reasons,
             "NTTRACE_VIA_TRACEPOINT": 1,
@@ -106,7 +106,7 @@ class MigrateProbe(Probe):
             self.open_records("migrate_records", page_cnt=64)
 
     def emits_records(self) -> bool:
-        return bool(self.options.get("record"))
+        return bool(self.options.get("records"))
 
     def _on_record(self, cpu, data, size):
         r = ctypes.cast(data, ctypes.POINTER(bpf_sources.struct_type(self.source, "migrate_record"))).contents

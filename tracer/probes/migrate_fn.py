@@ -6,7 +6,7 @@ tracepoints. Page counts exist only at the tracepoint; here the return value
 (pages not migrated, or -errno) is counted instead, and `succeeded` is null."""
 from __future__ import annotations
 
-from nttrace.probes.base import Availability, kernel_function_attach, load_with_fallback
+from nttrace.probes.base import Availability, attach_functions, kernel_function_attach
 from nttrace.probes.migrate import MigrateProbe, migrate_metrics
 
 SYMBOL = "migrate_pages"
@@ -57,11 +57,9 @@ class MigrateFunctionProbe(MigrateProbe):
         return False  # function mode has no per-call records
 
     def attach(self) -> None:
-        self.via = self.availability().attach_via
-        load_with_fallback(self)
-        if self.via == "kprobe":
-            self.bpf.attach_kprobe(event=SYMBOL, fn_name="nttrace_migrate_fn_entry")
-            self.bpf.attach_kretprobe(event=SYMBOL, fn_name="nttrace_migrate_fn_return")
+        refused = attach_functions(self, [(SYMBOL, "nttrace_migrate_fn_entry", "nttrace_migrate_fn_return")])
+        if refused:
+            raise RuntimeError(refused[SYMBOL])
 
     def snapshot(self) -> dict:
         out = super().snapshot()
