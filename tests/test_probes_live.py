@@ -260,12 +260,17 @@ def test_bench_overhead_interleaves_probes_and_none_and_detaches():
     r = json.loads(proc.stdout)
     assert r["probes"] == ["migrate"] and r["attached"] == {"migrate": "tracepoint"}
     assert [row["order"] for row in r["rounds"]] == [["probes", "none"], ["none", "probes"]]
+    # a compaction that found nothing to move (the kernel's free lists were
+    # already compact: seen once in a full suite run) yields no ratio, not a wrong one
+    assert sum(row[c]["pages"] for row in r["rounds"] for c in ("probes", "none")) > 0
     for row in r["rounds"]:
         for cond in ("probes", "none"):
-            assert row[cond]["pages"] > 0 and row[cond]["seconds"] > 0
+            assert row[cond]["pages"] >= 0 and row[cond]["seconds"] > 0
             assert row[cond]["pages_per_s"] == row[cond]["pages"] / row[cond]["seconds"]
-        assert row["ratio"] == row["probes"]["pages_per_s"] / row["none"]["pages_per_s"]
-    assert r["median_ratio"] == pytest.approx(sum(row["ratio"] for row in r["rounds"]) / 2)
+        a, b = row["probes"]["pages_per_s"], row["none"]["pages_per_s"]
+        assert row["ratio"] == (a / b if a and b else None)
+    ratios = [row["ratio"] for row in r["rounds"] if row["ratio"]]
+    assert r["median_ratio"] == (pytest.approx(sum(ratios) / len(ratios)) if ratios else None)
     assert bpftool_prog_ids() == before
 
 
