@@ -143,3 +143,17 @@ def test_the_daemon_maps_no_compiler_and_its_loader_is_gone(start):
     assert "loader attached migrate, reclaim" in d.read_log()
     d.stop()
     assert detached_within(2.0) is not None
+
+
+@pytest.mark.needs(*LIVE)
+def test_bench_daemon_reports_the_daemon_and_its_loader():
+    import json
+
+    from conftest import run_nttrace
+    proc = run_nttrace("bench", "daemon", "--requests", "40", "--idle", "1", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    r = json.loads(proc.stdout)
+    assert r["ready_s"] > 0 and r["scrapes"] == 40 and 0 < r["scrape_ms"]["p50"] <= r["scrape_ms"]["p99"]
+    # the compiler's memory was the loader's, and left with it
+    assert r["loader_peak_mib"] * 1024 > 2 * r["rss_kib_after_load"] >= 2 * r["rss_kib_idle"] > 0, r
+    assert not nttrace_programs()

@@ -93,3 +93,20 @@ def test_validate_baseline_against_current_golden(fmt):
     proc = run_nttrace(*args)
     assert proc.returncode == 0, proc.stderr
     check_golden(f"ab-base-nt-v3.{'txt' if fmt == 'text' else 'md'}", proc.stdout)
+
+
+@pytest.mark.parametrize("kernel", TRACES)
+def test_every_declared_column_and_metric_key_is_in_every_recorded_row(kernel):
+    """The rows' layout is what the probe declares: each column, metric value
+    and label names a key every row of a recorded snapshot has (a value may
+    be null where the probe cannot know it, e.g. migrate_fn's page counts)."""
+    for name, entry in recorded_trace(kernel)["probes"].items():
+        if entry["status"] != "attached":
+            continue
+        probe = PROBES[name]
+        keys = [c.key for c in probe.columns] + [m.value for m in probe.metrics]
+        keys += [k for m in probe.metrics for _label, k in m.labels]
+        for row in entry["rows"]:
+            for key in keys:
+                head, _, rest = key.partition(".")
+                assert head in row and (not rest or row[head] is None or rest in row[head]), (name, key, row)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -64,6 +65,7 @@ def run(requests: int = 2000, concurrency: int = 4, idle_s: float = 10.0) -> dic
                 t.join()
             wall = time.monotonic() - w0
             rss_loaded = _rss_kib(pid)
+            peak = re.search(r"its peak (\d+) MiB", d.read_log())
         finally:
             d.stop()
             d.close()
@@ -71,6 +73,7 @@ def run(requests: int = 2000, concurrency: int = 4, idle_s: float = 10.0) -> dic
     q = statistics.quantiles(latencies, n=100)
     return {"probes": ["migrate"], "ready_s": ready_s, "idle_cpu_share": idle_share, "idle_s": idle_s,
             "rss_kib_idle": rss_idle, "rss_kib_after_load": rss_loaded,
+            "loader_peak_mib": int(peak.group(1)) if peak else None,
             "scrapes": len(latencies), "concurrency": concurrency, "scrapes_per_s": len(latencies) / wall,
             "scrape_ms": {"p50": q[49] * 1e3, "p99": q[98] * 1e3, "max": latencies[-1] * 1e3}}
 
@@ -84,6 +87,8 @@ def main(args) -> int:
     print(f"start to READY      {r['ready_s']:.2f} s")
     print(f"idle CPU share      {100 * r['idle_cpu_share']:.2f}% of one CPU over {r['idle_s']:.0f} s")
     print(f"resident memory     {r['rss_kib_idle'] / 1024:.1f} MiB idle, {r['rss_kib_after_load'] / 1024:.1f} MiB after load")
+    if r["loader_peak_mib"] is not None:
+        print(f"loader's peak       {r['loader_peak_mib']} MiB (bcc and LLVM, gone once it has handed over)")
     s = r["scrape_ms"]
     print(f"scrapes             {r['scrapes']} from {r['concurrency']} threads, {r['scrapes_per_s']:.0f}/s; "
           f"p50 {s['p50']:.2f} ms, p99 {s['p99']:.2f} ms, max {s['max']:.2f} ms")
