@@ -82,11 +82,12 @@ class Daemon:
         self.server = MetricsServer(self.cfg, self.registry, self.health)
         try:
             names = list(self.cfg.probes)
-            loaded = loader.load(names, self.probe_options(names))
+            options = self.probe_options(names)
+            loaded = loader.load(names, options)
             log.info("loader attached %s in %.2fs (its peak %.0f MiB, released)", ", ".join(names), loaded.seconds,
                      loaded.peak_rss_kib / 1024)
             caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
-            self.tracer = Tracer(names, self.probe_options(names), caps=caps, meta=KernelMetadata.from_json(loaded.meta),
+            self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),
                                  handle_sigterm=False, handover=loader.Handover(loaded)).attach()
             self.perf = PerfCollector(self.cfg.perf)
         except BaseException:
@@ -145,7 +146,8 @@ class Daemon:
         widen = f"\nWATCHDOG=1\nWATCHDOG_USEC={RELOAD_WATCHDOG_S * 1_000_000}" if watchdog else ""
         sd_notify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}{widen}")
         try:
-            changes = self.tracer.set_probes(list(new.probes), self.probe_options(list(new.probes)))
+            names = list(new.probes)
+            changes = self.tracer.set_probes(names, self.probe_options(names))
         except NttraceError as exc:
             log.error("reload: probes not changed, keeping the running set: %s", exc)
             changes = {"added": [], "removed": []}

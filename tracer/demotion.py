@@ -39,13 +39,16 @@ def cgroup2_root(mounts: str | None = None) -> Path:
 
 
 def demote_scratch(mib: int = 256, timeout_s: float = 60.0) -> dict:
-    cgroup2_root()
+    try:
+        scratch = ScratchCgroup("demote", need_v2=True)   # found before anything is changed
+    except NoMemoryCgroup as exc:
+        raise DemotionUnavailable(str(exc)) from None
     old_demotion = DEMOTION_ENABLED.read_text().strip() if DEMOTION_ENABLED.exists() else None
     child = None
     try:
         if old_demotion is not None and old_demotion not in ("1", "true"):
             DEMOTION_ENABLED.write_text("1")
-        with ScratchCgroup("demote", need_v2=True) as cg:
+        with scratch as cg:
             try:
                 child = subprocess.Popen([sys.executable, "-c", CHILD, str(mib)], stdin=subprocess.PIPE,
                                          stdout=subprocess.PIPE, text=True, preexec_fn=cg.join)

@@ -156,6 +156,7 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
                             stdin=subprocess.DEVNULL)
     theirs.close()
     loaded = None
+
     def died() -> LoaderError:
         return LoaderError(f"the loader exited before it finished (status {proc.wait()})")
 

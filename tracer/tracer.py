@@ -155,6 +155,7 @@ class Tracer:
                 entry = dict(st)
                 if st["status"] == "attached":
                     entry.update(p.snapshot())
+                    entry.update(p.fallback_note())
                     notes = p.notes()
                     if notes:
                         entry["notes"] = notes

@@ -57,6 +57,8 @@ def compaction(scratch_mib: int = 128, settle_s: float = 0.3) -> dict:
     return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
 
 
+READER = "import sys\nf = open(sys.argv[1], 'rb')\nwhile f.read(1 << 20):\n    pass\n"   # the child that caches the file
+
 
 def memcg_reclaim(scratch_dir: str | Path = "/var/tmp", scratch_mib: int = 64) -> dict:
     """Cache `scratch_mib` of a new file from a child process inside a scratch
@@ -90,6 +92,3 @@ def memcg_reclaim(scratch_dir: str | Path = "/var/tmp", scratch_mib: int = 64) -
     return {"cgroup_version": cg.version, "interface": cg.interface, "cached_pages": before // PAGE,
             "usage_drop_pages": (before - after) // PAGE, "reclaim_s": round(elapsed, 4), "reclaim_error": partial,
             "pgsteal": (steal_after - steal_before) if steal_before is not None and steal_after is not None else None}
-
-
-READER = "import sys\nf = open(sys.argv[1], 'rb')\nwhile f.read(1 << 20):\n    pass\n"

@@ -124,7 +124,8 @@ class Probe:
 
     def fallback_note(self) -> dict:
         """{"fentry_fallback": why} when the probe runs by kprobe because
-        its fentry program would not load, for the probe's snapshot."""
+        its fentry program would not load (the Tracer adds it to every
+        probe's snapshot)."""
         return {"fentry_fallback": self.fentry_error} if self.fentry_error else {}
 
     def by_kprobe(self, symbol: str) -> bool:

@@ -109,5 +109,4 @@ class CopyProbe(Probe):
         out = {"via": self.via, "rows": rows}
         if self.untraceable:
             out["untraceable"] = dict(self.untraceable)
-        out.update(self.fallback_note())
         return out

@@ -128,7 +128,6 @@ class MemmapProbe(Probe):
             })
         lost = self.bpf["memmap_lost"][ctypes.c_int(0)].value + self._lost_records
         out = {"via": self.via, "rows": rows, "events_lost": lost}
-        out.update(self.fallback_note())
         if self.page_ref_note:
             out["page_ref"] = self.page_ref_note
         return out

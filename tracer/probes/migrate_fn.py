@@ -67,5 +67,4 @@ class MigrateFunctionProbe(MigrateProbe):
             row["succeeded"] = None  # not visible at the function boundary
             row["thp_succeeded"] = row["thp_failed"] = None
             row["not_migrated"] = row["failed"]
-        out.update(self.fallback_note())
         return out
