@@ -1,0 +1,54 @@
+"""A/B of how a migrate snapshot reads its maps: through the descriptors a
+loader handed over (bpf(2) by ctypes, as the daemon reads them) against
+bcc's tables (as `nttrace trace` reads them). One process holds both sets of
+programs, attached to the same tracepoints, so both count the same
+compaction; prints us per snapshot per round and checks the counts agree.
+
+    .venv/bin/python benchmarks/snapshot_read_ab.py --rounds 5
+"""
+import argparse
+import statistics
+import time
+
+from nttrace import loader, triggers
+from nttrace.capabilities import Capability
+from nttrace.kernel_meta import KernelMetadata
+from nttrace.tracer import Tracer
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--snapshots", type=int, default=200)
+    args = ap.parse_args()
+    opts = {"migrate": {"records": False}}
+    loaded = loader.load(["migrate"], opts)
+    caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
+    meta = KernelMetadata.from_json(loaded.meta)
+    readers = {
+        "handover": Tracer(["migrate"], opts, caps=caps, meta=meta, handle_sigterm=False,
+                           handover=loader.Handover(loaded)).attach(),
+        "bcc": Tracer(["migrate"], opts, caps=caps, meta=meta, handle_sigterm=False).attach(),
+    }
+    try:
+        triggers.compaction(32)
+        per = {name: [] for name in readers}
+        for r in range(args.rounds):
+            for name in (list(readers) if r % 2 == 0 else list(readers)[::-1]):
+                t0 = time.perf_counter()
+                for _ in range(args.snapshots):
+                    readers[name].snapshot()
+                per[name].append((time.perf_counter() - t0) / args.snapshots * 1e6)
+        rows = {name: [(x["mode"], x["reason"], x["calls"], x["succeeded"]) for x in t.snapshot()["migrate"]["rows"]]
+                for name, t in readers.items()}
+        assert rows["handover"] == rows["bcc"], rows
+        for name, us in per.items():
+            print(f"{name:9} us/snapshot {' '.join(f'{u:.0f}' for u in us)}  median {statistics.median(us):.0f}")
+        print(f"same rows: {rows['bcc']}")
+    finally:
+        for t in readers.values():
+            t.detach()
+
+
+if __name__ == "__main__":
+    main()
