@@ -56,6 +56,51 @@ def test_a_cut_short_diff_and_a_missing_patch_are_errors(tmp_path):
         mailing_list.series(f, "v9")
 
 
+def _mbox(patches, cte: str | None, attach: bool = False) -> str:
+    """An mboxrd such as `git format-patch --stdout` or lore's t.mbox gives:
+    long subjects folded, bodies in the transfer encoding given (or the diff
+    attached as base64 text/x-diff), body lines "From " quoted as ">From "."""
+    import email.message
+    import email.policy
+    out = []
+    for p in patches:
+        m = email.message.EmailMessage(policy=email.policy.SMTP.clone(linesep="\n"))
+        m["From"] = "A U Thor <a@example.org>"
+        m["Subject"] = f"[RFC PATCH {p.version} {p.number}/{p.total}] {p.title}, with words enough to fold the header"
+        body = "From the commit message.\n\nSigned-off-by: A U Thor <a@example.org>\n---\n"
+        if attach:
+            m.set_content(body)
+            m.add_attachment(p.diff, subtype="x-diff", cte="base64", filename=f"{p.number:04d}.patch")
+        else:
+            m.set_content(body + p.diff + "-- \n2.43.0\n", cte=cte)
+        lines = [(">" + ln) if ln.lstrip(">").startswith("From ") else ln for ln in m.as_string().split("\n")]
+        out.append("From mboxrd@z Thu Jan  1 00:00:00 1970\n" + "\n".join(lines) + "\n")
+    return "\n".join(out)
+
+
+@pytest.mark.needs("seeds")
+@pytest.mark.parametrize("cte,attach", [("8bit", False), ("quoted-printable", False), ("base64", False),
+                                        (None, True)])
+def test_an_mbox_of_the_series_gives_the_same_diffs(tmp_path, cte, attach):
+    posted = mailing_list.series(SEEDS / "nt-demotion-rfc-v2-v3.txt", "v3")
+    f = tmp_path / "series.mbx"
+    f.write_text(_mbox(posted, cte, attach))
+    got = mailing_list.series(f, "v3")
+    assert [(p.number, p.total, p.diff) for p in got] == [(p.number, p.total, p.diff) for p in posted]
+    assert got[0].title.startswith(posted[0].title) and "\n" not in got[0].title  # the header unfolded
+
+
+def test_an_mbox_of_one_unnumbered_patch_is_1_of_1(tmp_path):
+    one = mailing_list.Patch("v2", 1, 1, "x: change b to c", "diff --git a/x b/x\n--- a/x\n+++ b/x\n"
+                             "@@ -1,3 +1,3 @@\n a\n-b\n+c\n \n", 0)
+    text = _mbox([one], "quoted-printable").replace("[RFC PATCH v2 1/1]", "[PATCH v2]")
+    (tmp_path / "one.mbox").write_text(text)
+    (p,) = mailing_list.series(tmp_path / "one.mbox", "v2")
+    assert (p.number, p.total, p.diff) == (1, 1, one.diff)
+    # the same bytes read as plain text are not a patch: quoted-printable is undone only for an mbox
+    assert mailing_list.is_mbox(text) and not mailing_list.is_mbox(text.split("\n", 1)[1])
+
+
 def test_the_config_check_names_what_olddefconfig_dropped():
     fragment = "CONFIG_A=y\n# CONFIG_B is not set\nCONFIG_C=m\n# a comment\n"
     config = "CONFIG_A=y\nCONFIG_B=y\n# CONFIG_C is not set\n"
@@ -117,3 +162,17 @@ def test_a_build_that_breaks_fails_its_step_with_the_log(tmp_path):
     err = _inject(tmp_path, "inject-build", kernel_build.Series(str(f), "v1"), bound_s=600)
     assert err.step == "build (make bzImage modules)"
     assert "nttrace test: an injected build failure" in str(err)
+
+
+def test_a_variant_of_ones_own_from_the_command_line(tmp_path):
+    mine = tmp_path / "mine.mbx"
+    mine.write_text("")
+    v = kernel_build.variant_from_spec(f"mine={mine}:v9+nt-demotion-rfc-v2-v3.txt:v3")
+    assert v.name == "mine" and [(s.version, s.path()) for s in v.series] == [
+        ("v9", mine), ("v3", kernel_build.SEEDS / "nt-demotion-rfc-v2-v3.txt")]
+    for bad, says in [("nt-v3=x.txt:v3", "new NAME"), ("mine=x.txt", "FILE:VERSION"), ("mine=x.txt:3", "v3")]:
+        with pytest.raises(ValueError, match=says):
+            kernel_build.variant_from_spec(bad)
+        p = subprocess.run([sys.executable, str(Path(kernel_build.__file__)), bad], capture_output=True, text=True,
+                           env={"NTTRACE_KERNEL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"})
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr

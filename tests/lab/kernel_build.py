@@ -4,6 +4,10 @@ clone, keyed on what goes into them.
 
     python3 tests/lab/kernel_build.py [VARIANT ...]      # build (or find) them
     python3 tests/lab/kernel_build.py --list             # variants and keys
+    python3 tests/lab/kernel_build.py NAME=FILE:VERSION[+FILE:VERSION...]
+        # a variant of your own: the series in those files (text or mbox,
+        # applied in the order given) on the same source and config, e.g.
+        # mine=~/v9.mbx:v9+nt-demotion-rfc-v2-v3.txt:v3
 
 Variants (VARIANTS below): base (no patches), nt-v3 (zone-device template
 v8 1-9 + NT demotion RFC v3 1-3) and nt-v2 (v8 1-9 + RFC v2 1-3 with the two
@@ -431,6 +435,22 @@ def build(name: str, timeout: float = 2700) -> Kernel:
     return Kernel.read(out)
 
 
+def variant_from_spec(spec: str) -> Variant:
+    """NAME=FILE:VERSION[+FILE:VERSION...] (a relative FILE is looked up in
+    the seeds directory when it is not in the current one)."""
+    name, eq, rest = spec.partition("=")
+    if not eq or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name) or name in VARIANTS:
+        raise ValueError(f"{spec!r}: want NAME=FILE:VERSION[+FILE:VERSION...] with a new NAME of letters, digits, . _ -")
+    series = []
+    for part in rest.split("+"):
+        file, colon, version = part.rpartition(":")
+        if not colon or not file or not re.fullmatch(r"v\d+", version):
+            raise ValueError(f"{part!r}: want FILE:VERSION, VERSION like v3")
+        path = Path(file).expanduser()
+        series.append(Series(str(path.resolve()) if path.exists() or path.is_absolute() else file, version))
+    return Variant(name, tuple(series))
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["--list"]:
         deb = fetch_source(CACHE / "logs" / "list.log")
@@ -439,19 +459,25 @@ def main(argv: list[str]) -> int:
             state = "cached" if (CACHE / "kernels" / f"{v.name}-{key}" / "complete").exists() else "not built"
             print(f"{v.name:<6} {key} {len(plan)} patches, {state}")
         return 0
-    names = argv or list(VARIANTS)
-    unknown = [n for n in names if n not in VARIANTS]
-    if unknown:
-        print(f"kernel_build: unknown variant(s) {', '.join(unknown)} (have {', '.join(VARIANTS)})", file=sys.stderr)
-        return 2
-    for n in names:
+    variants: list[Variant] = []
+    for arg in argv or list(VARIANTS):
+        try:
+            variants.append(VARIANTS[arg] if "=" not in arg else variant_from_spec(arg))
+        except KeyError:
+            print(f"kernel_build: unknown variant {arg} (have {', '.join(VARIANTS)}, or NAME=FILE:VERSION)",
+                  file=sys.stderr)
+            return 2
+        except ValueError as exc:
+            print(f"kernel_build: {exc}", file=sys.stderr)
+            return 2
+    for v in variants:
         t0 = time.monotonic()
         try:
-            k = build(n)
+            k = build(v)
         except KernelBuildError as exc:
             print(exc, file=sys.stderr)
             return 1
-        print(f"{n}: {k.release} in {k.directory} ({time.monotonic() - t0:.0f}s; built in {k.info['build_s']}s)")
+        print(f"{v.name}: {k.release} in {k.directory} ({time.monotonic() - t0:.0f}s; built in {k.info['build_s']}s)")
     return 0
 
 

@@ -262,8 +262,9 @@ def main(argv: list[str]) -> int:
     import argparse
     ap = argparse.ArgumentParser(prog="lab.py", description="Boot the lab guest once and run its scenarios.")
     ap.add_argument("results", nargs="?", default="lab-results", help="directory for the guest's results")
-    ap.add_argument("--kernel", metavar="VARIANT", help="a lab kernel (kernel_build.py: base, nt-v3, nt-v2); "
-                    "default: the image's stock kernel, or NTTRACE_LAB_KERNEL")
+    ap.add_argument("--kernel", metavar="VARIANT", help="a lab kernel (kernel_build.py: base, nt-v3, nt-v2, or "
+                    "NAME=FILE:VERSION[+FILE:VERSION...] for your own series); default: the image's stock kernel, "
+                    "or NTTRACE_LAB_KERNEL")
     ap.add_argument("--scenarios", metavar="A,B", help="guest scenarios to run, in order (default: all)")
     ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1: the systemd scenario")
     ap.add_argument("--timeout", type=float, default=1800, help="bound on the whole boot, seconds")
@@ -272,7 +273,18 @@ def main(argv: list[str]) -> int:
     if args.kernel:
         sys.path.insert(0, str(HERE))
         import kernel_build
-        kernel = kernel_build.build(args.kernel)
+        try:
+            variant = (kernel_build.variant_from_spec(args.kernel) if "=" in args.kernel
+                       else kernel_build.VARIANTS[args.kernel])
+        except (KeyError, ValueError) as exc:
+            print(f"lab.py: --kernel {args.kernel}: {exc if isinstance(exc, ValueError) else 'no such variant'}",
+                  file=sys.stderr)
+            return 2
+        try:
+            kernel = kernel_build.build(variant)
+        except kernel_build.KernelBuildError as exc:
+            print(exc, file=sys.stderr)
+            return 1
     r = run(Path(args.results), timeout=args.timeout, kernel=kernel,
             scenarios=args.scenarios.split(",") if args.scenarios else None, systemd=args.systemd)
     print(f"guest finished in {r.elapsed_s:.0f}s; results in {args.results}")

@@ -1,9 +1,14 @@
 """Cut a patch series out of a mailing-list text file or an mbox, as `git am`
 or b4 would take it: the patches named `[PATCH vN k/n]` (any order of
-RFC/PATCH and the version), each one's diff read hunk by hunk by the line
-counts in its hunk headers, so a `-- ` signature, quoted copies of the patch
-inside review replies (`> diff --git`) and the cover letter are never taken
-for the patch.
+RFC/PATCH and the version; a lone `[PATCH]` or `[PATCH vN]` is 1/1), each
+one's diff read hunk by hunk by the line counts in its hunk headers, so a
+`-- ` signature, quoted copies of the patch inside review replies
+(`> diff --git`) and the cover letter are never taken for the patch.
+
+An mbox (`git format-patch --stdout`, b4's .mbx, a lore.kernel.org
+t.mbox, mboxo or mboxrd) is read message by message: the Subject header
+unfolded and decoded, the body's text parts decoded from quoted-printable
+or base64 (patches attached as text/x-diff included), as `git am` does.
 
     python3 tests/lab/mailing_list.py FILE VERSION [OUT_DIR]
 
@@ -11,6 +16,8 @@ lists (or writes as NNNN.patch) the patches of VERSION (e.g. v3) in FILE.
 """
 from __future__ import annotations
 
+import email
+import email.policy
 import re
 import sys
 from dataclasses import dataclass
@@ -21,6 +28,8 @@ from pathlib import Path
 # and quoted lines ("> [...") do not match.
 SUBJECT_RE = re.compile(r"^(?:Subject:\s*)?\[(?P<tags>[^\]]*?\bPATCH\b[^\]]*)\]\s*(?P<title>.+)$")
 NUMBER_RE = re.compile(r"\b(?P<k>\d+)/(?P<n>\d+)\b")
+# an mbox's message separator: "From <sender or sha> <date>" (git: "From <sha> Mon Sep 17 00:00:00 2001")
+MBOX_FROM_RE = re.compile(r"^From \S+ .*\d{4}$")
 VERSION_RE = re.compile(r"\bv(?P<v>\d+)\b")
 HUNK_RE = re.compile(r"^@@ -(?P<os>\d+)(?:,(?P<ol>\d+))? \+(?P<ns>\d+)(?:,(?P<nl>\d+))? @@")
 
@@ -90,18 +99,61 @@ def _read_diff(lines: list[str], i: int) -> tuple[str, int]:
     return "\n".join(out) + "\n", i
 
 
+def is_mbox(text: str) -> bool:
+    first = text.lstrip("\n").split("\n", 1)[0].rstrip("\r")
+    return bool(MBOX_FROM_RE.match(first))
+
+
+def _messages(text: str) -> list[tuple[int, str, str]]:
+    """(line of the separator, subject, decoded text body) for each message of an mbox."""
+    lines = text.splitlines(keepends=True)
+    starts = [i for i, ln in enumerate(lines) if MBOX_FROM_RE.match(ln.rstrip("\r\n"))
+              and (i == 0 or lines[i - 1].strip() == "")]
+    out = []
+    for a, b in zip(starts, starts[1:] + [len(lines)]):
+        # mboxrd quotes body lines ">From " (and ">>From "...) with one more ">"
+        raw = "".join(re.sub(r"^>(>*From )", r"\1", ln) for ln in lines[a + 1:b])
+        msg = email.message_from_string(raw, policy=email.policy.default)
+        subject = " ".join(str(msg.get("Subject", "")).split())
+        parts = []
+        for part in msg.walk():
+            if part.is_multipart() or part.get_content_maintype() != "text":
+                continue
+            if part.get_content_subtype() == "html":
+                continue
+            try:
+                parts.append(part.get_content())
+            except (LookupError, ValueError):      # an unknown charset: take the bytes as Latin-1
+                parts.append(part.get_payload(decode=True).decode("latin-1"))
+        out.append((a + 1, subject, "\n".join(parts)))
+    return out
+
+
 def patches(text: str) -> list[Patch]:
-    """Every patch (a subject with k/n followed by a diff) in the text, in file order."""
+    """Every patch (a subject with its number, followed by a diff) in the text
+    or mbox, in file order."""
+    if is_mbox(text):
+        found = []
+        for line, subject, body in _messages(text):
+            for p in _text_patches(f"Subject: {subject}\n\n{body}", one_subject=True):
+                found.append(Patch(p.version, p.number, p.total, p.title, p.diff, source_line=line))
+        return found
+    return _text_patches(text)
+
+
+def _text_patches(text: str, one_subject: bool = False) -> list[Patch]:
     lines = text.splitlines()
     found: list[Patch] = []
     current = None
     i = 0
     while i < len(lines):
         line = lines[i]
-        m = SUBJECT_RE.match(line)
-        if m and (num := NUMBER_RE.search(m["tags"])):
+        m = SUBJECT_RE.match(line) if not (one_subject and i) else None
+        if m:
+            num = NUMBER_RE.search(m["tags"])
             ver = VERSION_RE.search(m["tags"])
-            current = (f"v{ver['v']}" if ver else "v1", int(num["k"]), int(num["n"]), m["title"].strip(), i + 1)
+            k, n = (int(num["k"]), int(num["n"])) if num else (1, 1)
+            current = (f"v{ver['v']}" if ver else "v1", k, n, m["title"].strip(), i + 1)
             i += 1
             continue
         if line.startswith("diff --git ") and current is not None:
