@@ -79,8 +79,8 @@ def test_copy_program_reads_folio_order_from_btf(meta):
 
 @pytest.mark.needs("btf")
 def test_copy_routines_without_btf_go_by_kprobe_beside_fentry(meta):
-    # copy_mc_page_nt (NT demotion v3) is assembly: BTF has no FUNC for it,
-    # so an fentry program for it would fail to load and take the others
+    # A routine BTF has no FUNC for (copy_mc_page_nt on this kernel, which
+    # lacks it) would fail the fentry program's load and take the others
     # with it. It gets a kprobe program of its own instead.
     caps = with_kprobes(capabilities.report())
     p = CopyProbe(meta, caps)
@@ -89,6 +89,29 @@ def test_copy_routines_without_btf_go_by_kprobe_beside_fentry(meta):
     assert meta.btf.has_func("folio_mc_copy") and not meta.btf.has_func("copy_mc_page_nt")
     assert p.defines()["NTTRACE_COPY_ROUTINES"] == \
         "COPY_FOLIO_FENTRY(0, folio_mc_copy) COPY_PAGE_KPROBE(1, copy_mc_page_nt)"
+    assert p.no_fentry == {"copy_mc_page_nt": "no BTF"}
+
+
+@pytest.mark.needs("btf")
+def test_copy_routines_ftrace_cannot_hook_go_by_kprobe_beside_fentry(meta, tmp_path):
+    # RFC v3's copy_mc_page_nt is assembly declared in C: BTF describes it,
+    # but it has no __fentry__ call, so the trampoline cannot attach (seen on
+    # the lab's nt-v3 kernel: "Failed to attach BPF to entry kernel func",
+    # the whole fentry program lost). ftrace's list of the functions it can
+    # hook decides; a module's entries carry " [module]".
+    tracing = tmp_path / "sys/kernel/tracing"
+    (tracing / "events").mkdir(parents=True)
+    (tracing / "available_filter_functions").write_text("folio_copy\nfolio_mc_copy [some_module]\n")
+    p = CopyProbe(meta, with_kprobes(capabilities.report()), sysroot=Sysroot(str(tmp_path)))
+    p.present = [("folio_copy", "FOLIO", False), ("folio_mc_copy", "FOLIO", False), ("vfs_read", "PAGE", True)]
+    p.via = "fentry"
+    assert meta.btf.has_func("vfs_read")
+    assert p.defines()["NTTRACE_COPY_ROUTINES"] == \
+        "COPY_FOLIO_FENTRY(0, folio_copy) COPY_FOLIO_FENTRY(1, folio_mc_copy) COPY_PAGE_KPROBE(2, vfs_read)"
+    assert p.no_fentry == {"vfs_read": "no ftrace site (not in available_filter_functions)"}
+    # an unreadable list (this host refuses it even to root) leaves BTF to decide
+    (tracing / "available_filter_functions").unlink()
+    assert p.defines()["NTTRACE_COPY_ROUTINES"].endswith("COPY_PAGE_FENTRY(2, vfs_read)") and p.no_fentry == {}
 
 
 @pytest.mark.needs("root", "bcc")

@@ -86,3 +86,18 @@ def read_format(tracefs: Path | None, system: str, event: str) -> TracepointForm
     except OSError as exc:
         raise UsageError(f"cannot read {path}: {exc.strerror}") from None
     return parse_format(text, system, event)
+
+
+def ftrace_sites(tracefs: Path | None) -> set[str] | None:
+    """The functions ftrace can hook (`available_filter_functions`): a
+    function fentry can attach to must be one of them (the BPF trampoline
+    patches its __fentry__ call). None when the list cannot be read (no
+    tracefs, or a locked-down kernel that refuses it): nothing can be said."""
+    if tracefs is None:
+        return None
+    try:
+        text = (tracefs / "available_filter_functions").read_text()
+    except OSError:
+        return None
+    # "name" or "name [module]"
+    return {line.split(" ", 1)[0] for line in text.splitlines() if line}

@@ -1,15 +1,18 @@
 """The copy probe: calls and bytes of folio_copy, folio_mc_copy,
 folio_mc_copy_nt and copy_mc_page_nt (bpf/copy.bpf.c).
 
-Each routine attaches on its own: by fentry where BTF describes it, else by
-kprobe. One that neither can trace (copy_mc_page_nt is assembly: no BTF, and
-it may refuse a kprobe) is reported under "untraceable" with the reason, and
-the others still count."""
+Each routine attaches on its own: by fentry where BTF describes it and
+ftrace has a site in it (`available_filter_functions`), else by kprobe. One
+that neither can trace is reported under "untraceable" with the reason, and
+the others still count: copy_mc_page_nt (RFC v3) is assembly, described by
+BTF from its C declaration but with no __fentry__ site, and it refuses
+kprobes."""
 from __future__ import annotations
 
 from nttrace.btf import Btf
 from nttrace.probes.base import Availability, Probe, attach_functions, kernel_function_attach
 from nttrace.probes.contract import Column, Metric
+from nttrace.tracefs import ftrace_sites
 
 # (symbol, kind, nt): folio routines take (dst, src) folios; page routines copy 4 KiB.
 ROUTINES = [
@@ -54,6 +57,7 @@ class CopyProbe(Probe):
         self.present = [r for r in ROUTINES if caps[f"ksym:{r[0]}"].available]
         self._layout = None
         self.routes: dict[str, str] = {}        # routine -> fentry or kprobe, set with the program
+        self.no_fentry: dict[str, str] = {}     # routine -> why it goes by kprobe although the probe runs by fentry
         self.untraceable: dict[str, str] = {}   # routine -> why it could not be attached
 
     def layout(self) -> dict[str, int]:
@@ -72,16 +76,27 @@ class CopyProbe(Probe):
             return Availability(False, f"BTF lacks the folio layout: {exc}")
         return kernel_function_attach(self.caps, [r[0] for r in self.present])
 
-    def routine_via(self, sym: str) -> str:
-        """fentry for a routine BTF describes (when the probe runs by fentry),
-        kprobe for the rest. Decided when the program is generated and kept:
-        the kernel metadata drops its BTF once the programs are loaded."""
-        if self.via == "fentry" and self.meta.btf is not None and self.meta.btf.has_func(sym):
-            return "fentry"
-        return "kprobe"
+    def routine_via(self, sym: str, sites: set[str] | None) -> str:
+        """fentry for a routine BTF describes and ftrace can hook (when the
+        probe runs by fentry; `sites` None: the list is unreadable, BTF
+        decides), kprobe for the rest. Decided when the program is generated
+        and kept: the kernel metadata drops its BTF once the programs load.
+        One fentry program that cannot attach fails the whole load, and with
+        it every routine's fentry."""
+        if self.via != "fentry":
+            return "kprobe"
+        if self.meta.btf is None or not self.meta.btf.has_func(sym):
+            self.no_fentry[sym] = "no BTF"
+            return "kprobe"
+        if sites is not None and sym not in sites:
+            self.no_fentry[sym] = "no ftrace site (not in available_filter_functions)"
+            return "kprobe"
+        return "fentry"
 
     def defines(self) -> dict:
-        self.routes = {sym: self.routine_via(sym) for sym, _kind, _nt in self.present}
+        sites = ftrace_sites(self.sysroot.tracefs()) if self.via == "fentry" else None
+        self.no_fentry = {}
+        self.routes = {sym: self.routine_via(sym, sites) for sym, _kind, _nt in self.present}
         entries = " ".join(f"COPY_{kind}_{self.routes[sym].upper()}({i}, {sym})"
                            for i, (sym, kind, _nt) in enumerate(self.present))
         return {**self.layout(), "NTTRACE_COPY_ROUTINES": entries}
@@ -90,7 +105,9 @@ class CopyProbe(Probe):
         return self.routes.get(symbol) == "kprobe"
 
     def attach(self) -> None:
-        self.untraceable = attach_functions(self, [(sym, f"nttrace_copy_{sym}", None) for sym, _k, _nt in self.present])
+        refused = attach_functions(self, [(sym, f"nttrace_copy_{sym}", None) for sym, _k, _nt in self.present])
+        self.untraceable = {sym: (f"{self.no_fentry[sym]}, and " if sym in self.no_fentry else "") + why
+                            for sym, why in refused.items()}
         if len(self.untraceable) == len(self.present):
             raise RuntimeError("no copy routine could be traced: "
                                + "; ".join(f"{k}: {v}" for k, v in self.untraceable.items()))
