@@ -1,10 +1,15 @@
 """`nttrace bench overhead`: what the probes cost the work they observe.
 
-The work: migrate_pages() moving pages for compaction. Each measurement
-fragments a scratch mapping (untimed), then times the write to
-/proc/sys/vm/compact_memory, which compacts every zone in the writing task
-before it returns, and divides the pages migrated (/proc/vmstat
-pgmigrate_success) by that time. Rounds interleave the two conditions,
+The work: migrate_pages() moving pages, one of two ways.
+* compaction (any host): each measurement fragments a scratch mapping
+  (untimed), then times the write to /proc/sys/vm/compact_memory, which
+  compacts every zone in the writing task before it returns, and divides the
+  pages migrated (/proc/vmstat pgmigrate_success) by that time.
+* demotion (a host with a lower memory tier and cgroup v2: the lab's
+  guest): a scratch cgroup's process touches its memory (untimed), then
+  `memory.reclaim` of all of it is timed; pages are the pgdemote_* delta.
+  The default probe set is then the one `validate --demote` uses.
+Rounds interleave the two conditions,
 "probes" (the daemon's default probe set attached) and "none", in
 alternating order, so drift in the machine's speed falls on both; the report
 gives each round's throughputs and their ratio, and the medians.
@@ -16,13 +21,15 @@ import statistics
 import sys
 import time
 
-from nttrace import config, triggers
-from nttrace.errors import EXIT_OK
+from nttrace import config, demotion, triggers
+from nttrace.errors import EXIT_OK, CapabilityError
 
 DEFAULT_PROBES = list(config.Config.__dataclass_fields__["probes"].default)
+# what validate's demotion check attaches, less the copy probe where no function probe can attach
+DEMOTION_PROBES = ["migrate", "reclaim", "copy"]
 
 
-def _one(scratch_mib: int) -> tuple[int, float]:
+def _compaction(scratch_mib: int) -> tuple[int, float]:
     """(pages migrated, seconds) of one timed compaction of a fragmented scratch mapping."""
     import mmap
     size = scratch_mib << 20
@@ -43,22 +50,50 @@ def _one(scratch_mib: int) -> tuple[int, float]:
     return pages, elapsed
 
 
-def _condition(n: int, scratch_mib: int) -> dict:
+def _demotion(scratch_mib: int) -> tuple[int, float]:
+    """(pages demoted, seconds of the memory.reclaim write) of one scratch demotion."""
+    before = triggers.vmstat()
+    run = demotion.demote_scratch(scratch_mib)
+    return demotion.demoted_pages(before, triggers.vmstat()), run["reclaim_s"]
+
+
+WORKS = {"compaction": _compaction, "demotion": _demotion}
+
+
+def _condition(one, n: int, scratch_mib: int) -> dict:
     pages = seconds = 0.0
     for _ in range(n):
-        p, s = _one(scratch_mib)
+        p, s = one(scratch_mib)
         pages += p
         seconds += s
     return {"pages": int(pages), "seconds": seconds, "pages_per_s": pages / seconds if seconds else None}
 
 
+def usable(work: str, caps) -> None:
+    """Raise CapabilityError when this host cannot do the work."""
+    if work == "demotion":
+        if not caps["numa:tiers"].available:
+            raise CapabilityError(f"bench overhead --work demotion: no lower memory tier ({caps['numa:tiers'].detail})")
+        try:
+            demotion.cgroup2_root()
+        except demotion.DemotionUnavailable as exc:
+            raise CapabilityError(f"bench overhead --work demotion: {exc}") from None
+
+
 def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: list[str] | None = None,
-        aa: bool = False) -> dict:
+        aa: bool = False, work: str = "compaction") -> dict:
     """aa: both conditions without probes (an A/A run): the ratios' spread
     is the method's noise floor on this host."""
+    from nttrace import capabilities
     from nttrace.tracer import Tracer
+    caps = capabilities.report()
+    usable(work, caps)
+    if not probes and work == "demotion":
+        function_probes = caps["fentry"].available or caps["kprobe"].available
+        probes = [p for p in DEMOTION_PROBES if p != "copy" or function_probes]
     probes = [] if aa else (probes or DEFAULT_PROBES)
-    _one(scratch_mib)   # warm-up, not counted: the first compaction after a while moves far more
+    one = WORKS[work]
+    one(scratch_mib)   # warm-up, not counted: the first compaction after a while moves far more
     out_rounds = []
     attached: dict = {}
     for r in range(rounds):
@@ -66,11 +101,11 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
         row: dict = {"order": order}
         for cond in order:
             if cond == "probes" and probes:
-                with Tracer(probes) as t:
+                with Tracer(probes, caps=caps) as t:
                     attached = {n: s.get("via", s.get("reason")) for n, s in t.status.items()}
-                    row[cond] = _condition(per_round, scratch_mib)
+                    row[cond] = _condition(one, per_round, scratch_mib)
             else:
-                row[cond] = _condition(per_round, scratch_mib)
+                row[cond] = _condition(one, per_round, scratch_mib)
         a, b = row["probes"]["pages_per_s"], row["none"]["pages_per_s"]
         row["ratio"] = a / b if a and b else None
         out_rounds.append(row)
@@ -81,8 +116,11 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     ratios = [x["ratio"] for x in out_rounds if x["ratio"]]
     ratio = statistics.median(ratios) if ratios else None
     quartiles = statistics.quantiles(ratios, n=4) if len(ratios) >= 2 else None
-    return {"workload": f"compaction of a fragmented {scratch_mib} MiB scratch mapping, {per_round} per condition "
-                        "and round, timed around the compact_memory write",
+    workload = (f"compaction of a fragmented {scratch_mib} MiB scratch mapping, {per_round} per condition and round, "
+                "timed around the compact_memory write" if work == "compaction" else
+                f"demotion of a {scratch_mib} MiB scratch cgroup by memory.reclaim, {per_round} per condition and round, "
+                "timed around the memory.reclaim write; pages from pgdemote_*")
+    return {"work": work, "workload": workload,
             "aa": aa,
             "probes": probes, "attached": attached, "rounds": out_rounds,
             "median_pages_per_s": {"probes": med("probes"), "none": med("none")},
@@ -91,7 +129,8 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
 
 
 def main(args) -> int:
-    report = run(rounds=args.rounds, per_round=args.per_round, scratch_mib=args.scratch_mib, aa=args.aa)
+    report = run(rounds=args.rounds, per_round=args.per_round, scratch_mib=args.scratch_mib, aa=args.aa,
+                 work=args.work)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()

@@ -45,6 +45,7 @@ BENCH_EXAMPLES = """examples:
   nttrace bench daemon --requests 2000  # daemon start-up, RSS, idle CPU, scrape latency
   nttrace bench overhead --rounds 21    # compaction throughput with the default probes vs none
   nttrace bench overhead --rounds 21 --aa   # the same with no probes on either side: the noise floor
+  nttrace bench overhead --work demotion    # demotion throughput (needs a lower memory tier and cgroup v2)
 """
 DAEMON_EXAMPLES = """examples:
   nttrace daemon                                  # Prometheus metrics on 127.0.0.1:9435
@@ -116,8 +117,12 @@ def build_parser() -> argparse.ArgumentParser:
     bo = bsub.add_parser("overhead", help="what the probes cost the work they observe (migrate_pages throughput)")
     bo.add_argument("--json", action="store_true")
     bo.add_argument("--rounds", type=int, default=7, help="interleaved rounds of each condition (default 7)")
-    bo.add_argument("--per-round", type=int, default=3, help="timed compactions per condition and round (default 3)")
-    bo.add_argument("--scratch-mib", type=int, default=256, help="fragmented scratch mapping per compaction (default 256)")
+    bo.add_argument("--work", choices=("compaction", "demotion"), default="compaction",
+                    help="what moves the pages: compaction (any host) or demotion by memory.reclaim (default compaction)")
+    bo.add_argument("--per-round", type=int, default=3, help="timed compactions or demotions per condition and round "
+                    "(default 3)")
+    bo.add_argument("--scratch-mib", type=int, default=256, help="scratch memory per compaction or demotion "
+                    "(default 256)")
     bo.add_argument("--aa", action="store_true", help="no probes in either condition: the method's noise floor")
 
     i = sub.add_parser("install-service", help="install the daemon's systemd unit, example config and entry point",

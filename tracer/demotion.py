@@ -14,6 +14,13 @@ from pathlib import Path
 from nttrace.scratch_cgroup import NoMemoryCgroup, ScratchCgroup, memory_hierarchy
 
 DEMOTION_ENABLED = Path("/sys/kernel/mm/numa/demotion_enabled")
+# /proc/vmstat's demoted-page counters, by who reclaimed (memory.reclaim is "proactive" from 6.x)
+DEMOTE_COUNTERS = ("pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged", "pgdemote_proactive")
+
+
+def demoted_pages(before: dict[str, int], after: dict[str, int]) -> int:
+    """Pages demoted between two /proc/vmstat readings."""
+    return sum(after.get(k, 0) - before.get(k, 0) for k in DEMOTE_COUNTERS)
 
 CHILD = r"""
 import mmap, os, sys

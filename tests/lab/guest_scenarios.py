@@ -138,6 +138,22 @@ def demotion():
             "tiers": sorted(p.name for p in Path("/sys/devices/virtual/memory_tiering").glob("memory_tier*"))}
 
 
+def overhead_demotion():
+    """`nttrace bench overhead --work demotion` (after `demotion` has onlined
+    node 1), then its A/A run: the probes' cost on demotion throughput and
+    the method's noise floor, in one boot. Rounds, demotions per round and
+    MiB from nttrace.overhead=R,N,MIB on the kernel command line (default
+    4,1,128: the CI's short run)."""
+    m = re.search(r"nttrace\.overhead=(\d+),(\d+),(\d+)", Path("/proc/cmdline").read_text())
+    rounds, per_round, mib = m.groups() if m else ("4", "1", "128")
+    before = bpftool_ids()
+    args = ("bench", "overhead", "--work", "demotion", "--rounds", rounds, "--per-round", per_round,
+            "--scratch-mib", mib)
+    out = {"probes": nttrace_json(*args, timeout=3600), "aa": nttrace_json(*args, "--aa", timeout=3600)}
+    out["programs_left"] = sorted(name for _id, name in bpftool_ids() - before)
+    return out
+
+
 def compaction():
     """A compaction seen by the migrate probe: its rows decode by name from
     this kernel's enums (v2 renumbers MIGRATE_SYNC)."""
@@ -231,7 +247,7 @@ def _node1_has_memory() -> bool:
 
 
 ALL = (capabilities, attach_modes, compaction, reclaim, memmap_fsdax, memmap_devdax, trace_start, demotion, trace_stop,
-       daemon, kernel_facts_tests)
+       overhead_demotion, daemon, kernel_facts_tests)
 DEFAULT = ("capabilities", "attach_modes", "reclaim", "memmap_fsdax", "memmap_devdax", "demotion", "daemon")
 
 

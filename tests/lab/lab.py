@@ -268,6 +268,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--scenarios", metavar="A,B", help="guest scenarios to run, in order (default: all)")
     ap.add_argument("--systemd", action="store_true", help="boot with systemd as PID 1: the systemd scenario")
     ap.add_argument("--timeout", type=float, default=1800, help="bound on the whole boot, seconds")
+    ap.add_argument("--append", default="", help="more kernel command line (e.g. nttrace.overhead=11,2,256)")
     args = ap.parse_args(argv)
     kernel = None
     if args.kernel:
@@ -285,7 +286,7 @@ def main(argv: list[str]) -> int:
         except kernel_build.KernelBuildError as exc:
             print(exc, file=sys.stderr)
             return 1
-    r = run(Path(args.results), timeout=args.timeout, kernel=kernel,
+    r = run(Path(args.results), timeout=args.timeout, append=args.append, kernel=kernel,
             scenarios=args.scenarios.split(",") if args.scenarios else None, systemd=args.systemd)
     print(f"guest finished in {r.elapsed_s:.0f}s; results in {args.results}")
     return 0

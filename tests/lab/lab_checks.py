@@ -44,8 +44,11 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     while jiffies did not move at all, and four calls in one run of 31 were
     3.0-3.2 ms shorter than their 19-24 ticks at HZ=1000 (CI, base kernel,
     devdax). Bursts cancel over a run, so the run's total latency is held to
-    10% of the kernel's total, and each call to max(20%, 4 ms, 2 ticks) for
-    nine calls in ten. On real hardware the clocks agree far closer.
+    10% of the kernel's total beyond what the kernel's count itself can be
+    off (a tick a call: at HZ=250 the stock guest's line said 20 ms for
+    calls of 22.5-23.5 ms, run after run, 10.2% short over 31 calls), and
+    each call to max(20%, 4 ms, 2 ticks) for nine calls in ten. On real
+    hardware the clocks agree far closer.
     """
     rep = result[report_key]
     c = checks(rep)["kernel.memmap_latency"]
@@ -76,7 +79,10 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     assert len(beyond) <= max(1, len(calls) // 10), beyond
     ours_total = sum(m["latency_ns"] for m in calls) / 1e6
     kernel_total = sum(k["ms"] for k in kernel)
-    assert abs(ours_total - kernel_total) <= max(0.1 * kernel_total, 2 * tick_ms), (ours_total, kernel_total)
+    # each call's interval lies within a tick of the kernel's count of it
+    quantum = len(calls) * tick_ms
+    assert 0.9 * (kernel_total - quantum) <= ours_total <= 1.1 * (kernel_total + quantum), \
+        (ours_total, kernel_total, tick_ms)
     assert len(jiffy_bursts) <= max(1, len(calls) // 10), jiffy_bursts
     return ev
 

@@ -85,9 +85,6 @@ def reclaim_observed(ctx) -> CheckResult:
                        f"p50 {p50 / 1e3:.0f} us", ev)
 
 
-DEMOTE_COUNTERS = ("pgdemote_kswapd", "pgdemote_direct", "pgdemote_khugepaged", "pgdemote_proactive")
-
-
 @check("kernel.demotion_nt", "demotions to the lower tier use an NT migrate mode on an NT kernel",
        quick=False, triggers="with --demote: reclaims a scratch cgroup's memory into the lower tier")
 def demotion_nt(ctx) -> CheckResult:
@@ -111,7 +108,7 @@ def demotion_nt(ctx) -> CheckResult:
         after = triggers.vmstat()
         snap = tracer.snapshot()
     rows = [r for r in snap["migrate"].get("rows", []) if r["reason"] == "MR_DEMOTION"]
-    demoted = sum(after.get(k, 0) - before.get(k, 0) for k in DEMOTE_COUNTERS)
+    demoted = demotion.demoted_pages(before, after)
     probe_pages = sum(r["succeeded"] for r in rows)
     reclaim = snap.get("reclaim", {})
     # demotion runs inside reclaim: memory.reclaim's episodes hold every demoted page
