@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
     v.add_argument("--page-ref", action="store_true",
-                   help="with --rebind: count page_ref_set per call (turns the template path off on v4..v8 kernels)")
+                   help="with --rebind: count page_ref_set per call (on a kernel with the template series' patches 4-8 but not 9/9 it turns the template path off)")
 
     t = sub.add_parser("trace", help="attach the probes and print live aggregates",
                        epilog=TRACE_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)

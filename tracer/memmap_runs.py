@@ -75,8 +75,8 @@ def run_check(ctx, cid: str) -> CheckResult:
 
 
 PATH_NOTES = {
-    "slow": "every page set its refcount: a kernel without the template series, or v4..v8 of it, "
-            "which fall back to the per-page path while page_ref_set is enabled",
+    "slow": "every page set its refcount: a kernel without the template series, or with its patches 4-8 "
+            "but not 9/9, which fall back to the per-page path while page_ref_set is enabled",
     "template": "only the template seeds set a refcount: the template path ran with page_ref_set enabled, "
                 "as with the whole v8 series (9/9 drops the fallback)",
     "mixed": "more events than the template seeds, fewer than one a page",

@@ -10,8 +10,10 @@ from nttrace.probes.contract import Column, Metric
 
 TRACEPOINT = ("page_ref", "page_ref_set")
 
-OBSERVER_EFFECT = ("enabling page_ref:page_ref_set makes memmap_init_zone_device() take the per-page "
-                   "slow path on the template series (v4..v8): memmap latencies measured with it are slow-path latencies")
+OBSERVER_EFFECT = ("with page_ref:page_ref_set enabled, a kernel carrying the zone-device template series' patches "
+                   "4-8 but not 9/9 takes the per-page path in memmap_init_zone_device(), so memmap latencies "
+                   "measured meanwhile are that path's (validate --page-ref tells which path ran from the events "
+                   "per initialised page)")
 
 
 class PageRefProbe(Probe):
@@ -20,7 +22,7 @@ class PageRefProbe(Probe):
     tracepoints = (TRACEPOINT,)
     columns = (Column("PAGE_REF_SET EVENTS", "events", 19),)
     metrics = (Metric("nttrace_page_ref_set", "page_ref:page_ref_set events (opt-in: turns the template path off "
-                      "on v4..v8)", "counter", "events"),)
+                      "with the template series' patches 4-8 but not 9/9)", "counter", "events"),)
 
     def availability(self) -> Availability:
         cap = self.caps["tracepoint:page_ref:page_ref_set"]
