@@ -274,6 +274,33 @@ def test_bench_overhead_interleaves_probes_and_none_and_detaches():
     assert bpftool_prog_ids() == before
 
 
+@pytest.mark.needs("root", "bcc")
+def test_bench_overhead_on_demotion_runs_where_the_host_can_demote_else_says_why():
+    """--work demotion needs a lower memory tier and cgroup v2's
+    memory.reclaim: where the host has both it runs (the lab's guest runs it
+    at length), where it lacks one the run stops at once with exit 3 and the
+    reason, before anything is attached."""
+    from nttrace import demotion
+    tiers = capabilities.report(live_probes=False)["numa:tiers"]
+    try:
+        demotion.cgroup2_root()
+        no_v2 = None
+    except demotion.DemotionUnavailable as exc:
+        no_v2 = str(exc)
+    before = bpftool_prog_ids()
+    proc = run_nttrace("bench", "overhead", "--work", "demotion", "--rounds", "1", "--per-round", "1",
+                       "--scratch-mib", "16", "--json", timeout=600)
+    assert bpftool_prog_ids() == before
+    if not tiers.available:
+        assert proc.returncode == 3 and "no lower memory tier" in one_line_error(proc)
+    elif no_v2:
+        assert proc.returncode == 3 and no_v2 in one_line_error(proc)
+    else:
+        assert proc.returncode == 0, proc.stderr
+        r = json.loads(proc.stdout)
+        assert r["work"] == "demotion" and all(row[c]["pages"] > 0 for row in r["rounds"] for c in ("probes", "none"))
+
+
 def test_bench_overhead_rejects_nonpositive_counts():
     proc = run_nttrace("bench", "overhead", "--per-round", "0")
     assert proc.returncode == 2 and "--per-round" in one_line_error(proc)

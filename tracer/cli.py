@@ -55,8 +55,9 @@ DAEMON_EXAMPLES = """examples:
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2, no usage dump
-        raise UsageError(f"{self.prog}: {message} (see --help)")
+    def error(self, message):  # one line, exit 2, no usage dump; main() prefixes "nttrace: "
+        where = self.prog.removeprefix("nttrace").strip()
+        raise UsageError(f"{where + ': ' if where else ''}{message} (see --help)")
 
 
 def _formatter(prog):
