@@ -161,6 +161,7 @@ def test_bench_overhead_on_demotion_on_nt_v3():
     r = lab.json("overhead_demotion")
     for run in (r["probes"], r["aa"]):
         assert run["_rc"] == 0 and run["work"] == "demotion", run.get("_stderr")
+        assert run["warmup"] == 1 and all(len(row[c]["runs"]) >= 1 for row in run["rounds"] for c in ("probes", "none"))
         assert run["rounds"] and [row["order"] for row in run["rounds"]][:2] == [["probes", "none"], ["none", "probes"]]
         for row in run["rounds"]:
             for cond in ("probes", "none"):

@@ -267,6 +267,7 @@ def test_bench_overhead_interleaves_probes_and_none_and_detaches():
         for cond in ("probes", "none"):
             assert row[cond]["pages"] >= 0 and row[cond]["seconds"] > 0
             assert row[cond]["pages_per_s"] == row[cond]["pages"] / row[cond]["seconds"]
+            assert len(row[cond]["runs"]) == 1 and row[cond]["runs"][0] == [row[cond]["pages"], row[cond]["seconds"]]
         a, b = row["probes"]["pages_per_s"], row["none"]["pages_per_s"]
         assert row["ratio"] == (a / b if a and b else None)
     ratios = [row["ratio"] for row in r["rounds"] if row["ratio"]]

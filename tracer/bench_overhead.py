@@ -60,13 +60,14 @@ def _demotion(scratch_mib: int) -> tuple[int, float]:
 WORKS = {"compaction": _compaction, "demotion": _demotion}
 
 
-def _condition(one, n: int, scratch_mib: int) -> dict:
-    pages = seconds = 0.0
-    for _ in range(n):
-        p, s = one(scratch_mib)
-        pages += p
-        seconds += s
-    return {"pages": int(pages), "seconds": seconds, "pages_per_s": pages / seconds if seconds else None}
+def _condition(one, n: int, scratch_mib: int, warmup: int) -> dict:
+    """`warmup` untimed runs of the work, then n timed ones."""
+    for _ in range(warmup):
+        one(scratch_mib)
+    runs = [one(scratch_mib) for _ in range(n)]
+    pages, seconds = sum(r[0] for r in runs), sum(r[1] for r in runs)
+    return {"pages": int(pages), "seconds": seconds, "pages_per_s": pages / seconds if seconds else None,
+            "runs": [[int(p), s] for p, s in runs]}
 
 
 def usable(work: str, caps) -> None:
@@ -81,9 +82,14 @@ def usable(work: str, caps) -> None:
 
 
 def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: list[str] | None = None,
-        aa: bool = False, work: str = "compaction") -> dict:
+        aa: bool = False, work: str = "compaction", warmup: int = 1) -> dict:
     """aa: both conditions without probes (an A/A run): the ratios' spread
-    is the method's noise floor on this host."""
+    is the method's noise floor on this host. warmup: untimed runs at the
+    start of each condition, after the probes attach or detach, so that what
+    attaching costs once (compiling, text patching, the kernel's deferred
+    freeing of the last condition's programs) falls outside the timing: in
+    the lab's TCG guest, demotions timed right after a detach and a new
+    attach took 4x as long, in 5 of 6 such rounds."""
     from nttrace import capabilities
     from nttrace.tracer import Tracer
     caps = capabilities.report()
@@ -103,9 +109,9 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
             if cond == "probes" and probes:
                 with Tracer(probes, caps=caps) as t:
                     attached = {n: s.get("via", s.get("reason")) for n, s in t.status.items()}
-                    row[cond] = _condition(one, per_round, scratch_mib)
+                    row[cond] = _condition(one, per_round, scratch_mib, warmup)
             else:
-                row[cond] = _condition(one, per_round, scratch_mib)
+                row[cond] = _condition(one, per_round, scratch_mib, warmup)
         a, b = row["probes"]["pages_per_s"], row["none"]["pages_per_s"]
         row["ratio"] = a / b if a and b else None
         out_rounds.append(row)
@@ -120,8 +126,9 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
                 "timed around the compact_memory write" if work == "compaction" else
                 f"demotion of a {scratch_mib} MiB scratch cgroup by memory.reclaim, {per_round} per condition and round, "
                 "timed around the memory.reclaim write; pages from pgdemote_*")
+    workload += f"; {warmup} untimed at the start of each condition"
     return {"work": work, "workload": workload,
-            "aa": aa,
+            "aa": aa, "warmup": warmup,
             "probes": probes, "attached": attached, "rounds": out_rounds,
             "median_pages_per_s": {"probes": med("probes"), "none": med("none")},
             "median_ratio": ratio, "ratio_quartiles": quartiles,
@@ -130,7 +137,7 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
 
 def main(args) -> int:
     report = run(rounds=args.rounds, per_round=args.per_round, scratch_mib=args.scratch_mib, aa=args.aa,
-                 work=args.work)
+                 work=args.work, warmup=args.warmup)
     if args.json:
         json.dump(report, sys.stdout, indent=2)
         print()

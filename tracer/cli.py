@@ -125,6 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     bo.add_argument("--scratch-mib", type=int, default=256, help="scratch memory per compaction or demotion "
                     "(default 256)")
     bo.add_argument("--aa", action="store_true", help="no probes in either condition: the method's noise floor")
+    bo.add_argument("--warmup", type=int, default=1, help="untimed runs at the start of each condition, after the "
+                    "probes attach or detach (default 1)")
 
     i = sub.add_parser("install-service", help="install the daemon's systemd unit, example config and entry point",
                        epilog="example:\n  nttrace install-service && systemctl enable --now nttrace\n\n" + EPILOG_EXIT,
@@ -183,8 +185,8 @@ def _dispatch(args) -> int:
             return bench_daemon.main(args)
         if args.bench == "overhead":
             from nttrace import bench_overhead
-            if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1:
-                raise UsageError("--rounds, --per-round and --scratch-mib must be positive")
+            if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1 or args.warmup < 0:
+                raise UsageError("--rounds, --per-round and --scratch-mib must be positive, --warmup not negative")
             return bench_overhead.main(args)
         raise UsageError("nttrace bench: choose native, probes, daemon or overhead (see --help)")
     if args.command == "daemon":

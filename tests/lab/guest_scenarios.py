@@ -142,13 +142,13 @@ def overhead_demotion():
     """`nttrace bench overhead --work demotion` (after `demotion` has onlined
     node 1), then its A/A run: the probes' cost on demotion throughput and
     the method's noise floor, in one boot. Rounds, demotions per round and
-    MiB from nttrace.overhead=R,N,MIB on the kernel command line (default
-    4,1,128: the CI's short run)."""
-    m = re.search(r"nttrace\.overhead=(\d+),(\d+),(\d+)", Path("/proc/cmdline").read_text())
-    rounds, per_round, mib = m.groups() if m else ("4", "1", "128")
+    MiB (and untimed runs a condition) from nttrace.overhead=R,N,MIB[,W] on
+    the kernel command line (default 4,1,128,1: the CI's short run)."""
+    m = re.search(r"nttrace\.overhead=(\d+),(\d+),(\d+)(?:,(\d+))?", Path("/proc/cmdline").read_text())
+    rounds, per_round, mib, warmup = m.groups(default="1") if m else ("4", "1", "128", "1")
     before = bpftool_ids()
     args = ("bench", "overhead", "--work", "demotion", "--rounds", rounds, "--per-round", per_round,
-            "--scratch-mib", mib)
+            "--scratch-mib", mib, "--warmup", warmup)
     out = {"probes": nttrace_json(*args, timeout=3600), "aa": nttrace_json(*args, "--aa", timeout=3600)}
     out["programs_left"] = sorted(name for _id, name in bpftool_ids() - before)
     return out
