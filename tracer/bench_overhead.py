@@ -58,6 +58,7 @@ def _demotion(scratch_mib: int) -> tuple[int, float]:
 
 
 WORKS = {"compaction": _compaction, "demotion": _demotion}
+WARMUP = {"compaction": 0, "demotion": 1}   # untimed runs a condition, by default (run())
 
 
 def _condition(one, n: int, scratch_mib: int, warmup: int) -> dict:
@@ -82,14 +83,19 @@ def usable(work: str, caps) -> None:
 
 
 def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: list[str] | None = None,
-        aa: bool = False, work: str = "compaction", warmup: int = 1) -> dict:
+        aa: bool = False, work: str = "compaction", warmup: int | None = None) -> dict:
     """aa: both conditions without probes (an A/A run): the ratios' spread
     is the method's noise floor on this host. warmup: untimed runs at the
     start of each condition, after the probes attach or detach, so that what
-    attaching costs once (compiling, text patching, the kernel's deferred
-    freeing of the last condition's programs) falls outside the timing: in
-    the lab's TCG guest, demotions timed right after a detach and a new
-    attach took 4x as long, in 5 of 6 such rounds."""
+    attaching costs once (text patching, the kernel's deferred freeing of
+    the last condition's programs) falls outside the timing. Default: 1 for
+    demotion (in the lab's TCG guest, demotions timed right after a detach
+    and a new attach took 4x as long, in 5 of 6 such rounds), 0 for
+    compaction, where each compaction changes what the next one finds: with
+    a warm-up per condition the timed ones moved 0..16,000 pages (median
+    1,285) and the A/A quartiles widened from 0.97..1.01 to 0.90..1.11."""
+    if warmup is None:
+        warmup = WARMUP[work]
     from nttrace import capabilities
     from nttrace.tracer import Tracer
     caps = capabilities.report()

@@ -125,8 +125,8 @@ def build_parser() -> argparse.ArgumentParser:
     bo.add_argument("--scratch-mib", type=int, default=256, help="scratch memory per compaction or demotion "
                     "(default 256)")
     bo.add_argument("--aa", action="store_true", help="no probes in either condition: the method's noise floor")
-    bo.add_argument("--warmup", type=int, default=1, help="untimed runs at the start of each condition, after the "
-                    "probes attach or detach (default 1)")
+    bo.add_argument("--warmup", type=int, default=None, help="untimed runs at the start of each condition, after "
+                    "the probes attach or detach (default: 1 for demotion, 0 for compaction)")
 
     i = sub.add_parser("install-service", help="install the daemon's systemd unit, example config and entry point",
                        epilog="example:\n  nttrace install-service && systemctl enable --now nttrace\n\n" + EPILOG_EXIT,
@@ -185,7 +185,7 @@ def _dispatch(args) -> int:
             return bench_daemon.main(args)
         if args.bench == "overhead":
             from nttrace import bench_overhead
-            if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1 or args.warmup < 0:
+            if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1 or (args.warmup or 0) < 0:
                 raise UsageError("--rounds, --per-round and --scratch-mib must be positive, --warmup not negative")
             return bench_overhead.main(args)
         raise UsageError("nttrace bench: choose native, probes, daemon or overhead (see --help)")
