@@ -90,10 +90,9 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     attaching costs once (text patching, the kernel's deferred freeing of
     the last condition's programs) falls outside the timing. Default: 1 for
     demotion (in the lab's TCG guest, demotions timed right after a detach
-    and a new attach took 4x as long, in 5 of 6 such rounds), 0 for
-    compaction, where each compaction changes what the next one finds: with
-    a warm-up per condition the timed ones moved 0..16,000 pages (median
-    1,285) and the A/A quartiles widened from 0.97..1.01 to 0.90..1.11."""
+    and a new attach took 4x as long, in 5 of 6 such rounds); 0 for
+    compaction, the method its figures in BENCHMARKS.md were taken with (a
+    compaction also changes what the next one finds to move)."""
     if warmup is None:
         warmup = WARMUP[work]
     from nttrace import capabilities
