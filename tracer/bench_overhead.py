@@ -25,8 +25,6 @@ from nttrace import config, demotion, triggers
 from nttrace.errors import EXIT_OK, CapabilityError
 
 DEFAULT_PROBES = list(config.Config.__dataclass_fields__["probes"].default)
-# what validate's demotion check attaches, less the copy probe where no function probe can attach
-DEMOTION_PROBES = ["migrate", "reclaim", "copy"]
 
 
 def _compaction(scratch_mib: int) -> tuple[int, float]:
@@ -100,8 +98,7 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     caps = capabilities.report()
     usable(work, caps)
     if not probes and work == "demotion":
-        function_probes = caps["fentry"].available or caps["kprobe"].available
-        probes = [p for p in DEMOTION_PROBES if p != "copy" or function_probes]
+        probes = demotion.probes(caps)
     probes = [] if aa else (probes or DEFAULT_PROBES)
     one = WORKS[work]
     one(scratch_mib)   # warm-up, not counted: the first compaction after a while moves far more

@@ -22,6 +22,12 @@ def demoted_pages(before: dict[str, int], after: dict[str, int]) -> int:
     """Pages demoted between two /proc/vmstat readings."""
     return sum(after.get(k, 0) - before.get(k, 0) for k in DEMOTE_COUNTERS)
 
+
+def probes(caps) -> list[str]:
+    """The probes that watch a demotion: its migrations, the reclaim it runs
+    in, and the copy routines where a function probe can attach."""
+    return ["migrate", "reclaim"] + (["copy"] if caps["kprobe"].available or caps["fentry"].available else [])
+
 CHILD = r"""
 import mmap, os, sys
 size = int(sys.argv[1]) << 20

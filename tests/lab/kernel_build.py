@@ -435,6 +435,16 @@ def build(name: str, timeout: float = 2700) -> Kernel:
     return Kernel.read(out)
 
 
+def variant(arg: str) -> Variant:
+    """A variant by name (VARIANTS) or NAME=FILE:VERSION[+...] spec; raises
+    ValueError saying what is wrong."""
+    if "=" in arg:
+        return variant_from_spec(arg)
+    if arg not in VARIANTS:
+        raise ValueError(f"unknown variant {arg} (have {', '.join(VARIANTS)}, or NAME=FILE:VERSION)")
+    return VARIANTS[arg]
+
+
 def variant_from_spec(spec: str) -> Variant:
     """NAME=FILE:VERSION[+FILE:VERSION...] (a relative FILE is looked up in
     the seeds directory when it is not in the current one)."""
@@ -462,11 +472,7 @@ def main(argv: list[str]) -> int:
     variants: list[Variant] = []
     for arg in argv or list(VARIANTS):
         try:
-            variants.append(VARIANTS[arg] if "=" not in arg else variant_from_spec(arg))
-        except KeyError:
-            print(f"kernel_build: unknown variant {arg} (have {', '.join(VARIANTS)}, or NAME=FILE:VERSION)",
-                  file=sys.stderr)
-            return 2
+            variants.append(variant(arg))
         except ValueError as exc:
             print(f"kernel_build: {exc}", file=sys.stderr)
             return 2

@@ -275,11 +275,9 @@ def main(argv: list[str]) -> int:
         sys.path.insert(0, str(HERE))
         import kernel_build
         try:
-            variant = (kernel_build.variant_from_spec(args.kernel) if "=" in args.kernel
-                       else kernel_build.VARIANTS[args.kernel])
-        except (KeyError, ValueError) as exc:
-            print(f"lab.py: --kernel {args.kernel}: {exc if isinstance(exc, ValueError) else 'no such variant'}",
-                  file=sys.stderr)
+            variant = kernel_build.variant(args.kernel)
+        except ValueError as exc:
+            print(f"lab.py: --kernel: {exc}", file=sys.stderr)
             return 2
         try:
             kernel = kernel_build.build(variant)

@@ -97,7 +97,7 @@ def demotion_nt(ctx) -> CheckResult:
         return CheckResult(cid, SKIP, f"no lower memory tier to demote to: {tiers.detail}")
     if not ctx.options.demote:
         return CheckResult(cid, SKIP, "demotion changes system state; run with --demote to exercise it")
-    probes = ["migrate", "reclaim"] + (["copy"] if ctx.caps["kprobe"].available or ctx.caps["fentry"].available else [])
+    probes = demotion.probes(ctx.caps)
     try:
         demotion.cgroup2_root()
     except demotion.DemotionUnavailable as exc:

@@ -76,27 +76,27 @@ class CopyProbe(Probe):
             return Availability(False, f"BTF lacks the folio layout: {exc}")
         return kernel_function_attach(self.caps, [r[0] for r in self.present])
 
-    def routine_via(self, sym: str, sites: set[str] | None) -> str:
-        """fentry for a routine BTF describes and ftrace can hook (when the
-        probe runs by fentry; `sites` None: the list is unreadable, BTF
-        decides), kprobe for the rest. Decided when the program is generated
-        and kept: the kernel metadata drops its BTF once the programs load.
-        One fentry program that cannot attach fails the whole load, and with
-        it every routine's fentry."""
-        if self.via != "fentry":
-            return "kprobe"
+    def fentry_refusal(self, sym: str, sites: set[str] | None) -> str | None:
+        """Why fentry cannot take the routine, or None: BTF must describe it
+        and ftrace must be able to hook it (`sites` None: the list is
+        unreadable, BTF decides). One fentry program that cannot attach
+        fails the whole load, and with it every routine's fentry."""
         if self.meta.btf is None or not self.meta.btf.has_func(sym):
-            self.no_fentry[sym] = "no BTF"
-            return "kprobe"
+            return "no BTF"
         if sites is not None and sym not in sites:
-            self.no_fentry[sym] = "no ftrace site (not in available_filter_functions)"
-            return "kprobe"
-        return "fentry"
+            return "no ftrace site (not in available_filter_functions)"
+        return None
 
     def defines(self) -> dict:
-        sites = ftrace_sites(self.sysroot.tracefs()) if self.via == "fentry" else None
+        # Routes are decided when the program is generated and kept: the
+        # kernel metadata drops its BTF once the programs load.
         self.no_fentry = {}
-        self.routes = {sym: self.routine_via(sym, sites) for sym, _kind, _nt in self.present}
+        if self.via == "fentry":
+            sites = ftrace_sites(self.sysroot.tracefs())
+            self.no_fentry = {sym: why for sym, _kind, _nt in self.present
+                              if (why := self.fentry_refusal(sym, sites)) is not None}
+        self.routes = {sym: "fentry" if self.via == "fentry" and sym not in self.no_fentry else "kprobe"
+                       for sym, _kind, _nt in self.present}
         entries = " ".join(f"COPY_{kind}_{self.routes[sym].upper()}({i}, {sym})"
                            for i, (sym, kind, _nt) in enumerate(self.present))
         return {**self.layout(), "NTTRACE_COPY_ROUTINES": entries}
