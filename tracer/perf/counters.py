@@ -1,7 +1,9 @@
 """Counting perf events: one adapter over the `perf` Python module.
 
-Newer builds of the binding (2025 on) can count: `evsel.read(cpu, thread)`.
-Debian 12's build can open events but not read them. The adapter uses the
+Newer builds of the binding (2025 on) can count: `evsel.read(cpu, thread)`,
+enabled and disabled through an `evlist` (tests/test_perf_binding.py runs
+this path with the binding built from Linux 7.2's tools/perf). Debian 12's
+build can open events but not read them. The adapter uses the
 binding's counting API where it exists and otherwise opens the same
 perf_event_attr with perf_event_open(2) and reads the fds itself
 (event_open.py). Both produce `Reading`s; `Reading.path` says which ran.
@@ -77,7 +79,9 @@ def binding_can_count(module=None) -> bool:
         perf = module or __import__("perf")
     except ImportError:
         return False
-    return hasattr(perf, "evsel") and hasattr(perf.evsel, "read")
+    # 7.2's binding: evsel.read() counts; the evlist enables and disables.
+    return (hasattr(perf, "evsel") and hasattr(perf.evsel, "read")
+            and hasattr(perf, "evlist") and hasattr(perf.evlist, "enable"))
 
 
 def counting_path() -> str:
@@ -133,7 +137,10 @@ class _SyscallGroup:
 
 
 class _BindingGroup:
-    """Counters opened and read through the perf module's counting API."""
+    """Counters opened and read through the perf module's counting API: the
+    evsels in one evlist, which enables and disables them (the binding has
+    enable/disable on the evlist only; `evsel.read(cpu, thread)` takes a CPU
+    number and a thread id and returns the count since its last read)."""
 
     path = "binding"
 
@@ -142,25 +149,33 @@ class _BindingGroup:
         self.perf = perf
         self.evsels = {}
         self.errors: dict[str, str] = {}
-        self.cpus = perf.cpu_map() if pid != -1 else perf.cpu_map(",".join(map(str, cpus)))
-        self.threads = perf.thread_map(pid) if pid > 0 else perf.thread_map(-1)
+        # A process is counted on any CPU (cpu -1, one fd, as the syscall
+        # path does; the binding's cpu_map("") is that map). Not one fd per
+        # CPU: each per-CPU fd of a task counts as "enabled" while the task
+        # runs elsewhere, so summing them scaled for multiplexing doubled the
+        # count on 2 CPUs (found by running this path for real, 7.2 binding).
+        self.cpus = perf.cpu_map("") if pid != -1 else perf.cpu_map(",".join(map(str, cpus)))
+        self.threads = perf.thread_map(pid if pid > 0 else os.getpid()) if pid != -1 else perf.thread_map(-1)
+        self.evlist = perf.evlist(self.cpus, self.threads)
         for key, spec in specs.items():
-            ev = perf.evsel(type=spec.type, config=spec.config, config1=spec.config1, config2=spec.config2,
+            # The binding names no config1/config2: they share their union in
+            # perf_event_attr with bp_addr/bp_len, which it does name.
+            ev = perf.evsel(type=spec.type, config=spec.config, bp_addr=spec.config1, bp_len=spec.config2,
                             read_format=pe.PERF_FORMAT_TOTAL_TIME_ENABLED | pe.PERF_FORMAT_TOTAL_TIME_RUNNING,
                             disabled=1, inherit=int(pid != -1))
             try:
                 ev.open(cpus=self.cpus, threads=self.threads)
-                self.evsels[key] = ev
             except OSError as exc:
                 self.errors[key] = f"perf_event_open({spec.name}): {exc.strerror or exc}"
+                continue
+            self.evlist.add(ev)
+            self.evsels[key] = ev
 
     def enable(self):
-        for ev in self.evsels.values():
-            ev.enable()
+        self.evlist.enable()
 
     def disable(self):
-        for ev in self.evsels.values():
-            ev.disable()
+        self.evlist.disable()
 
     def read(self, key: str):
         ev = self.evsels[key]
@@ -177,6 +192,7 @@ class _BindingGroup:
 
     def close(self):
         self.evsels = {}
+        self.evlist = None
 
 
 class Counters:
