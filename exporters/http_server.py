@@ -1,64 +1,158 @@
 """The daemon's HTTP endpoint: /metrics (Prometheus text format) and
-/healthz (JSON probe status), with optional TLS and basic auth."""
+/healthz (JSON probe status), with TLS, client certificates, basic auth,
+response headers and a rate limit from the web configuration
+(nttrace.exporters.web_config).
+
+Held against slow and hostile clients (tests/test_exporter_attacks.py):
+the accept loop never reads from a client, so one that stalls cannot block
+another. Each connection has its own thread, which does the TLS handshake
+and reads the request; a connection that has not delivered its request
+headers within HEADER_TIMEOUT_S of connecting is shut down by a reaper
+(a slowloris that trickles a byte at a time included), and beyond
+MAX_CONNECTIONS open at once a new one is closed at accept.
+"""
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import logging
 import socket
 import ssl
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from nttrace.errors import UsageError
+from nttrace.exporters.web_config import WebConfigSource
 
 log = logging.getLogger("nttrace.http")
+HEADER_TIMEOUT_S = 10.0      # connect to end of request headers, TLS handshake included
+IDLE_TIMEOUT_S = 10.0        # any single read
+MAX_CONNECTIONS = 512
 
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
+    request_queue_size = 128
 
-    def __init__(self, addr, handler, family):
+    def __init__(self, addr, handler, family, web: WebConfigSource):
         self.address_family = family
+        self.web = web
+        # by fd (a TLS socket takes over its plain socket's fd): when each
+        # connection opened, and the socket to shut down if it is too slow
+        self.pending: dict[int, tuple[float, socket.socket]] = {}
+        self.open: set[int] = set()
+        self.lock = threading.Lock()
         super().__init__(addr, handler)
 
+    def process_request(self, request, client_address):
+        with self.lock:
+            full = len(self.open) >= MAX_CONNECTIONS
+            if not full:
+                self.open.add(request.fileno())
+                self.pending[request.fileno()] = (time.monotonic(), request)
+        if full:
+            log.warning("refused %s: %d connections open", client_address[0], MAX_CONNECTIONS)
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
 
-def make_handler(registry, health, auth_user: str | None, auth_sha256: str | None):
+    def finish_request(self, request, client_address):
+        fd = request.fileno()
+        try:
+            super().finish_request(request, client_address)
+        finally:    # the fd is still open here, so no new connection has its number yet
+            with self.lock:
+                self.pending.pop(fd, None)
+                self.open.discard(fd)
+
+    def wrapped(self, fd: int, sock: socket.socket) -> None:
+        with self.lock:
+            if fd in self.pending:
+                self.pending[fd] = (self.pending[fd][0], sock)
+
+    def headers_read(self, fd: int) -> None:
+        with self.lock:
+            self.pending.pop(fd, None)
+
+    def handle_error(self, request, client_address):
+        # a client that hangs up, times out or fails its handshake: not a daemon error
+        log.debug("connection from %s ended", client_address[0], exc_info=True)
+
+    def reap(self, now: float) -> int:
+        """Shut down connections still reading their request after
+        HEADER_TIMEOUT_S; their threads then see EOF and end."""
+        with self.lock:
+            late = [(fd, s) for fd, (t0, s) in self.pending.items() if now - t0 > HEADER_TIMEOUT_S]
+            for fd, _s in late:
+                self.pending.pop(fd, None)
+            for _fd, s in late:
+                try:
+                    # the plain socket's shutdown(2), also for a TLS socket
+                    # (SSLSocket.shutdown would drop its SSL object under the
+                    # thread that is handshaking)
+                    socket.socket.shutdown(s, socket.SHUT_RDWR)
+                except OSError:
+                    pass
+        return len(late)
+
+
+def make_handler(registry, health):
     class Handler(BaseHTTPRequestHandler):
         server_version = "nttrace"
+        timeout = IDLE_TIMEOUT_S
 
         def log_message(self, fmt, *args):  # access log at debug level only
             log.debug("%s %s", self.address_string(), fmt % args)
 
-        def _authorized(self) -> bool:
-            if auth_user is None:
-                return True
-            header = self.headers.get("Authorization", "")
-            if not header.startswith("Basic "):
-                return False
+        def setup(self):
+            self.web = self.server.web.current()       # one configuration for the whole request
+            self.fd = self.request.fileno()
+            self.tls = None
+            if self.web.tls is not None:
+                raw = self.request
+                raw.settimeout(HEADER_TIMEOUT_S)
+                self.tls = self.web.tls.wrap_socket(raw, server_side=True, do_handshake_on_connect=False)
+                self.server.wrapped(self.fd, self.tls)
+                try:
+                    self.tls.do_handshake()
+                    if not self.web.san_allowed(self.tls.getpeercert()):
+                        log.info("refused %s: its certificate has none of the allowed SANs", self.client_address[0])
+                        raise ConnectionAbortedError("client certificate SAN not allowed")
+                except BaseException:
+                    self.tls.close()     # finish() does not run when setup() fails
+                    raise
+                self.request = self.tls
+            super().setup()
+
+        def finish(self):
             try:
-                user, _, password = base64.b64decode(header[6:]).decode().partition(":")
-            except (ValueError, UnicodeDecodeError):
-                return False
-            digest = hashlib.sha256(password.encode()).hexdigest()
-            return hmac.compare_digest(user, auth_user) and hmac.compare_digest(digest, auth_sha256)
+                super().finish()
+            finally:
+                if self.tls is not None:
+                    self.tls.close()     # close_request() gets the plain socket, detached by the wrap
+
+        def parse_request(self):
+            ok = super().parse_request()
+            self.server.headers_read(self.fd)
+            return ok
 
         def _send(self, code: int, body: bytes, ctype: str, extra: dict | None = None):
             self.send_response(code)
             self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(body)))
-            for k, v in (extra or {}).items():
+            for k, v in {**self.web.headers, **(extra or {})}.items():
                 self.send_header(k, v)
             self.end_headers()
             self.wfile.write(body)
 
         def do_GET(self):
-            if not self._authorized():
+            if self.web.rate_limit is not None and not self.web.rate_limit.allow():
+                self._send(429, b"too many requests\n", "text/plain")
+                return
+            if not self.web.users.authorized(self.headers.get("Authorization")):
                 self._send(401, b"unauthorized\n", "text/plain", {"WWW-Authenticate": 'Basic realm="nttrace"'})
                 return
             path = self.path.split("?", 1)[0]
@@ -82,32 +176,35 @@ def make_handler(registry, health, auth_user: str | None, auth_sha256: str | Non
 
 
 class MetricsServer:
-    def __init__(self, cfg, registry, health):
+    def __init__(self, cfg, registry, health, web: WebConfigSource):
         family = socket.AF_INET6 if ":" in cfg.host else socket.AF_INET
-        handler = make_handler(registry, health, cfg.auth_user, cfg.auth_sha256)
+        handler = make_handler(registry, health)
         try:
-            self.httpd = _Server((cfg.host, cfg.port), handler, family)
+            self.httpd = _Server((cfg.host, cfg.port), handler, family, web)
         except OSError as exc:
             raise UsageError(f"listen {cfg.listen}: {exc.strerror}") from None
-        if cfg.tls_cert:
-            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            try:
-                ctx.load_cert_chain(cfg.tls_cert, cfg.tls_key)
-            except (ssl.SSLError, OSError) as exc:
-                self.httpd.server_close()
-                raise UsageError(f"tls: cannot load {cfg.tls_cert}/{cfg.tls_key}: {exc}") from None
-            self.httpd.socket = ctx.wrap_socket(self.httpd.socket, server_side=True)
+        self.web = web
+        self._stop = threading.Event()
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
                                        name="nttrace-http", daemon=True)
+        self.reaper = threading.Thread(target=self._reap, name="nttrace-http-reaper", daemon=True)
 
     @property
     def port(self) -> int:
         return self.httpd.server_address[1]
 
+    def _reap(self):
+        while not self._stop.wait(0.5):
+            n = self.httpd.reap(time.monotonic())
+            if n:
+                log.info("closed %d connection(s) that sent no complete request within %.0fs", n, HEADER_TIMEOUT_S)
+
     def start(self):
         self.thread.start()
+        self.reaper.start()
 
     def stop(self):
+        self._stop.set()
         # shutdown() waits for serve_forever() to acknowledge: called on a
         # server that never started serving (start-up failed before it), it
         # would wait forever. Found when systemd first ran the unit: a probe

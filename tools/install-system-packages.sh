@@ -12,6 +12,8 @@ PACKAGES=(
     python3-dev python3-venv python3-setuptools python3-pip
     linux-headers-amd64  # headers bcc compiles against when none match the running kernel
     prometheus         # prometheus and promtool, for the exporter's end-to-end tests
+    prometheus-node-exporter   # its textfile collector carries `validate --textfile-dir` (tested)
+    python3-yaml python3-bcrypt   # the daemon's web config (exporter toolkit format, bcrypt users)
     systemd            # systemd-analyze verify, for the shipped unit
     ndctl daxctl       # pmem namespaces (used where /sys/bus/nd exists, and in the lab guest)
     util-linux         # setpriv, for the unprivileged-run tests

@@ -137,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
                        epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
     d.add_argument("--config", metavar="FILE", help="TOML configuration")
     d.add_argument("--listen", metavar="ADDR:PORT", help="override the listen address")
+    d.add_argument("--web.config.file", dest="web_config_file", metavar="FILE",
+                   help="the exporter toolkit's web config (TLS, client certificates, bcrypt basic auth, headers), "
+                        "re-read when it changes; overrides the config's web_config_file")
     d.add_argument("--check-config", metavar="FILE", help="validate FILE and exit")
     return p
 

@@ -5,11 +5,16 @@
     probes = ["migrate", "memmap", "copy"]
     perf = ["llc", "memory_traffic"]   # system-wide counters, where the host has them
 
-    [tls]                              # optional: serve HTTPS
+    web_config_file = "/etc/nttrace/web-config.yml"   # optional: TLS, client
+                                       # certificates, bcrypt basic auth, headers
+                                       # (the exporter toolkit's format; re-read
+                                       # when it changes; --web.config.file wins)
+
+    # deprecated (a warning at start; use web_config_file):
+    [tls]
     cert_file = "/etc/nttrace/tls.crt"
     key_file = "/etc/nttrace/tls.key"
-
-    [basic_auth]                       # optional: require HTTP basic auth
+    [basic_auth]
     username = "prometheus"
     password_sha256 = "<hex sha256 of the password>"
 
@@ -28,7 +33,7 @@ from nttrace.probes import PROBES
 DEFAULT_LISTEN = "127.0.0.1:9435"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PERF_GROUPS = ("llc", "memory_traffic")
-TOP_KEYS = {"listen", "log_level", "probes", "perf", "tls", "basic_auth"}
+TOP_KEYS = {"listen", "log_level", "probes", "perf", "web_config_file", "tls", "basic_auth"}
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,13 @@ class Config:
     tls_key: str | None = None
     auth_user: str | None = None
     auth_sha256: str | None = None
+    web_config_file: str | None = None
     source: str = "<defaults>"
+
+    @property
+    def legacy_web(self) -> bool:
+        """The deprecated TOML [tls]/[basic_auth] tables are in use."""
+        return bool(self.tls_cert or self.auth_user)
 
     @property
     def listen(self) -> str:
@@ -92,7 +103,7 @@ def _table(data: dict, key: str, fields: set[str], where: str) -> dict:
     return t
 
 
-def load(path: str | None, listen_override: str | None = None) -> Config:
+def load(path: str | None, listen_override: str | None = None, web_config_override: str | None = None) -> Config:
     where = path or "<defaults>"
     data: dict = {}
     if path is not None:
@@ -122,5 +133,13 @@ def load(path: str | None, listen_override: str | None = None) -> Config:
     auth = _table(data, "basic_auth", {"username", "password_sha256"}, where)
     if auth and (len(auth["password_sha256"]) != 64 or any(c not in "0123456789abcdef" for c in auth["password_sha256"].lower())):
         raise UsageError(f"{where}: basic_auth.password_sha256 must be 64 hex digits")
+    web = web_config_override or data.get("web_config_file")
+    if web is not None and (not isinstance(web, str) or not web):
+        raise UsageError(f"{where}: web_config_file must be a non-empty string (a path)")
+    if web and (tls or auth):
+        raise UsageError(f"{where}: web_config_file and the deprecated [tls]/[basic_auth] tables are both set; "
+                         "move [tls]/[basic_auth] into the web config file")
+    if web and not web_config_override and not os.path.isabs(web) and path is not None:
+        web = os.path.join(os.path.dirname(os.path.abspath(path)), web)
     return Config(host, port, level, probes, perf, tls.get("cert_file"), tls.get("key_file"),
-                  auth.get("username"), auth.get("password_sha256", "").lower() or None, where)
+                  auth.get("username"), auth.get("password_sha256", "").lower() or None, web, where)

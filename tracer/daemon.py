@@ -26,6 +26,7 @@ from nttrace.exporters.http_server import MetricsServer
 from nttrace.exporters.perf_collector import PerfCollector
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
+from nttrace.exporters import web_config
 from nttrace.kernel_meta import KernelMetadata
 from nttrace.probes import PROBES
 from nttrace.tracer import Tracer
@@ -58,11 +59,38 @@ class CollectorSlot:
         return old
 
 
+def web_source(cfg: config.Config) -> web_config.WebConfigSource:
+    """The web configuration the config names: its web-config file (re-read
+    on change), the deprecated TOML tables (static, with a warning), or none."""
+    if cfg.web_config_file:
+        return web_config.WebConfigSource(cfg.web_config_file)
+    if cfg.legacy_web:
+        log.warning("%s: [tls]/[basic_auth] are deprecated: put TLS and users in a web config file "
+                    "(web_config_file, the exporter toolkit's format, bcrypt hashes)", cfg.source)
+        return web_config.WebConfigSource(static=web_config.legacy(cfg.tls_cert, cfg.tls_key, cfg.auth_user,
+                                                                  cfg.auth_sha256))
+    return web_config.WebConfigSource()
+
+
+class WebConfigCollector:
+    """The running web configuration's reload state, whichever source the
+    server holds now (a reload can replace it)."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def collect(self):
+        source = self.server.httpd.web
+        return source.collect() if source.path else []
+
+
 class Daemon:
-    def __init__(self, cfg: config.Config, config_path: str | None, listen_override: str | None):
+    def __init__(self, cfg: config.Config, config_path: str | None, listen_override: str | None,
+                 web_config_override: str | None = None):
         self.cfg = cfg
         self.config_path = config_path
         self.listen_override = listen_override
+        self.web_config_override = web_config_override
         self.stop_event = threading.Event()
         self.reload_requested = False
         self.registry = CollectorRegistry(auto_describe=False)
@@ -79,7 +107,7 @@ class Daemon:
 
     def start(self) -> None:
         t0 = time.monotonic()
-        self.server = MetricsServer(self.cfg, self.registry, self.health)
+        self.server = MetricsServer(self.cfg, self.registry, self.health, web_source(self.cfg))
         try:
             names = list(self.cfg.probes)
             options = self.probe_options(names)
@@ -97,6 +125,7 @@ class Daemon:
         self.registry.register(VmstatCollector())
         self.perf_slot = CollectorSlot(self.perf)
         self.registry.register(self.perf_slot)
+        self.registry.register(WebConfigCollector(self.server))
         self.server.start()
         for name, st in self.tracer.status.items():
             if st["status"] == "attached":
@@ -133,7 +162,13 @@ class Daemon:
 
     def reload(self) -> None:
         try:
-            new = config.load(self.config_path, self.listen_override)
+            new = config.load(self.config_path, self.listen_override, self.web_config_override)
+            web = self.server.httpd.web
+            if (new.web_config_file, new.tls_cert, new.tls_key, new.auth_user, new.auth_sha256) != \
+                    (self.cfg.web_config_file, self.cfg.tls_cert, self.cfg.tls_key, self.cfg.auth_user, self.cfg.auth_sha256):
+                web = web_source(new)
+                if web.tls != self.server.httpd.web.tls:
+                    raise UsageError(f"turning TLS {'on' if web.tls else 'off'} takes a restart")
         except UsageError as exc:
             log.error("reload rejected, keeping the running configuration: %s", exc)
             return
@@ -165,9 +200,11 @@ class Daemon:
             self.perf = fresh
             old.close()
             log.info("reload: perf groups now %s", ", ".join(new.perf) or "none")
-        for what in ("listen", "tls_cert", "tls_key", "auth_user", "auth_sha256"):
-            if getattr(new, what) != getattr(self.cfg, what):
-                log.warning("reload: %s changed; it takes effect on restart", what)
+        if web is not self.server.httpd.web:
+            self.server.httpd.web = web           # one reference: a connection reads the old source or the new
+            log.info("reload: web configuration now from %s", new.web_config_file or "the TOML tables")
+        if new.listen != self.cfg.listen:
+            log.warning("reload: listen changed; it takes effect on restart")
         _setup_logging(new.log_level)
         self.cfg = new
         sd_notify.notify("READY=1\nSTATUS=reloaded: " + ", ".join(self.attached()))
@@ -183,14 +220,18 @@ class Daemon:
 
 
 def main(args) -> int:
+    web_override = getattr(args, "web_config_file", None)
     if args.check_config:
-        cfg = config.load(args.check_config, args.listen)
+        cfg = config.load(args.check_config, args.listen, web_override)
+        web = web_source(cfg)
         print(f"{args.check_config}: OK (listen {cfg.listen}, probes {', '.join(cfg.probes)}, "
-              f"perf {', '.join(cfg.perf) or 'none'})")
+              f"perf {', '.join(cfg.perf) or 'none'}"
+              + (f", web config {cfg.web_config_file}: TLS {'on' if web.tls else 'off'}, "
+                 f"{len(web.current().users.hashes)} user(s)" if cfg.web_config_file else "") + ")")
         return EXIT_OK
-    cfg = config.load(args.config, args.listen)
+    cfg = config.load(args.config, args.listen, web_override)
     _setup_logging(cfg.log_level)
-    d = Daemon(cfg, args.config, args.listen)
+    d = Daemon(cfg, args.config, args.listen, web_override)
 
     def on_term(signum, frame):
         d.stop_event.set()

@@ -26,6 +26,8 @@ class DaemonProcess:
                  watchdog_usec: int | None = None):
         self.tmp = tmp
         self.port = free_port()
+        self.context = None       # an ssl.SSLContext: get() speaks HTTPS with it
+        self.auth_headers: dict = {}   # sent by get() when it is given no headers
         self.config = tmp / "nttrace.toml"
         self.config.write_text(config_text if config_text is not None else self.default_config())
         self.notify_path = str(tmp / "notify.sock")
@@ -82,9 +84,10 @@ class DaemonProcess:
                 self._cond.wait(min(0.1, deadline - now))
 
     def get(self, path: str, headers: dict | None = None, timeout: float = 5.0) -> tuple[int, str]:
-        req = urllib.request.Request(f"http://127.0.0.1:{self.port}{path}", headers=headers or {})
+        scheme = "https" if self.context is not None else "http"
+        req = urllib.request.Request(f"{scheme}://127.0.0.1:{self.port}{path}", headers=self.auth_headers if headers is None else headers)
         try:
-            with urllib.request.urlopen(req, timeout=timeout) as r:
+            with urllib.request.urlopen(req, timeout=timeout, context=self.context) as r:
                 return r.status, r.read().decode()
         except urllib.error.HTTPError as e:
             return e.code, e.read().decode()

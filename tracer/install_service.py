@@ -1,6 +1,6 @@
 """`nttrace install-service`: put the daemon in place as a systemd service,
 as a user would by hand: the shipped unit in /etc/systemd/system, the
-example config in /etc/nttrace (never over an existing one), and the entry
+example config and web config in /etc/nttrace (never over existing ones), and the entry
 point this nttrace runs from at /usr/local/bin/nttrace, which the unit's
 ExecStart names. Then `systemctl daemon-reload` where systemd runs.
 
@@ -18,6 +18,7 @@ from nttrace.errors import EXIT_OK, UsageError
 DATA = Path(__file__).resolve().parent / "data"
 UNIT = "etc/systemd/system/nttrace.service"
 CONFIG = "etc/nttrace/nttrace.toml"
+WEB_CONFIG = "etc/nttrace/web-config.yml"
 ENTRY = "usr/local/bin/nttrace"
 
 
@@ -42,13 +43,15 @@ def install(root: Path = Path("/"), reload: bool = True) -> list[str]:
     unit.parent.mkdir(parents=True, exist_ok=True)
     unit.write_text((DATA / "nttrace.service").read_text())
     done.append(f"unit     {unit}")
-    cfg = root / CONFIG
-    cfg.parent.mkdir(parents=True, exist_ok=True)
-    if cfg.exists():
-        done.append(f"config   {cfg} (kept: it exists)")
-    else:
-        cfg.write_text((DATA / "nttrace.toml").read_text())
-        done.append(f"config   {cfg} (the example)")
+    for rel, example, what in ((CONFIG, "nttrace.toml", "config  "), (WEB_CONFIG, "web-config.yml", "web     ")):
+        cfg = root / rel
+        cfg.parent.mkdir(parents=True, exist_ok=True)
+        if cfg.exists():
+            done.append(f"{what} {cfg} (kept: it exists)")
+        else:
+            cfg.write_text((DATA / example).read_text())
+            cfg.chmod(0o600)   # it holds password hashes
+            done.append(f"{what} {cfg} (the example: not in use until nttrace.toml names it)")
     link = root / ENTRY
     link.parent.mkdir(parents=True, exist_ok=True)
     target = entry_point()

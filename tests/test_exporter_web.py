@@ -1,0 +1,340 @@
+"""The exporter toolkit's web configuration in the daemon: its schema and
+errors, bcrypt users, and a real Prometheus scraping over TLS with a client
+certificate and basic auth while the certificates and the password rotate
+under it, without a restart."""
+import base64
+import json
+import ssl
+import subprocess
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import bcrypt
+import pytest
+
+import pki
+from conftest import one_line_error, run_nttrace
+from nttrace.daemon_process import DaemonProcess, free_port
+from nttrace.errors import UsageError
+from nttrace.exporters import web_config
+
+LIVE = ("root", "tracepoint", "bcc")
+
+
+def bhash(password: str, prefix: str = "$2b$", cost: int = 4) -> str:
+    h = bcrypt.hashpw(password.encode(), bcrypt.gensalt(cost)).decode()
+    return prefix + h[4:]
+
+
+def basic(user: str, password: str) -> dict:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
+# -- the file and its errors ------------------------------------------------------
+@pytest.mark.parametrize("prefix", ["$2y$", "$2a$", "$2b$"])
+def test_bcrypt_hashes_of_each_prefix_check_their_password(tmp_path, prefix):
+    f = tmp_path / "web.yml"
+    f.write_text(f"basic_auth_users:\n  alice: '{bhash('right', prefix)}'\n")
+    users = web_config.load(str(f)).users
+    assert users.authorized(basic("alice", "right")["Authorization"])
+    assert not users.authorized(basic("alice", "wrong")["Authorization"])
+    assert not users.authorized(basic("bob", "right")["Authorization"])
+
+
+def test_a_password_over_72_bytes_is_refused_not_truncated(tmp_path):
+    f = tmp_path / "web.yml"
+    f.write_text(f"basic_auth_users:\n  alice: '{bhash('a' * 72)}'\n")
+    users = web_config.load(str(f)).users
+    assert users.check("alice", "a" * 72)
+    # bcrypt itself reads 72 bytes and would take this as the same password
+    assert bcrypt.checkpw(b"a" * 73, users.hashes["alice"].encode())
+    assert not users.check("alice", "a" * 73)
+    assert not users.check("alice", "é" * 37)     # 74 bytes in UTF-8
+
+
+def test_an_unknown_user_costs_a_bcrypt_check_like_a_known_one(tmp_path):
+    """The dummy hash: a wrong password for a user that exists and any
+    password for one that does not take the same time (bcrypt at the same
+    cost), so timing does not say which users exist."""
+    f = tmp_path / "web.yml"
+    f.write_text(f"basic_auth_users:\n  alice: '{bhash('right', cost=10)}'\n")
+    users = web_config.load(str(f)).users
+
+    def timed(user):
+        t = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            assert not users.check(user, "wrong")
+            t.append(time.perf_counter() - t0)
+        return sorted(t)[2]
+    known, unknown = timed("alice"), timed("mallory")
+    assert known > 0.005, "cost 10 should take milliseconds"
+    assert 0.5 < unknown / known < 2.0, (known, unknown)
+
+
+@pytest.mark.parametrize("text,message", [
+    ("frobnicate: 1\n", "unknown key frobnicate"),
+    ("tls_server_config:\n  cert_fil: x\n", "unknown key tls_server_config.cert_fil"),
+    ("basic_auth_users:\n  alice: 5f4dcc3b5aa765d61d8327deb882cf99\n", "basic_auth_users.alice: not a bcrypt hash"),
+    ("basic_auth_users:\n  alice: $1$abc$def\n", "basic_auth_users.alice: not a bcrypt hash"),
+    ("tls_server_config:\n  cert_file: /nonexistent.crt\n  key_file: /nonexistent.key\n",
+     "tls_server_config.cert_file: /nonexistent.crt: not found"),
+    ("tls_server_config:\n  cert_file: x.crt\n", "tls_server_config.key_file is missing"),
+    ("tls_server_config:\n  cert_file: a\n  key_file: b\n  min_version: TLS9\n", "tls_server_config.min_version"),
+    ("tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: RequestClientCert\n",
+     "RequestClientCert is not supported"),
+    ("tls_server_config:\n  cert_file: a\n  key_file: b\n  client_auth_type: RequireAndVerifyClientCert\n",
+     "needs client_ca_file"),
+    ("tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: [TLS_FAKE]\n", "unknown suite 'TLS_FAKE'"),
+    ("http_server_config:\n  headers:\n    Server: x\n", "headers.Server: this header can not be configured"),
+    ("http_server_config:\n  headers:\n    X-Frame-Options: allow\n", "headers.X-Frame-Options"),
+    ("basic_auth_users: [alice]\n", "basic_auth_users must be a mapping"),
+    ("tls_server_config: [\n", "YAML syntax error"),
+    ("rate_limit:\n  interval: soon\n  burst: 1\n", "rate_limit.interval"),
+])
+def test_bad_web_config_is_one_line_exit_2_naming_file_and_key(tmp_path, text, message):
+    web = tmp_path / "web.yml"
+    web.write_text(text)
+    cfg = tmp_path / "n.toml"
+    cfg.write_text('probes = ["migrate"]\n')
+    proc = run_nttrace("daemon", "--check-config", str(cfg), "--web.config.file", str(web))
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = one_line_error(proc)
+    assert str(web) in line and message in line, line
+
+
+def test_an_unreadable_certificate_is_exit_2_at_start(tmp_path):
+    ca = pki.ca(tmp_path, "ca")
+    srv = pki.signed(tmp_path, "srv", ca, server=True)
+    srv.key.write_text("not a key\n")
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n")
+    cfg = tmp_path / "n.toml"
+    cfg.write_text(f'listen = "127.0.0.1:{free_port()}"\nprobes = ["migrate"]\nweb_config_file = "{web}"\n')
+    proc = run_nttrace("daemon", "--config", str(cfg), timeout=60)
+    assert proc.returncode == 2
+    line = one_line_error(proc)
+    assert str(web) in line and "tls_server_config.cert_file" in line
+
+
+def test_toml_tables_and_a_web_config_together_are_refused(tmp_path):
+    cfg = tmp_path / "n.toml"
+    cfg.write_text('web_config_file = "w.yml"\n[basic_auth]\nusername = "p"\npassword_sha256 = "' + "0" * 64 + '"\n')
+    proc = run_nttrace("daemon", "--check-config", str(cfg))
+    assert proc.returncode == 2 and "both set" in one_line_error(proc)
+
+
+def test_relative_paths_are_taken_beside_the_web_config(tmp_path):
+    ca = pki.ca(tmp_path, "ca")
+    pki.signed(tmp_path, "srv", ca, server=True)
+    web = tmp_path / "web.yml"
+    web.write_text("tls_server_config:\n  cert_file: srv.crt\n  key_file: srv.key\n")
+    loaded = web_config.load(str(web))
+    assert loaded.tls is not None and str(tmp_path / "srv.crt") in loaded.files
+
+
+def test_a_broken_change_keeps_the_last_good_config_and_says_so(tmp_path):
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  alice: '{bhash('one')}'\n")
+    source = web_config.WebConfigSource(str(web))
+    assert source.current().users.check("alice", "one")
+    web.write_text("basic_auth_users:\n  alice: nope\n")
+    assert source.current().users.check("alice", "one")       # the last good one
+    assert not source.last_reload_ok and source.failures == 1
+    metrics = {m.name: m.samples[0].value for m in source.collect()}
+    assert metrics["nttrace_web_config_last_reload_successful"] == 0
+    web.write_text(f"basic_auth_users:\n  alice: '{bhash('two')}'\n")
+    assert source.current().users.check("alice", "two") and not source.current().users.check("alice", "one")
+    assert source.last_reload_ok
+
+
+def test_tls_cannot_be_switched_off_by_a_change(tmp_path):
+    """A half-written (empty) file must not turn the endpoint into plain HTTP."""
+    ca = pki.ca(tmp_path, "ca")
+    srv = pki.signed(tmp_path, "srv", ca, server=True)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n")
+    source = web_config.WebConfigSource(str(web))
+    web.write_text("")
+    assert source.current().tls is not None and not source.last_reload_ok
+
+
+def test_the_shipped_example_web_config_loads_once_its_files_exist(tmp_path):
+    import nttrace
+    text = (Path(nttrace.__file__).parent / "data" / "web-config.yml").read_text()
+    ca = pki.ca(tmp_path, "ca")
+    srv = pki.signed(tmp_path, "srv", ca, server=True)
+    text = (text.replace("/etc/nttrace/tls.crt", str(srv.cert)).replace("/etc/nttrace/tls.key", str(srv.key))
+            .replace("/etc/nttrace/clients-ca.crt", str(ca.cert)))
+    web = tmp_path / "web.yml"
+    web.write_text(text)
+    loaded = web_config.load(str(web))
+    assert loaded.tls is not None and loaded.tls.verify_mode == ssl.CERT_REQUIRED
+    assert loaded.tls.minimum_version == ssl.TLSVersion.TLSv1_2
+    assert loaded.users.hashes and loaded.headers
+
+
+# -- with the daemon and a real Prometheus --------------------------------------------
+class Rotation:
+    """Server and client certificates, a password, and the files the daemon
+    and Prometheus read; rotate() replaces all of them in place."""
+
+    def __init__(self, d: Path):
+        self.d = d
+        self.server_ca = pki.ca(d, "server-ca")
+        self.live = d / "live"
+        self.live.mkdir()
+        self.generation = 0
+        self._make(1)
+
+    def _make(self, gen: int):
+        g = self.d / f"gen{gen}"
+        g.mkdir()
+        self.server = pki.signed(g, "server", self.server_ca, server=True)
+        self.client_ca = pki.ca(g, "client-ca")
+        self.client = pki.signed(g, "client", self.client_ca, server=False, san="URI:spiffe://nttrace/prometheus")
+        self.password = f"secret-{gen}"
+        self.generation = gen
+
+    def install(self):
+        for name, src in (("server.crt", self.server.cert), ("server.key", self.server.key),
+                          ("clients-ca.crt", self.client_ca.cert), ("client.crt", self.client.cert),
+                          ("client.key", self.client.key)):
+            tmp = self.live / (name + ".new")
+            tmp.write_bytes(src.read_bytes())
+            tmp.rename(self.live / name)
+        (self.live / "password").write_text(self.password)
+        web = self.live / "web-config.yml"
+        tmp = self.live / "web-config.yml.new"
+        tmp.write_text("tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n"
+                       "  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: clients-ca.crt\n"
+                       "http_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n"
+                       f"basic_auth_users:\n  prometheus: '{bhash(self.password, '$2y$', cost=10)}'\n")
+        tmp.rename(web)
+        return web
+
+    def rotate(self):
+        self.old = (self.client, self.password, self.server)
+        self._make(self.generation + 1)
+        return self.install()
+
+    def context(self, client: pki.Pair | None) -> ssl.SSLContext:
+        ctx = ssl.create_default_context(cafile=str(self.server_ca.cert))
+        if client is not None:
+            ctx.load_cert_chain(str(client.cert), str(client.key))
+        return ctx
+
+
+def _fetch(port: int, ctx: ssl.SSLContext, headers: dict) -> int | str:
+    req = urllib.request.Request(f"https://127.0.0.1:{port}/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(req, context=ctx, timeout=5) as r:
+            r.read()
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+    except (urllib.error.URLError, ssl.SSLError, ConnectionError, OSError) as e:
+        return f"refused: {getattr(e, 'reason', e)}"
+
+
+def _peer_cert_der(port: int, ctx: ssl.SSLContext) -> bytes:
+    import socket
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        with ctx.wrap_socket(s, server_hostname="127.0.0.1") as t:
+            return t.getpeercert(binary_form=True)
+
+
+def _prom_targets(prom_port: int) -> dict:
+    with urllib.request.urlopen(f"http://127.0.0.1:{prom_port}/api/v1/targets", timeout=5) as r:
+        return {t["labels"]["job"]: t for t in json.loads(r.read())["data"]["activeTargets"]}
+
+
+def _wait_for_scrape(prom_port: int, job: str, after: float, healthy: bool, timeout: float = 40) -> dict:
+    """The target's first scrape that started after `after` (wall clock)."""
+    deadline = time.monotonic() + timeout
+    seen = None
+    while time.monotonic() < deadline:
+        try:
+            t = _prom_targets(prom_port).get(job)
+        except OSError:
+            t = None
+        if t and t.get("lastScrape", "").startswith("20"):
+            from datetime import datetime
+            ts = datetime.fromisoformat(t["lastScrape"][:26].rstrip("Z") + "+00:00").timestamp()
+            seen = t
+            if ts > after + 0.05 and (t["health"] == "up") == healthy:
+                return t
+        time.sleep(0.3)
+    raise AssertionError(f"no {'healthy' if healthy else 'failed'} scrape of {job} after the rotation: {seen}")
+
+
+@pytest.mark.needs(*LIVE, "prometheus")
+def test_prometheus_scrapes_over_mtls_and_bcrypt_through_a_rotation_without_restart(tmp_path):
+    rot = Rotation(tmp_path)
+    web = rot.install()
+    port = free_port()
+    d = DaemonProcess(tmp_path, config_text=f'listen = "127.0.0.1:{port}"\nprobes = ["migrate"]\n'
+                                            f'web_config_file = "{web}"\n')
+    d.port = port
+    prom = None
+    try:
+        d.wait_message("READY=1")
+        pid = d.proc.pid
+        # two Prometheus jobs: one whose files rotate with the daemon's, one kept on generation 1
+        keep = tmp_path / "kept"
+        keep.mkdir()
+        for name in ("client.crt", "client.key", "password"):
+            (keep / name).write_bytes((rot.live / name).read_bytes())
+        prom_port = free_port()
+
+        def job(name, files):
+            return (f"  - job_name: {name}\n    scheme: https\n    static_configs:\n"
+                    f"      - targets: ['127.0.0.1:{port}']\n"
+                    f"    tls_config:\n      ca_file: {rot.server_ca.cert}\n      cert_file: {files / 'client.crt'}\n"
+                    f"      key_file: {files / 'client.key'}\n"
+                    f"    basic_auth:\n      username: prometheus\n      password_file: {files / 'password'}\n")
+        (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
+                                                 "scrape_configs:\n" + job("rotating", rot.live) + job("kept", keep))
+        prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
+                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+                                 f"--web.listen-address=127.0.0.1:{prom_port}"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        before = time.time()
+        assert _wait_for_scrape(prom_port, "rotating", before, healthy=True)["health"] == "up"
+        assert _wait_for_scrape(prom_port, "kept", before, healthy=True)["health"] == "up"
+        first_cert = _peer_cert_der(port, rot.context(rot.client))
+
+        rot.rotate()
+        rotated_at = time.time()
+        # the next scrapes: the rotating job succeeds with the new files, the kept one fails with the old
+        assert _wait_for_scrape(prom_port, "rotating", rotated_at, healthy=True)["health"] == "up"
+        failed = _wait_for_scrape(prom_port, "kept", rotated_at, healthy=False)
+        assert failed["health"] == "down" and failed["lastError"], failed
+        # and by hand, each credential on its own
+        old_client, old_password, _old_server = rot.old
+        new_ctx, old_ctx = rot.context(rot.client), rot.context(old_client)
+        assert _fetch(port, new_ctx, basic("prometheus", rot.password)) == 200
+        assert _fetch(port, new_ctx, basic("prometheus", old_password)) == 401
+        assert str(_fetch(port, old_ctx, basic("prometheus", rot.password))).startswith("refused")
+        assert _peer_cert_der(port, new_ctx) != first_cert          # the new server certificate is served
+        assert d.proc.pid == pid and d.proc.poll() is None          # no restart
+        assert "web config reloaded" in d.read_log()
+        d.context, d.auth_headers = new_ctx, basic("prometheus", rot.password)
+        assert d.metric("nttrace_web_config_last_reload_successful") == 1.0
+        with urllib.request.urlopen(urllib.request.Request(f"https://127.0.0.1:{port}/metrics",
+                                                           headers=d.auth_headers), context=new_ctx) as r:
+            assert r.headers["X-Content-Type-Options"] == "nosniff"
+
+        # a broken change keeps the last good configuration, and the metric says so
+        web.write_text("basic_auth_users:\n  prometheus: not-a-hash\n")
+        assert _fetch(port, new_ctx, basic("prometheus", rot.password)) == 200
+        assert d.metric("nttrace_web_config_last_reload_successful") == 0.0
+        assert "web config not reloaded, keeping the last good one" in d.read_log()
+    finally:
+        if prom is not None:
+            prom.terminate()
+            prom.wait(timeout=10)
+        d.close()
