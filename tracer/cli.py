@@ -43,6 +43,7 @@ BENCH_EXAMPLES = """examples:
   nttrace bench probes                  # per-event cost of each BPF program
   nttrace bench probes --rounds 5 --events 5000 --json
   nttrace bench daemon --requests 2000  # daemon start-up, RSS, idle CPU, scrape latency
+  nttrace bench daemon --idle-connections 200   # scrape p99 with 200 idle connections open vs none
   nttrace bench overhead --rounds 21    # compaction throughput with the default probes vs none
   nttrace bench overhead --rounds 21 --aa   # the same with no probes on either side: the noise floor
   nttrace bench overhead --work demotion    # demotion throughput (needs a lower memory tier and cgroup v2)
@@ -114,6 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
     bd.add_argument("--requests", type=int, default=2000, help="scrapes in the bounded load (default 2000)")
     bd.add_argument("--concurrency", type=int, default=4, help="client threads (default 4)")
     bd.add_argument("--idle", type=float, default=10.0, help="seconds of idle CPU measurement (default 10)")
+    bd.add_argument("--idle-connections", type=int, default=0, metavar="N",
+                    help="also time one scraper with N idle connections held open against none (slowloris)")
+    bd.add_argument("--rounds", type=int, default=5, help="interleaved rounds for --idle-connections (default 5)")
 
     bo = bsub.add_parser("overhead", help="what the probes cost the work they observe (migrate_pages throughput)")
     bo.add_argument("--json", action="store_true")
@@ -185,6 +189,8 @@ def _dispatch(args) -> int:
             from nttrace import bench_daemon
             if args.requests < 1 or args.concurrency < 1 or args.idle <= 0:
                 raise UsageError("--requests, --concurrency and --idle must be positive")
+            if args.idle_connections < 0 or args.rounds < 1:
+                raise UsageError("--idle-connections must be 0 or more and --rounds positive")
             return bench_daemon.main(args)
         if args.bench == "overhead":
             from nttrace import bench_overhead
