@@ -98,6 +98,7 @@ CAPABILITIES = {
     "memcg": _memcg,
     "bpftool": _binary("bpftool"),
     "prometheus": _binary("prometheus"),
+    "node-exporter": _binary("prometheus-node-exporter"),
     "promtool": _binary("promtool"),
     "systemd-analyze": _binary("systemd-analyze"),
     "setpriv": _binary("setpriv"),

@@ -331,7 +331,7 @@ def test_tls(daemon, tmp_path):
 def test_alert_rules_pass_promtool():
     proc = subprocess.run(["promtool", "check", "rules", str(DATA / "nttrace-alerts.yml")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 5 rules found" in proc.stdout
+    assert "SUCCESS: 8 rules found" in proc.stdout
 
 
 @pytest.mark.needs("systemd-analyze")
@@ -478,6 +478,11 @@ def test_install_service_puts_unit_config_and_entry_point_in_place(tmp_path):
     assert link.is_symlink() and link.resolve() == Path(NTTRACE).resolve()
     cfg = tmp_path / "etc/nttrace/nttrace.toml"
     assert cfg.read_text() == (DATA / "nttrace.toml").read_text()
+    web = tmp_path / "etc/nttrace/web-config.yml"
+    assert web.read_text() == (DATA / "web-config.yml").read_text() and web.stat().st_mode & 0o077 == 0
+    for name in ("nttrace-validate.service", "nttrace-validate.timer"):   # installed, not enabled
+        assert (tmp_path / "etc/systemd/system" / name).read_text() == (DATA / name).read_text()
+    assert not (tmp_path / "etc/systemd/system/timers.target.wants").exists()
     # a second run keeps the user's config
     cfg.write_text('listen = "127.0.0.1:9500"\n')
     proc = run_nttrace("install-service", "--root", str(tmp_path))

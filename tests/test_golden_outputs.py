@@ -83,6 +83,22 @@ def test_validate_text_and_markdown_golden(kernel):
         assert f"{c['status'].upper():5} {c['id']}" in text.getvalue()
 
 
+@pytest.mark.parametrize("kernel", REPORTS)
+def test_validate_textfile_golden(kernel, tmp_path):
+    """What `validate --textfile-dir` writes for node_exporter, from the
+    recorded reports of one run's worth of distinct checks (a live run has
+    each check once; the two memmap reports are the same check twice), run
+    time fixed: the recording's own is not kept."""
+    from nttrace import textfile
+    report = merge([json.loads(p.read_text()) for p in reports(kernel) if not p.name.startswith("memmap_")])
+    path = textfile.write(str(tmp_path), report, 1_800_000_000.0, 1_800_000_042.5, validate.exit_code(report))
+    text = open(path).read()
+    check_golden(f"textfile-{kernel}.prom", text)
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+    assert len(fams["nttrace_validate_check_status"].samples) == len(report["checks"])
+    assert fams["nttrace_validate_info"].samples[0].labels["nt_revision"] == report["kernel"]["nt_revision"]
+
+
 @pytest.mark.parametrize("fmt", ["text", "markdown"])
 def test_validate_baseline_against_current_golden(fmt):
     args = ["validate", "--format", fmt]

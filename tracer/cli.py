@@ -30,6 +30,7 @@ VALIDATE_EXAMPLES = """examples:
   nttrace validate --baseline base.json --current patched.json  # compare two saved runs
   nttrace validate --baseline base.json --current patched.json --format markdown  # a table for a cover letter
   nttrace validate --rebind namespace0.0 --runs 30  # time memmap init over 30 rebinds
+  nttrace validate --quick --textfile-dir /var/lib/prometheus/node-exporter  # results for node_exporter
 """
 TRACE_EXAMPLES = """examples:
   nttrace trace                                   # migrate probe, table every 1 s until Ctrl-C
@@ -79,6 +80,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--list", action="store_true", help="print the check catalog and exit")
     v.add_argument("--check", action="append", metavar="PATTERN", help="run only checks matching PATTERN (glob or prefix; repeatable)")
     v.add_argument("--quick", action="store_true", help="only the checks that finish quickly")
+    v.add_argument("--textfile-dir", metavar="DIR",
+                   help="also write the results to DIR/nttrace_validate.prom for node_exporter's textfile "
+                        "collector (atomically; nttrace-validate.timer does this on a schedule)")
     v.add_argument("--sysroot", metavar="DIR", default="/", help="read BTF, tracefs and kallsyms under DIR (offline analysis)")
     v.add_argument("--baseline", metavar="FILE", action="append",
                    help="compare with a saved --json report (repeatable: reports of one kernel are merged)")
@@ -208,8 +212,11 @@ def _dispatch(args) -> int:
 
 
 def _validate(args) -> int:
+    import platform
+    import time
+
     from nttrace import baseline as ab
-    from nttrace import validate
+    from nttrace import textfile, validate
     from nttrace.sysroot import Sysroot
 
     if args.list:
@@ -221,6 +228,10 @@ def _validate(args) -> int:
         raise UsageError("--current needs --baseline")
     if args.json and args.format not in (None, "json"):
         raise UsageError(f"--json and --format {args.format} disagree")
+    if args.textfile_dir:
+        if args.current:
+            raise UsageError("--textfile-dir writes a run's results: it does not go with --current")
+        textfile.check_dir(args.textfile_dir)
     fmt = "json" if args.json else (args.format or "text")
     base = ab.merge([ab.load_report(p, "--baseline") for p in args.baseline]) if args.baseline else None
     if args.current:
@@ -228,7 +239,15 @@ def _validate(args) -> int:
     else:
         options = validate.ValidateOptions(rebind=args.rebind, runs=args.runs, demote=args.demote,
                                            page_ref=args.page_ref, quick=args.quick)
-        report = validate.run(Sysroot(args.sysroot), args.check, options)
+        started = time.time()
+        try:
+            report = validate.run(Sysroot(args.sysroot), args.check, options)
+        except NttraceError as exc:
+            if args.textfile_dir:     # the run failed as a whole: say so to the collector too
+                textfile.write(args.textfile_dir, None, started, time.time(), exc.exit_code, platform.release())
+            raise
+        if args.textfile_dir:
+            textfile.write(args.textfile_dir, report, started, time.time(), validate.exit_code(report))
     if base is not None:
         rows = ab.compare(base, report)
         if fmt == "json":

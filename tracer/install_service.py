@@ -17,6 +17,8 @@ from nttrace.errors import EXIT_OK, UsageError
 
 DATA = Path(__file__).resolve().parent / "data"
 UNIT = "etc/systemd/system/nttrace.service"
+# off until enabled: systemctl enable --now nttrace-validate.timer
+VALIDATE_UNITS = ("etc/systemd/system/nttrace-validate.service", "etc/systemd/system/nttrace-validate.timer")
 CONFIG = "etc/nttrace/nttrace.toml"
 WEB_CONFIG = "etc/nttrace/web-config.yml"
 ENTRY = "usr/local/bin/nttrace"
@@ -43,6 +45,10 @@ def install(root: Path = Path("/"), reload: bool = True) -> list[str]:
     unit.parent.mkdir(parents=True, exist_ok=True)
     unit.write_text((DATA / "nttrace.service").read_text())
     done.append(f"unit     {unit}")
+    for rel in VALIDATE_UNITS:
+        u = root / rel
+        u.write_text((DATA / Path(rel).name).read_text())
+        done.append(f"unit     {u} (off until: systemctl enable --now nttrace-validate.timer)")
     for rel, example, what in ((CONFIG, "nttrace.toml", "config  "), (WEB_CONFIG, "web-config.yml", "web     ")):
         cfg = root / rel
         cfg.parent.mkdir(parents=True, exist_ok=True)
