@@ -27,6 +27,7 @@ venv: $(PY)
 
 # A non-editable install: the tests run against what a user would get.
 install: venv
+	@rm -rf build   # setuptools' build/lib keeps modules that moved or went away
 	@$(PY) -m pip install -q --no-build-isolation --no-deps --force-reinstall .
 	@$(PY) -c "import nttrace, nttrace._native; print('nttrace', nttrace.__version__, 'installed in $(VENV)')"
 

@@ -15,9 +15,11 @@ import json
 import statistics
 from pathlib import Path
 
-from nttrace import bench_probes, capabilities, kernel_meta
+from nttrace.bench import probes as bench_probes
+from nttrace.probes import capabilities
+from nttrace.kernel import metadata as kernel_meta
 from nttrace.probes.migrate import DONE, START, MigrateProbe
-from nttrace.sysroot import Sysroot
+from nttrace.kernel.sysroot import Sysroot
 
 CLOCK_ONLY = """
 BPF_ARRAY(sink, u64, 1);

@@ -10,10 +10,11 @@ import argparse
 import statistics
 import time
 
-from nttrace import loader, triggers
-from nttrace.capabilities import Capability
-from nttrace.kernel_meta import KernelMetadata
-from nttrace.tracer import Tracer
+from nttrace.daemon import loader
+from nttrace.workloads import triggers
+from nttrace.probes.capabilities import Capability
+from nttrace.kernel.metadata import KernelMetadata
+from nttrace.probes.tracer import Tracer
 
 
 def main() -> None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import logging
 import socket
-import ssl
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer

@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import os
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 
-from nttrace import __version__, histogram
-from nttrace.probes import PROBES
+from nttrace import __version__
+from nttrace.probes import PROBES, histogram
 from nttrace.probes.contract import label_value, row_value
 
 

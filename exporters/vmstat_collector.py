@@ -10,7 +10,7 @@ from pathlib import Path
 
 from prometheus_client.core import CounterMetricFamily
 
-from nttrace import triggers
+from nttrace.kernel import vmstat
 
 PREFIXES = ("pgdemote_", "pgpromote_", "pgmigrate_")
 NODE_DIR_RE = re.compile(r"^node(\d+)$")
@@ -18,7 +18,7 @@ NODE_DIR_RE = re.compile(r"^node(\d+)$")
 
 def _read_counters(path: Path) -> dict[str, int]:
     try:
-        counters = triggers.vmstat(path)
+        counters = vmstat.read(path)
     except OSError:
         return {}
     return {k: v for k, v in counters.items() if k.startswith(PREFIXES) and v >= 0}

@@ -24,7 +24,7 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 @lru_cache(maxsize=1)
 def _report():
-    from nttrace import capabilities
+    from nttrace.probes import capabilities
     return capabilities.report()
 
 
@@ -72,7 +72,7 @@ def _seeds():
 
 
 def _memcg():
-    from nttrace.scratch_cgroup import NoMemoryCgroup, memory_hierarchy
+    from nttrace.workloads.scratch_cgroup import NoMemoryCgroup, memory_hierarchy
     try:
         root, version = memory_hierarchy()
     except NoMemoryCgroup as exc:
@@ -171,7 +171,7 @@ def live_tracepoint_tables() -> tuple[dict[str, int], dict[str, int]]:
 
 def live_nt_revision() -> str:
     """The NT demotion revision the running kernel's tracepoint table names."""
-    from nttrace.kernel_meta import NT_MODES
+    from nttrace.kernel.metadata import NT_MODES
     modes, _reasons = live_tracepoint_tables()
     found = sorted(set(modes) & set(NT_MODES))
     return NT_MODES[found[0]] if found else "none"

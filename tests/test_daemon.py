@@ -16,8 +16,9 @@ import pytest
 
 import nttrace
 from conftest import bpftool_prog_ids, live_nt_revision, one_line_error, run_nttrace
-from nttrace.daemon_process import NTTRACE, DaemonProcess, free_port
-from nttrace import triggers
+from nttrace.daemon.process import NTTRACE, DaemonProcess, free_port
+from nttrace.kernel import vmstat
+from nttrace.workloads import triggers
 
 DATA = Path(nttrace.__file__).parent / "data"
 LIVE = ("root", "tracepoint", "bcc")
@@ -90,7 +91,7 @@ def test_notify_never_hangs_on_a_socket_nobody_reads(tmp_path, monkeypatch):
     # Found by the reload stress test: a blocking send to a full notify
     # socket hung the daemon's main loop, and with it SIGTERM.
     import socket
-    from nttrace import sd_notify
+    from nttrace.daemon import sd_notify
     path = tmp_path / "notify.sock"
     with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
         s.bind(str(path))
@@ -126,10 +127,10 @@ def test_metrics_follow_a_compaction(daemon):
     d = daemon()
     d.wait_message("READY=1")
     before = d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION") or 0
-    vm_before = triggers.vmstat()["pgmigrate_success"]
+    vm_before = vmstat.read()["pgmigrate_success"]
     p_before = d.metric("nttrace_migrate_pages_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION", result="succeeded") or 0
     triggers.compaction()
-    vm_after = triggers.vmstat()["pgmigrate_success"]
+    vm_after = vmstat.read()["pgmigrate_success"]
     assert d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION", nt="false") > before
     p_after = d.metric("nttrace_migrate_pages_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION", result="succeeded")
     assert p_after - p_before == vm_after - vm_before
@@ -202,7 +203,7 @@ def test_no_probe_can_attach_exits_3_at_once(daemon):
     # Found when systemd first ran the unit: the HTTP server's shutdown waited
     # for a serve loop that had never started, so this case hung until
     # systemd's start timeout.
-    from nttrace import capabilities
+    from nttrace.probes import capabilities
     caps = capabilities.report()
     if caps["tracepoint:page_ref:page_ref_set"].available:
         pytest.skip("this host has page_ref_set: no probe that is sure to be unavailable")
@@ -419,7 +420,7 @@ def test_histograms_keep_one_le_set_and_prometheus_quantiles_agree(daemon, tmp_p
     """A real Prometheus scrapes the daemon across compactions: every series
     of every histogram has the same le set, without gaps, in every scrape,
     and histogram_quantile(0.5) falls in the log2 bucket of nttrace's own p50."""
-    from nttrace import histogram
+    from nttrace.probes import histogram
     d = daemon()
     d.wait_message("READY=1")
     prom, prom_port = start_prometheus(tmp_path, d.port)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import bpftool_prog_ids
-from nttrace.daemon_process import DaemonProcess, free_port
+from nttrace.daemon.process import DaemonProcess, free_port
 
 sys.path.insert(0, str(Path(__file__).parent / "lab"))
 from lab_checks import wait_until  # noqa: E402
@@ -37,7 +37,7 @@ def children(pid: int) -> list[int]:
 def loader_of(pid: int) -> int | None:
     for child in children(pid):
         try:
-            if b"nttrace.loader" in Path(f"/proc/{child}/cmdline").read_bytes():
+            if b"nttrace.daemon.loader" in Path(f"/proc/{child}/cmdline").read_bytes():
                 return child
         except OSError:
             pass

@@ -19,7 +19,7 @@ import bcrypt
 import pytest
 
 import pki
-from nttrace.daemon_process import DaemonProcess, free_port
+from nttrace.daemon.process import DaemonProcess, free_port
 from nttrace.exporters.http_server import HEADER_TIMEOUT_S
 
 LIVE = ("root", "tracepoint", "bcc")

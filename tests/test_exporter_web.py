@@ -17,8 +17,7 @@ import pytest
 
 import pki
 from conftest import one_line_error, run_nttrace
-from nttrace.daemon_process import DaemonProcess, free_port
-from nttrace.errors import UsageError
+from nttrace.daemon.process import DaemonProcess, free_port
 from nttrace.exporters import web_config
 
 LIVE = ("root", "tracepoint", "bcc")

@@ -11,8 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FIXTURES, run_nttrace
-from nttrace import validate
-from nttrace.baseline import merge
+from nttrace.validate import runner as validate
+from nttrace.validate.baseline import merge
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.probes import PROBES
 from nttrace.trace_cmd import print_table
@@ -89,7 +89,7 @@ def test_validate_textfile_golden(kernel, tmp_path):
     recorded reports of one run's worth of distinct checks (a live run has
     each check once; the two memmap reports are the same check twice), run
     time fixed: the recording's own is not kept."""
-    from nttrace import textfile
+    from nttrace.validate import textfile
     report = merge([json.loads(p.read_text()) for p in reports(kernel) if not p.name.startswith("memmap_")])
     path = textfile.write(str(tmp_path), report, 1_800_000_000.0, 1_800_000_042.5, validate.exit_code(report))
     text = open(path).read()

@@ -6,10 +6,10 @@ import struct
 import pytest
 
 from conftest import live_tracepoint_tables, run_nttrace
-from nttrace import kernel_meta
-from nttrace.btf import Btf
+from nttrace.kernel import metadata as kernel_meta
+from nttrace.kernel.btf import Btf
 from nttrace.errors import UsageError
-from nttrace.sysroot import Sysroot
+from nttrace.kernel.sysroot import Sysroot
 from sysroot_builder import MODES, build
 
 

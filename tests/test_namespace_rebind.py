@@ -8,7 +8,7 @@ import pytest
 
 from conftest import one_line_error, run_nttrace
 from nttrace.errors import UsageError
-from nttrace.namespace_rebind import in_use, resolve
+from nttrace.workloads.namespace_rebind import in_use, resolve
 
 
 def nd_tree(root: Path, mode: str) -> Path:

@@ -4,7 +4,7 @@ import ctypes
 
 import pytest
 
-from nttrace import native
+from nttrace.reference import native
 
 
 @pytest.mark.parametrize("primitive", native.PRIMITIVES)

@@ -19,7 +19,8 @@ def test_one_import_name():
 
 
 def test_bpf_sources_and_native_library_are_installed():
-    from nttrace import bpf, native
+    from nttrace import bpf
+    from nttrace.reference import native
     pkg = Path(nttrace.__file__).parent
     assert (pkg / "bpf" / "migrate.bpf.c").is_file()
     assert bpf.source("migrate.bpf.c").strip()

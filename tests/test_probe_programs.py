@@ -4,14 +4,15 @@ attach point (kprobe, fentry, page_ref tracepoint) is missing."""
 import pytest
 
 from conftest import run_nttrace
-from nttrace import capabilities, kernel_meta
-from nttrace.capabilities import Capability
+from nttrace.probes import capabilities
+from nttrace.kernel import metadata as kernel_meta
+from nttrace.probes.capabilities import Capability
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe, infer_template_path
 from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.page_ref import PageRefProbe
-from nttrace.sysroot import Sysroot
-from nttrace.tracefs import read_format
+from nttrace.kernel.sysroot import Sysroot
+from nttrace.kernel.tracefs import read_format
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +163,7 @@ def test_unknown_probe_is_a_usage_error():
 
 @pytest.mark.needs("root", "btf", "bcc")
 def test_migrate_fn_program_takes_argument_positions_from_btf(meta):
-    from nttrace.btf import Btf
+    from nttrace.kernel.btf import Btf
     from nttrace.probes.migrate_fn import MigrateFunctionProbe
     caps = with_kprobes(capabilities.report())
     caps["ksym:migrate_pages"] = Capability(True, "assumed")

@@ -6,11 +6,13 @@ import json
 import pytest
 
 from conftest import bpftool_prog_ids, run_nttrace
-from nttrace import capabilities, kernel_meta, triggers
+from nttrace.probes import capabilities
+from nttrace.kernel import metadata as kernel_meta
+from nttrace.workloads import triggers
 from nttrace.probes import PROBES
-from nttrace.sysroot import Sysroot
+from nttrace.kernel.sysroot import Sysroot
 from nttrace.trace_cmd import print_table
-from nttrace.tracer import Tracer
+from nttrace.probes.tracer import Tracer
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,13 @@ import time
 import pytest
 
 from conftest import bpftool_prog_ids, one_line_error, run_nttrace
-from nttrace import capabilities, kernel_meta, native, triggers
-from nttrace.sysroot import Sysroot
-from nttrace.tracer import Tracer
+from nttrace.probes import capabilities
+from nttrace.kernel import vmstat
+from nttrace.kernel import metadata as kernel_meta
+from nttrace.reference import native
+from nttrace.workloads import triggers
+from nttrace.kernel.sysroot import Sysroot
+from nttrace.probes.tracer import Tracer
 
 
 @pytest.fixture(scope="module")
@@ -25,10 +29,10 @@ def meta():
 @pytest.mark.needs("root", "tracepoint", "bcc")
 def test_migrate_probe_pages_equal_vmstat_delta(caps, meta):
     with Tracer(["migrate"], caps=caps, meta=meta) as t:
-        before = triggers.vmstat()
+        before = vmstat.read()
         triggers.compaction()
         time.sleep(0.2)
-        after = triggers.vmstat()
+        after = vmstat.read()
         snap = t.snapshot()["migrate"]
     delta = after["pgmigrate_success"] - before["pgmigrate_success"]
     assert snap["status"] == "attached" and snap["via"] == "tracepoint"
@@ -281,7 +285,7 @@ def test_bench_overhead_on_demotion_runs_where_the_host_can_demote_else_says_why
     memory.reclaim: where the host has both it runs (the lab's guest runs it
     at length), where it lacks one the run stops at once with exit 3 and the
     reason, before anything is attached."""
-    from nttrace import demotion
+    from nttrace.workloads import demotion
     tiers = capabilities.report(live_probes=False)["numa:tiers"]
     try:
         demotion.cgroup2_root()

@@ -151,7 +151,7 @@ def test_ab_of_a_base_and_a_patched_kernel_as_markdown(tmp_path):
 def test_report_says_where_it_was_measured():
     proc = run_nttrace("validate", "--json", "--check", "env.*")
     m = json.loads(proc.stdout)["machine"]
-    from nttrace import native
+    from nttrace.reference import native
     sig = native.hypervisor_signature()
     assert m["cpuid_signature"] == sig
     assert m["kind"] == ("bare-metal" if sig is None else ("emulated" if sig == "TCGTCGTCGTCG" else "vm"))
@@ -168,7 +168,7 @@ def refuse(self):
 
 MigrateProbe.attach = refuse
 if sys.argv[1] == "raise":
-    import nttrace.checks as checks
+    import nttrace.validate.checks as checks
     checks._load_families()
     for c in checks.CATALOG:
         if c.id == "native.correctness":

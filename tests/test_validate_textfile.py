@@ -16,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import nttrace
 from conftest import one_line_error, run_nttrace
-from nttrace import textfile
-from nttrace.daemon_process import NTTRACE, free_port
+from nttrace.validate import textfile
+from nttrace.daemon.process import NTTRACE, free_port
 
 DATA = Path(nttrace.__file__).parent / "data"
 LIVE = ("root", "btf", "tracefs")

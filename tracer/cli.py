@@ -182,31 +182,31 @@ def _dispatch(args) -> int:
         return trace_cmd.main(args)
     if args.command == "bench":
         if args.bench == "native":
-            from nttrace import bench_native
+            from nttrace.bench import native as bench_native
             return bench_native.main(args)
         if args.bench == "probes":
-            from nttrace import bench_probes
+            from nttrace.bench import probes as bench_probes
             if args.events < 1 or args.rounds < 1:
                 raise UsageError("--events and --rounds must be positive")
             return bench_probes.main(args)
         if args.bench == "daemon":
-            from nttrace import bench_daemon
+            from nttrace.bench import daemon as bench_daemon
             if args.requests < 1 or args.concurrency < 1 or args.idle <= 0:
                 raise UsageError("--requests, --concurrency and --idle must be positive")
             if args.idle_connections < 0 or args.rounds < 1:
                 raise UsageError("--idle-connections must be 0 or more and --rounds positive")
             return bench_daemon.main(args)
         if args.bench == "overhead":
-            from nttrace import bench_overhead
+            from nttrace.bench import overhead as bench_overhead
             if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1 or (args.warmup or 0) < 0:
                 raise UsageError("--rounds, --per-round and --scratch-mib must be positive, --warmup not negative")
             return bench_overhead.main(args)
         raise UsageError("nttrace bench: choose native, probes, daemon or overhead (see --help)")
     if args.command == "daemon":
-        from nttrace import daemon
+        from nttrace.daemon import service as daemon
         return daemon.main(args)
     if args.command == "install-service":
-        from nttrace import install_service
+        from nttrace.daemon import install_service
         return install_service.main(args)
     raise UsageError(f"unknown command {args.command}")
 
@@ -215,9 +215,10 @@ def _validate(args) -> int:
     import platform
     import time
 
-    from nttrace import baseline as ab
-    from nttrace import textfile, validate
-    from nttrace.sysroot import Sysroot
+    from nttrace.kernel.sysroot import Sysroot
+    from nttrace.validate import baseline as ab
+    from nttrace.validate import runner as validate
+    from nttrace.validate import textfile
 
     if args.list:
         validate.print_list()

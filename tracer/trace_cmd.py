@@ -9,7 +9,7 @@ import time
 from nttrace.errors import EXIT_OK, UsageError
 from nttrace.probes import PROBES, check_names
 from nttrace.probes.contract import Column, row_value
-from nttrace.tracer import Terminated, Tracer
+from nttrace.probes.tracer import Terminated, Tracer
 
 
 def parse_probes(text: str) -> list[str]:

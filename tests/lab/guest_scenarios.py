@@ -64,10 +64,12 @@ def capabilities():
 
 def attach_modes():
     """Every probe attached by fentry where it loads and by kprobe, then detached."""
-    from nttrace import capabilities as capmod, kernel_meta, triggers
-    from nttrace.capabilities import Capability
-    from nttrace.sysroot import Sysroot
-    from nttrace.tracer import Tracer
+    from nttrace.probes import capabilities as capmod
+    from nttrace.kernel import metadata as kernel_meta
+    from nttrace.workloads import triggers
+    from nttrace.probes.capabilities import Capability
+    from nttrace.kernel.sysroot import Sysroot
+    from nttrace.probes.tracer import Tracer
     caps = capmod.report()
     meta = kernel_meta.load(Sysroot("/"))
     out = {"caps": {k: v.as_json() for k, v in caps.items() if k in ("kprobe", "fentry", "bcc", "pmem", "numa:tiers")}}
@@ -174,7 +176,7 @@ def trace_start():
     up to trace_stop (the demotion scenario's reclaim among them); first one
     rebind of the namespace (memmap, page_ref), a compaction and a memcg
     reclaim. What it prints at the end is a snapshot recorded on this kernel."""
-    from nttrace import triggers
+    from nttrace.workloads import triggers
     from nttrace.probes import PROBES
     before = bpftool_ids()
     proc = subprocess.Popen([NTTRACE, "trace", "--probes", ",".join(PROBES), "--json", "--interval", "3600"],
@@ -215,14 +217,15 @@ def kernel_facts_tests():
 
 def daemon():
     """Serve on the forwarded port until the host has scraped (or 300 s)."""
-    from nttrace.daemon_process import DaemonProcess
+    from nttrace.daemon.process import DaemonProcess
     work = Path("/tmp/daemon")
     work.mkdir(exist_ok=True)
     d = DaemonProcess(work, config_text='listen = "0.0.0.0:9435"\nprobes = ["migrate", "memmap", "copy"]\n')
     d.port = 9435
     try:
         ready = d.wait_message("READY=1", timeout=600)
-        from nttrace import demotion, triggers
+        from nttrace.workloads import demotion
+        from nttrace.workloads import triggers
         triggers.compaction(scratch_mib=64)
         if _node1_has_memory():
             demotion.demote_scratch(64)   # the NT demotion series, on NT kernels

@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 import sys
-import sysconfig
 import time
 from pathlib import Path
 

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nttrace import bpf as bpf_sources
-from nttrace import histogram
+from nttrace.kernel.sysroot import Sysroot
+from nttrace.probes import histogram
 from nttrace.probes.contract import Column, Metric
-from nttrace.sysroot import Sysroot
 
 
 @dataclass
@@ -48,7 +48,7 @@ class Probe:
         self._lost_records = 0
         self.fentry_error = ""   # why fentry did not load, when the probe fell back to kprobes
 
-    # -- state a loader process hands over (nttrace.loader) -------------------
+    # -- state a loader process hands over (nttrace.daemon.loader) -------------------
     HANDOVER_SKIP = ("meta", "caps", "options", "sysroot", "bpf", "_records")
 
     def state(self) -> dict:

@@ -9,10 +9,15 @@ BTF from its C declaration but with no __fentry__ site, and it refuses
 kprobes."""
 from __future__ import annotations
 
-from nttrace.btf import Btf
-from nttrace.probes.base import Availability, Probe, attach_functions, kernel_function_attach
+from nttrace.kernel.btf import Btf
+from nttrace.kernel.tracefs import ftrace_sites
+from nttrace.probes.base import (
+    Availability,
+    Probe,
+    attach_functions,
+    kernel_function_attach,
+)
 from nttrace.probes.contract import Column, Metric
-from nttrace.tracefs import ftrace_sites
 
 # (symbol, kind, nt): folio routines take (dst, src) folios; page routines copy 4 KiB.
 ROUTINES = [

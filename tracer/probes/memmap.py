@@ -7,8 +7,14 @@ from __future__ import annotations
 import ctypes
 
 from nttrace import bpf as bpf_sources
-from nttrace import histogram
-from nttrace.probes.base import Availability, Probe, attach_functions, hist_by_label, kernel_function_attach
+from nttrace.probes import histogram
+from nttrace.probes.base import (
+    Availability,
+    Probe,
+    attach_functions,
+    hist_by_label,
+    kernel_function_attach,
+)
 from nttrace.probes.contract import Column, Metric
 
 SYMBOL = "memmap_init_zone_device"
@@ -76,7 +82,7 @@ class MemmapProbe(Probe):
 
     def attach(self) -> None:
         if self.target == "native":
-            from nttrace import native
+            from nttrace.reference import native
             self.via = self.availability().attach_via
             b = self.load()
             path = native.library_path()

@@ -5,11 +5,11 @@ from __future__ import annotations
 import ctypes
 
 from nttrace import bpf as bpf_sources
-from nttrace import histogram
+from nttrace.kernel.sysroot import Sysroot
+from nttrace.kernel.tracefs import read_format
+from nttrace.probes import histogram
 from nttrace.probes.base import Availability, Probe
 from nttrace.probes.contract import Column, Metric
-from nttrace.sysroot import Sysroot
-from nttrace.tracefs import read_format
 
 START = ("migrate", "mm_migrate_pages_start")
 DONE = ("migrate", "mm_migrate_pages")

@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import ctypes
 
-from nttrace import histogram
+from nttrace.kernel.sysroot import Sysroot
+from nttrace.kernel.tracefs import read_format
+from nttrace.probes import histogram
 from nttrace.probes.base import Availability, Probe
 from nttrace.probes.contract import Column, Metric
-from nttrace.sysroot import Sysroot
-from nttrace.tracefs import read_format
 
 KINDS = ("direct", "memcg", "node", "kswapd")    # row index = the program's RECLAIM_* value
 # (event, program): begin, then end, of each kind

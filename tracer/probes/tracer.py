@@ -15,11 +15,11 @@ import signal
 import threading
 import time
 
-from nttrace import capabilities as capmod
-from nttrace import kernel_meta
 from nttrace.errors import CapabilityError
+from nttrace.kernel import metadata as kernel_meta
+from nttrace.kernel.sysroot import Sysroot
 from nttrace.probes import PROBES, check_names
-from nttrace.sysroot import Sysroot
+from nttrace.probes import capabilities as capmod
 
 
 class Terminated(Exception):
@@ -45,7 +45,7 @@ class Tracer:
         self.status: dict[str, dict] = {}
         self._lock = threading.RLock()
         self.handle_sigterm = handle_sigterm
-        self.handover = handover   # nttrace.loader.Handover: a loader process attaches; None: this process, with bcc
+        self.handover = handover   # nttrace.daemon.loader.Handover: a loader process attaches; None: this process, with bcc
         self._old_term = None
 
     def _make(self, name: str):

@@ -1,8 +1,9 @@
 """kernel.*: what the live kernel does on the NT paths."""
 from __future__ import annotations
 
-from nttrace.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
-from nttrace.kernel_meta import NT_MODES
+from nttrace.kernel import vmstat
+from nttrace.kernel.metadata import NT_MODES
+from nttrace.validate.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
 
 
 @check("kernel.nt_support", "which NT demotion revision the kernel's enums carry")
@@ -20,17 +21,17 @@ def nt_support(ctx) -> CheckResult:
 @check("kernel.migrate_observed", "a compaction trigger is seen by the migrate probe and agrees with /proc/vmstat",
        triggers="compacts memory (/proc/sys/vm/compact_memory)")
 def migrate_observed(ctx) -> CheckResult:
-    from nttrace import triggers
-    from nttrace.tracer import Tracer
+    from nttrace.probes.tracer import Tracer
+    from nttrace.workloads import triggers
 
     cid = "kernel.migrate_observed"
     if not ctx.caps["tracepoint:migrate:mm_migrate_pages_start"].available or not ctx.caps["bcc"].available:
         return CheckResult(cid, SKIP, "needs the migrate tracepoints and bcc: "
                            + ctx.caps["tracepoint:migrate:mm_migrate_pages_start"].detail + "; " + ctx.caps["bcc"].detail)
     with Tracer(["migrate"], caps=ctx.caps, meta=ctx.kernel) as tracer:
-        before = triggers.vmstat()
+        before = vmstat.read()
         deltas = triggers.compaction()
-        after = triggers.vmstat()
+        after = vmstat.read()
         snap = tracer.snapshot()["migrate"]
     rows = snap.get("rows", [])
     probe_pages = sum(r["succeeded"] for r in rows)
@@ -53,8 +54,8 @@ def migrate_observed(ctx) -> CheckResult:
 @check("kernel.reclaim_observed", "memcg reclaim of a scratch cgroup is seen by the reclaim probe, pages as the "
        "cgroup counts them", triggers="reclaims a scratch memory cgroup's page cache (a 64 MiB file in /var/tmp)")
 def reclaim_observed(ctx) -> CheckResult:
-    from nttrace import scratch_cgroup, triggers
-    from nttrace.tracer import Tracer
+    from nttrace.probes.tracer import Tracer
+    from nttrace.workloads import scratch_cgroup, triggers
 
     cid = "kernel.reclaim_observed"
     if not ctx.caps["tracepoint:vmscan:mm_vmscan_memcg_reclaim_end"].available or not ctx.caps["bcc"].available:
@@ -88,8 +89,8 @@ def reclaim_observed(ctx) -> CheckResult:
 @check("kernel.demotion_nt", "demotions to the lower tier use an NT migrate mode on an NT kernel",
        quick=False, triggers="with --demote: reclaims a scratch cgroup's memory into the lower tier")
 def demotion_nt(ctx) -> CheckResult:
-    from nttrace import demotion, triggers
-    from nttrace.tracer import Tracer
+    from nttrace.probes.tracer import Tracer
+    from nttrace.workloads import demotion
 
     cid = "kernel.demotion_nt"
     tiers = ctx.caps["numa:tiers"]
@@ -103,9 +104,9 @@ def demotion_nt(ctx) -> CheckResult:
     except demotion.DemotionUnavailable as exc:
         return CheckResult(cid, SKIP, f"cannot run a scratch demotion: {exc}")
     with Tracer(probes, caps=ctx.caps, meta=ctx.kernel) as tracer:
-        before = triggers.vmstat()
+        before = vmstat.read()
         run = demotion.demote_scratch(ctx.options.demote_mib)
-        after = triggers.vmstat()
+        after = vmstat.read()
         snap = tracer.snapshot()
     rows = [r for r in snap["migrate"].get("rows", []) if r["reason"] == "MR_DEMOTION"]
     demoted = demotion.demoted_pages(before, after)
@@ -136,7 +137,7 @@ def demotion_nt(ctx) -> CheckResult:
 @check("kernel.memmap_latency", "memmap_init_zone_device() latency over namespace rebinds (--rebind)",
        quick=False, triggers="with --rebind: unbinds and binds a pmem namespace's driver")
 def memmap_latency(ctx) -> CheckResult:
-    from nttrace import memmap_runs
+    from nttrace.validate import memmap_runs
     cid = "kernel.memmap_latency"
     if not ctx.options.rebind:
         return CheckResult(cid, SKIP, "rebinding changes system state; run with --rebind NAMESPACE to time it"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from nttrace.errors import EXIT_OK, UsageError
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 UNIT = "etc/systemd/system/nttrace.service"
 # off until enabled: systemctl enable --now nttrace-validate.timer
 VALIDATE_UNITS = ("etc/systemd/system/nttrace-validate.service", "etc/systemd/system/nttrace-validate.timer")
@@ -67,7 +67,7 @@ def install(root: Path = Path("/"), reload: bool = True) -> list[str]:
     if not link.exists():
         link.symlink_to(target)
     done.append(f"entry    {link} -> {target}")
-    from nttrace.capabilities import perf_paranoid_hint
+    from nttrace.probes.capabilities import perf_paranoid_hint
     hint = perf_paranoid_hint()
     if hint and root == Path("/"):
         done.append(f"warning  {hint}")

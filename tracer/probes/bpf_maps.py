@@ -1,5 +1,5 @@
 """BPF maps read with the bpf(2) system call, without bcc or LLVM: the
-daemon's side of the loader (nttrace.loader). It holds the map and
+daemon's side of the loader (nttrace.daemon.loader). It holds the map and
 attachment descriptors the loader passed it; a MapSet answers the lookups
 the probes' snapshot() make, as bcc's tables do (table[key], a list of
 per-CPU values for per-CPU maps, .items()), with the key and value layouts

@@ -5,13 +5,17 @@ from __future__ import annotations
 import platform
 import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 from functools import cached_property
+from pathlib import Path
 
-from nttrace import __version__, capabilities, checks, kernel_meta, machine
-from nttrace.checks import FAIL, SKIP, CheckResult
+from nttrace import __version__
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK, CapabilityError, UsageError
-from nttrace.sysroot import Sysroot
+from nttrace.kernel import machine
+from nttrace.kernel import metadata as kernel_meta
+from nttrace.kernel.sysroot import Sysroot
+from nttrace.probes import capabilities
+from nttrace.validate import checks
+from nttrace.validate.checks import FAIL, SKIP, CheckResult
 
 
 @dataclass

@@ -57,5 +57,5 @@ def select(patterns: list[str] | None, quick: bool) -> list[Check]:
 
 
 def _load_families() -> None:
-    # Import for their @check registrations, in catalog order.
-    from nttrace.checks import env, native, kernel, perf  # noqa: F401
+    # Import for their @check registrations: this import order is the catalog order.
+    from nttrace.validate.checks import env, native, kernel, perf  # noqa: F401, I001  # isort: skip

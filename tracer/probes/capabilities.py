@@ -8,9 +8,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from nttrace.kernel.sysroot import Sysroot
 from nttrace.perf import event_open as pe
 from nttrace.perf import memory_traffic
-from nttrace.sysroot import Sysroot
 
 LINUX_CAPS = {"cap:sys_admin": 21, "cap:perfmon": 38, "cap:bpf": 39}
 LIVE_ONLY = "live-only probe; not evaluated for --sysroot"

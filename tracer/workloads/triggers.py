@@ -18,20 +18,10 @@ import sys
 import time
 from pathlib import Path
 
+from nttrace.kernel import vmstat
+
 PAGE = 4096
 COMPACT = Path("/proc/sys/vm/compact_memory")
-
-
-def vmstat(path: str | Path = "/proc/vmstat") -> dict[str, int]:
-    """A vmstat file (/proc/vmstat or a node's) as {counter: value}. The one
-    parser of these files: the daemon's vmstat collector reads through it."""
-    out = {}
-    with open(path) as f:
-        for line in f:
-            k, _, v = line.partition(" ")
-            if v.strip().lstrip("-").isdigit():
-                out[k] = int(v)
-    return out
 
 
 def compaction(scratch_mib: int = 128, settle_s: float = 0.3) -> dict:
@@ -47,10 +37,10 @@ def compaction(scratch_mib: int = 128, settle_s: float = 0.3) -> dict:
         # between free ones, which compaction migrates.
         for off in range(0, size, 2 * PAGE):
             m.madvise(mmap.MADV_DONTNEED, off, PAGE)
-        before = vmstat()
+        before = vmstat.read()
         COMPACT.write_text("1\n")
         time.sleep(settle_s)
-        after = vmstat()
+        after = vmstat.read()
     finally:
         m.close()
     keys = ("pgmigrate_success", "pgmigrate_fail", "compact_migrate_scanned", "compact_isolated")
@@ -66,7 +56,7 @@ def memcg_reclaim(scratch_dir: str | Path = "/var/tmp", scratch_mib: int = 64) -
     kernel says it reclaimed: "pgsteal" (cgroup v2: the cgroup's memory.stat
     pgsteal delta) and "usage_drop_pages" (charged bytes before less after,
     in pages). Raises scratch_cgroup.NoMemoryCgroup when there is none."""
-    from nttrace.scratch_cgroup import ScratchCgroup
+    from nttrace.workloads.scratch_cgroup import ScratchCgroup
 
     scratch = Path(scratch_dir) / f".nttrace-reclaim-{os.getpid()}"
     with ScratchCgroup("reclaim") as cg:

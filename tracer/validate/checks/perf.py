@@ -5,7 +5,7 @@ import ctypes
 import mmap
 from pathlib import Path
 
-from nttrace.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
+from nttrace.validate.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
 
 FIRST_TOUCH_PAGES = 16384
 
@@ -41,8 +41,8 @@ def software(ctx) -> CheckResult:
 
 @check("perf.llc", "LLC misses of NT vs cached cold page copies (native)")
 def llc(ctx) -> CheckResult:
-    from nttrace import native
     from nttrace.perf import counters
+    from nttrace.reference import native
     cid = "perf.llc"
     if not ctx.caps["perf:hardware"].available:
         return CheckResult(cid, SKIP, f"no hardware PMU: {ctx.caps['perf:hardware'].detail}")
@@ -67,8 +67,8 @@ def llc(ctx) -> CheckResult:
 
 @check("perf.device_reads", "memory-device read/write bytes of NT vs cached copies (uncore/CXL PMUs)")
 def device_reads(ctx) -> CheckResult:
-    from nttrace import native
     from nttrace.perf import counters, memory_traffic, sysfs_pmu
+    from nttrace.reference import native
     cid = "perf.device_reads"
     if not ctx.caps["perf:uncore"].available:
         return CheckResult(cid, SKIP, f"no uncore or CXL PMU: {ctx.caps['perf:uncore'].detail}")

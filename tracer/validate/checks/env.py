@@ -2,7 +2,7 @@
 fails; what only some probes need skips with the reason."""
 from __future__ import annotations
 
-from nttrace.checks import FAIL, PASS, SKIP, CheckResult, check
+from nttrace.validate.checks import FAIL, PASS, SKIP, CheckResult, check
 
 ESSENTIAL = ("btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "tracepoint:migrate:mm_migrate_pages", "bcc")
 OPTIONAL = {

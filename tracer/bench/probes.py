@@ -25,7 +25,7 @@ import sys
 import time
 from pathlib import Path
 
-from nttrace.errors import CapabilityError, EXIT_OK
+from nttrace.errors import EXIT_OK, CapabilityError
 
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 MIGRATE_TRACEPOINTS = ("migrate:mm_migrate_pages_start", "migrate:mm_migrate_pages")
@@ -81,7 +81,7 @@ def _per_event(progs: list[dict]) -> float | None:
 
 
 def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float) -> dict:
-    from nttrace.tracer import Tracer
+    from nttrace.probes.tracer import Tracer
     before = set(bpftool_progs())
     with Tracer([probe], options={probe: options}) as t:
         if not t.attached(probe):
@@ -112,7 +112,7 @@ def program_alone(text: str, attachments: list[tuple[str, str]], drive, min_even
 
 def compaction_round() -> None:
     """The migrate tracepoints' workload: one fragment-and-compact cycle."""
-    from nttrace import triggers
+    from nttrace.workloads import triggers
     triggers.compaction(scratch_mib=64, settle_s=0.05)
 
 
@@ -153,7 +153,7 @@ def migrate(rounds: int, events: int, max_s: float) -> dict:
 
 
 def memmap_uprobe(events: int, max_s: float) -> dict:
-    from nttrace import native
+    from nttrace.reference import native
     buf = native.Buffer(64 * 64, fill=0)
     try:
         def model_calls():

@@ -6,13 +6,13 @@ from __future__ import annotations
 import statistics
 import time
 
-from nttrace.checks import FAIL, PASS, SKIP, CheckResult
-from nttrace.namespace_rebind import Rebinder, in_use, resolve
+from nttrace.validate.checks import FAIL, PASS, SKIP, CheckResult
+from nttrace.workloads.namespace_rebind import Rebinder, in_use, resolve
 
 
 def run_check(ctx, cid: str) -> CheckResult:
-    from nttrace import native
-    from nttrace.tracer import Tracer
+    from nttrace.probes.tracer import Tracer
+    from nttrace.reference import native
 
     target = resolve(ctx.options.rebind)          # UsageError: no such namespace
     busy = in_use(target)

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from nttrace.btf import Btf
 from nttrace.errors import UsageError
-from nttrace.sysroot import Sysroot
-from nttrace.tracefs import read_format
+from nttrace.kernel.btf import Btf
+from nttrace.kernel.sysroot import Sysroot
+from nttrace.kernel.tracefs import read_format
 
 # The NT demotion revisions add one migrate_mode each (see the seeds):
 #   RFC v2 inserts MIGRATE_ASYNC_NON_TEMPORAL_STORES at index 1,

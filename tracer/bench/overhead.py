@@ -21,8 +21,10 @@ import statistics
 import sys
 import time
 
-from nttrace import config, demotion, triggers
+from nttrace.daemon import config
 from nttrace.errors import EXIT_OK, CapabilityError
+from nttrace.kernel import vmstat
+from nttrace.workloads import demotion, triggers
 
 DEFAULT_PROBES = list(config.Config.__dataclass_fields__["probes"].default)
 
@@ -38,11 +40,11 @@ def _compaction(scratch_mib: int) -> tuple[int, float]:
             m[off] = 1
         for off in range(0, size, 2 * triggers.PAGE):
             m.madvise(mmap.MADV_DONTNEED, off, triggers.PAGE)
-        before = triggers.vmstat()["pgmigrate_success"]
+        before = vmstat.read()["pgmigrate_success"]
         t0 = time.perf_counter()
         triggers.COMPACT.write_text("1\n")
         elapsed = time.perf_counter() - t0
-        pages = triggers.vmstat()["pgmigrate_success"] - before
+        pages = vmstat.read()["pgmigrate_success"] - before
     finally:
         m.close()
     return pages, elapsed
@@ -50,9 +52,9 @@ def _compaction(scratch_mib: int) -> tuple[int, float]:
 
 def _demotion(scratch_mib: int) -> tuple[int, float]:
     """(pages demoted, seconds of the memory.reclaim write) of one scratch demotion."""
-    before = triggers.vmstat()
+    before = vmstat.read()
     run = demotion.demote_scratch(scratch_mib)
-    return demotion.demoted_pages(before, triggers.vmstat()), run["reclaim_s"]
+    return demotion.demoted_pages(before, vmstat.read()), run["reclaim_s"]
 
 
 WORKS = {"compaction": _compaction, "demotion": _demotion}
@@ -93,8 +95,8 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     compaction also changes what the next one finds to move)."""
     if warmup is None:
         warmup = WARMUP[work]
-    from nttrace import capabilities
-    from nttrace.tracer import Tracer
+    from nttrace.probes import capabilities
+    from nttrace.probes.tracer import Tracer
     caps = capabilities.report()
     usable(work, caps)
     if not probes and work == "demotion":

@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from nttrace.daemon_process import DaemonProcess
+from nttrace.daemon.process import DaemonProcess
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 

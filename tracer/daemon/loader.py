@@ -2,7 +2,7 @@
 daemon's probes with bcc, hands the daemon the descriptors that keep them
 attached (the maps it reads and the attachments: perf events, BPF links)
 over a Unix socket with SCM_RIGHTS, and exits. The daemon reads the maps
-with bpf(2) (nttrace.bpf_maps) and never imports bcc or LLVM.
+with bpf(2) (nttrace.probes.bpf_maps) and never imports bcc or LLVM.
 
 Nothing is pinned, so nothing outlives the descriptors: killed at any point
 (kill -9 included), the loader's descriptors close with it, and those in
@@ -19,7 +19,6 @@ its descriptors (the maps' in order, then the attachments), then
 from __future__ import annotations
 
 import ctypes
-from concurrent.futures import ThreadPoolExecutor
 import json
 import os
 import signal
@@ -27,6 +26,7 @@ import socket
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from nttrace.errors import EXIT_INTERNAL, NttraceError
 
@@ -77,10 +77,11 @@ def _send(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
 
 def serve(sock: socket.socket) -> int:
     """The loader's whole life: one request, its answer, exit."""
-    from nttrace import capabilities, kernel_meta
     from nttrace.errors import CapabilityError
-    from nttrace.sysroot import Sysroot
-    from nttrace.tracer import Tracer
+    from nttrace.kernel import metadata as kernel_meta
+    from nttrace.kernel.sysroot import Sysroot
+    from nttrace.probes import capabilities
+    from nttrace.probes.tracer import Tracer
 
     request = json.loads(sock.recv(MAX_MESSAGE))
     try:
@@ -151,7 +152,7 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
     LoaderError (after closing whatever arrived) when it fails or dies."""
     t0 = time.monotonic()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-    cmd = argv or [sys.executable, "-m", "nttrace.loader"]
+    cmd = argv or [sys.executable, "-m", "nttrace.daemon.loader"]
     proc = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=[theirs.fileno()], preexec_fn=_die_with_parent,
                             stdin=subprocess.DEVNULL)
     theirs.close()
@@ -218,7 +219,7 @@ class Handover:
         self.timeout_s = timeout_s
 
     def attach(self, probes: dict) -> dict[str, dict]:
-        from nttrace.bpf_maps import MapSet
+        from nttrace.probes.bpf_maps import MapSet
         loaded, self._next = self._next, None
         if loaded is not None and set(loaded.probes) != set(probes):
             loaded.close()

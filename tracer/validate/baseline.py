@@ -14,8 +14,9 @@ from __future__ import annotations
 import json
 import sys
 
-from nttrace import checks, machine
 from nttrace.errors import UsageError
+from nttrace.kernel import machine
+from nttrace.validate import checks
 
 
 def load_report(path: str, flag: str = "--baseline") -> dict:

@@ -3,7 +3,7 @@ exported for Prometheus, run as a systemd service (Type=notify).
 
 Lifecycle: bind the listen socket (a port in use fails before anything is
 attached), have a loader process compile and attach the probes and hand
-over their descriptors (nttrace.loader: the daemon never holds bcc or LLVM),
+over their descriptors (nttrace.daemon.loader: the daemon never holds bcc or LLVM),
 READY=1, then serve. SIGHUP reloads the
 config: a bad one is logged and the running one kept; a good one attaches
 new probes and detaches dropped ones, leaving the others and their counters
@@ -19,17 +19,17 @@ import time
 
 from prometheus_client import CollectorRegistry
 
-from nttrace import config, loader, sd_notify
-from nttrace.capabilities import Capability
+from nttrace.daemon import config, loader, sd_notify
 from nttrace.errors import EXIT_OK, NttraceError, UsageError
+from nttrace.exporters import web_config
 from nttrace.exporters.http_server import MetricsServer
 from nttrace.exporters.perf_collector import PerfCollector
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
-from nttrace.exporters import web_config
-from nttrace.kernel_meta import KernelMetadata
+from nttrace.kernel.metadata import KernelMetadata
 from nttrace.probes import PROBES
-from nttrace.tracer import Tracer
+from nttrace.probes.capabilities import Capability
+from nttrace.probes.tracer import Tracer
 
 log = logging.getLogger("nttrace")
 RELOAD_WATCHDOG_S = 300   # the watchdog's bound while a reload compiles and attaches

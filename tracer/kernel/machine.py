@@ -68,7 +68,7 @@ def describe(root: Path = Path("/")) -> dict:
     signature = None
     if live:
         try:
-            from nttrace import native
+            from nttrace.reference import native
             signature = native.hypervisor_signature()
         except Exception:  # noqa: BLE001 - the library is optional for this
             signature = None

@@ -1,18 +1,18 @@
 """native.*: the native reference on this CPU (no kernel involvement)."""
 from __future__ import annotations
 
-from nttrace.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
+from nttrace.validate.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
 
 
 @check("native.correctness", "every native copy primitive and both kernel-path models are byte-exact")
 def correctness(ctx) -> CheckResult:
     import ctypes
 
-    from nttrace import bench_native, native
+    from nttrace.reference import measurements, native
     cid = "native.correctness"
     if not native.have_nt_backend():
         return CheckResult(cid, SKIP, "no NT backend on this CPU (needs x86-64 SSE2)")
-    ev = bench_native.correctness()
+    ev = measurements.correctness()
     # Models: every template method against the slow path, every pgmap type,
     # descriptor sizes and compound orders 0 and 9 (the tests add 18).
     model_cases = model_failures = 0
@@ -38,14 +38,14 @@ def correctness(ctx) -> CheckResult:
 
 @check("native.nt_benefit", "NT vs cached copies on this CPU (memmap model, cold page copies), beside the seeds")
 def nt_benefit(ctx) -> CheckResult:
-    from nttrace import bench_native, native, seeds
+    from nttrace.reference import measurements, native, seeds
     cid = "native.nt_benefit"
     if not native.have_nt_backend():
         return CheckResult(cid, SKIP, "no NT backend on this CPU (needs x86-64 SSE2)")
-    plan = bench_native.Plan.quick()
+    plan = measurements.Plan.quick()
     plan.runs = 3
-    mm = bench_native.memmap_model(plan)
-    pc = bench_native.page_copy(plan)
+    mm = measurements.memmap_model(plan)
+    pc = measurements.page_copy(plan)
     rows = {r["primitive"]: r for r in pc["rows"]}
     nt_folio = rows["movnti_prefetchnta/per_folio"]["vs_memcpy_median"]
     nt_page = rows["movnti_prefetchnta/per_page"]["vs_memcpy_median"]

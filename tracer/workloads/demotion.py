@@ -11,7 +11,11 @@ import sys
 import time
 from pathlib import Path
 
-from nttrace.scratch_cgroup import NoMemoryCgroup, ScratchCgroup, memory_hierarchy
+from nttrace.workloads.scratch_cgroup import (
+    NoMemoryCgroup,
+    ScratchCgroup,
+    memory_hierarchy,
+)
 
 DEMOTION_ENABLED = Path("/sys/kernel/mm/numa/demotion_enabled")
 # /proc/vmstat's demoted-page counters, by who reclaimed (memory.reclaim is "proactive" from 6.x)

@@ -1,0 +1,1 @@
+"""`nttrace bench`: the benchmarks whose figures BENCHMARKS.md keeps."""

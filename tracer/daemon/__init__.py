@@ -1,0 +1,1 @@
+"""`nttrace daemon`: the Prometheus exporter service, its config, its loader process and its systemd side."""

@@ -1,0 +1,1 @@
+"""`nttrace validate`: the check catalog, its runs, their reports, the A/B of two, and the textfile output."""
