@@ -23,7 +23,7 @@ $(PY):
 	/usr/bin/python3 -m venv --system-site-packages $(VENV)
 
 venv: $(PY)
-	@$(PY) -c "import prometheus_client, pytest" 2>/dev/null || $(PY) -m pip install -q prometheus-client pytest
+	@$(PY) -c "import prometheus_client, pytest, importlinter" 2>/dev/null || $(PY) -m pip install -q prometheus-client pytest import-linter
 
 # A non-editable install: the tests run against what a user would get.
 install: venv

@@ -1,1 +1,1 @@
-"""Outputs of nttrace: the Prometheus collector and the vmstat exporter."""
+"""The daemon's outputs: the Prometheus collectors (probes, vmstat, perf) and the HTTP endpoint with its web config."""
