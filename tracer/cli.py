@@ -29,6 +29,8 @@ VALIDATE_EXAMPLES = """examples:
   nttrace validate --baseline base.json # per-check deltas against the saved run
   nttrace validate --baseline base.json --current patched.json  # compare two saved runs
   nttrace validate --baseline base.json --current patched.json --format markdown  # a table for a cover letter
+  nttrace validate --baseline base/*.json --current nt/*.json --format html > ab.html  # several boots a side:
+                                        # medians, 95% intervals, Mann-Whitney p, per-boot plots
   nttrace validate --rebind namespace0.0 --runs 30  # time memmap init over 30 rebinds
   nttrace validate --quick --textfile-dir /var/lib/prometheus/node-exporter  # results for node_exporter
 """
@@ -75,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     v = sub.add_parser("validate", help="check this kernel's NT paths against the native reference",
                        epilog=VALIDATE_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
     v.add_argument("--json", action="store_true", help="print the report as JSON (same as --format json)")
-    v.add_argument("--format", choices=("text", "json", "markdown"), default=None,
+    v.add_argument("--format", choices=("text", "json", "markdown", "html"), default=None,
                    help="output format (default text); markdown: tables to paste into a mail or a cover letter")
     v.add_argument("--list", action="store_true", help="print the check catalog and exit")
     v.add_argument("--check", action="append", metavar="PATTERN", help="run only checks matching PATTERN (glob or prefix; repeatable)")
@@ -84,10 +86,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also write the results to DIR/nttrace_validate.prom for node_exporter's textfile "
                         "collector (atomically; nttrace-validate.timer does this on a schedule)")
     v.add_argument("--sysroot", metavar="DIR", default="/", help="read BTF, tracefs and kallsyms under DIR (offline analysis)")
-    v.add_argument("--baseline", metavar="FILE", action="append",
-                   help="compare with a saved --json report (repeatable: reports of one kernel are merged)")
-    v.add_argument("--current", metavar="FILE", action="append",
-                   help="with --baseline: compare two saved reports instead of running (repeatable)")
+    v.add_argument("--baseline", metavar="FILE", nargs="+", action="extend",
+                   help="saved `validate --json` reports of the base kernel: one per run (boot), several for "
+                        "statistics across runs; a boot's reports of different checks merge (repeatable)")
+    v.add_argument("--current", metavar="FILE", nargs="+", action="extend",
+                   help="with --baseline: the patched kernel's saved reports, as --baseline, compared instead "
+                        "of running (repeatable)")
     v.add_argument("--rebind", metavar="NAMESPACE", help="rebind this pmem namespace to time memmap init (changes system state)")
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
@@ -234,9 +238,15 @@ def _validate(args) -> int:
             raise UsageError("--textfile-dir writes a run's results: it does not go with --current")
         textfile.check_dir(args.textfile_dir)
     fmt = "json" if args.json else (args.format or "text")
-    base = ab.merge([ab.load_report(p, "--baseline") for p in args.baseline]) if args.baseline else None
+    if fmt == "html" and not args.baseline:
+        raise UsageError("--format html is the A/B report: it needs --baseline")
+    base = [ab.load_report(p, "--baseline") for p in args.baseline] if args.baseline else None
+    if base:
+        ab.check_side(base, "--baseline")
     if args.current:
-        report = ab.merge([ab.load_report(p, "--current") for p in args.current])
+        current = [ab.load_report(p, "--current") for p in args.current]
+        ab.check_side(current, "--current")
+        report = ab.merge(current)
     else:
         options = validate.ValidateOptions(rebind=args.rebind, runs=args.runs, demote=args.demote,
                                            page_ref=args.page_ref, quick=args.quick)
@@ -250,12 +260,21 @@ def _validate(args) -> int:
         if args.textfile_dir:
             textfile.write(args.textfile_dir, report, started, time.time(), validate.exit_code(report))
     if base is not None:
-        rows = ab.compare(base, report)
+        cur = current if args.current else [report]
+        rows = ab.compare(base, cur, strict=bool(args.current))   # everything computed before anything is written
         if fmt == "json":
-            report = dict(report, baseline_comparison=rows, baseline_header=ab.header(base, report))
-        else:
-            (ab.print_markdown if fmt == "markdown" else ab.print_text)(rows, base, report)
+            report = dict(report, baseline_comparison=rows, baseline_header=ab.header(base, cur),
+                          baseline_legend=ab.legend(rows),
+                          baseline_runs={"baseline": [r.get("_source") for r in base],
+                                         "current": [r.get("_source") for r in cur]})
+        elif fmt == "html":
+            from nttrace.validate import ab_html
+            sys.stdout.write(ab_html.render(rows, base, cur))
             return validate.exit_code(report)
+        else:
+            (ab.print_markdown if fmt == "markdown" else ab.print_text)(rows, base, cur)
+            return validate.exit_code(report)
+    report.pop("_source", None)
     if fmt == "json":
         json.dump(report, sys.stdout, indent=2, sort_keys=False)
         print()
