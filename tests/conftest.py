@@ -99,6 +99,8 @@ CAPABILITIES = {
     "bpftool": _binary("bpftool"),
     "prometheus": _binary("prometheus"),
     "node-exporter": _binary("prometheus-node-exporter"),
+    "browser": lambda: (bool(shutil.which("chromium-headless-shell") or shutil.which("chromium")),
+                        shutil.which("chromium-headless-shell") or shutil.which("chromium") or "no chromium"),
     "promtool": _binary("promtool"),
     "systemd-analyze": _binary("systemd-analyze"),
     "setpriv": _binary("setpriv"),

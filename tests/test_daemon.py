@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import nttrace
+import promserver
 from conftest import bpftool_prog_ids, live_nt_revision, one_line_error, run_nttrace
 from nttrace.daemon.process import NTTRACE, DaemonProcess, free_port
 from nttrace.kernel import vmstat
@@ -368,14 +369,7 @@ def test_daemon_runs_with_exactly_the_units_capabilities(daemon):
 # -- a real Prometheus server -------------------------------------------------------
 def start_prometheus(tmp_path: Path, target_port: int) -> tuple[subprocess.Popen, int]:
     """A Prometheus server on loopback scraping the daemon every second."""
-    prom_port = free_port()
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        f"scrape_configs:\n  - job_name: nttrace\n    static_configs:\n      - targets: ['127.0.0.1:{target_port}']\n")
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return prom, prom_port
+    return promserver.start(tmp_path, promserver.job("nttrace", target_port))
 
 
 @pytest.mark.needs(*LIVE, "prometheus")

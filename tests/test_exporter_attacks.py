@@ -9,7 +9,6 @@ import json
 import os
 import socket
 import ssl
-import subprocess
 import time
 import urllib.parse
 import urllib.request
@@ -19,6 +18,7 @@ import bcrypt
 import pytest
 
 import pki
+import promserver
 from nttrace.daemon.process import DaemonProcess, free_port
 from nttrace.exporters.http_server import HEADER_TIMEOUT_S
 
@@ -191,15 +191,12 @@ def trickle_closed_by(t: ssl.SSLSocket, deadline_wall: float) -> bool:
     return False
 
 
-def _prom_config(d, path: Path) -> None:
+def _prom_job(d) -> str:
     pw = d.dir / "prom-password"
     pw.write_text(PASSWORD)
-    path.write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n"
-                    f"  - job_name: nttrace\n    scheme: https\n    static_configs:\n"
-                    f"      - targets: ['127.0.0.1:{d.port}']\n"
-                    f"    tls_config:\n      ca_file: {d.server_ca.cert}\n      cert_file: {d.client.cert}\n"
-                    f"      key_file: {d.client.key}\n"
-                    f"    basic_auth:\n      username: prometheus\n      password_file: {pw}\n")
+    return promserver.job("nttrace", d.port, f"    scheme: https\n    tls_config:\n      ca_file: {d.server_ca.cert}\n"
+                          f"      cert_file: {d.client.cert}\n      key_file: {d.client.key}\n"
+                          f"    basic_auth:\n      username: prometheus\n      password_file: {pw}\n")
 
 
 def _query(prom_port: int, q: str, **extra) -> list:
@@ -214,11 +211,7 @@ def test_200_idle_connections_and_a_slowloris_do_not_block_prometheus_and_leak_n
     assert guarded.get("/healthz")[0] == 200
     time.sleep(0.5)
     base_threads, base_fds = threads_and_fds(pid)
-    _prom_config(guarded, tmp_path / "prometheus.yml")
-    prom_port = free_port()
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prom, prom_port = promserver.start(tmp_path, _prom_job(guarded), timeout="900ms")
     idle, trickle = [], None
     try:
         deadline = time.monotonic() + 30

@@ -5,7 +5,6 @@ under it, without a restart."""
 import base64
 import json
 import ssl
-import subprocess
 import time
 import urllib.error
 import urllib.parse
@@ -16,6 +15,7 @@ import bcrypt
 import pytest
 
 import pki
+import promserver
 from conftest import one_line_error, run_nttrace
 from nttrace.daemon.process import DaemonProcess, free_port
 from nttrace.exporters import web_config
@@ -287,7 +287,6 @@ def test_prometheus_scrapes_over_mtls_and_bcrypt_through_a_rotation_without_rest
         keep.mkdir()
         for name in ("client.crt", "client.key", "password"):
             (keep / name).write_bytes((rot.live / name).read_bytes())
-        prom_port = free_port()
 
         def job(name, files):
             return (f"  - job_name: {name}\n    scheme: https\n    static_configs:\n"
@@ -295,12 +294,7 @@ def test_prometheus_scrapes_over_mtls_and_bcrypt_through_a_rotation_without_rest
                     f"    tls_config:\n      ca_file: {rot.server_ca.cert}\n      cert_file: {files / 'client.crt'}\n"
                     f"      key_file: {files / 'client.key'}\n"
                     f"    basic_auth:\n      username: prometheus\n      password_file: {files / 'password'}\n")
-        (tmp_path / "prometheus.yml").write_text("global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\n"
-                                                 "scrape_configs:\n" + job("rotating", rot.live) + job("kept", keep))
-        prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                                 f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                                 f"--web.listen-address=127.0.0.1:{prom_port}"],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        prom, prom_port = promserver.start(tmp_path, job("rotating", rot.live) + job("kept", keep), timeout="900ms")
         before = time.time()
         assert _wait_for_scrape(prom_port, "rotating", before, healthy=True)["health"] == "up"
         assert _wait_for_scrape(prom_port, "kept", before, healthy=True)["health"] == "up"

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import nttrace
+import promserver
 from conftest import one_line_error, run_nttrace
 from nttrace.validate import textfile
 from nttrace.daemon.process import NTTRACE, free_port
@@ -142,16 +143,11 @@ def _wait_prom(prom_port: int, query: str, timeout: float = 60) -> list:
 @pytest.mark.needs(*LIVE, "node-exporter", "prometheus")
 def test_node_exporter_carries_the_results_to_prometheus(quick_run, tmp_path):
     report, _path, _span, _rc, d = quick_run
-    ne_port, prom_port = free_port(), free_port()
+    ne_port = free_port()
     ne = subprocess.Popen(["prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{ne_port}",
                            "--collector.disable-defaults", "--collector.textfile",
                            f"--collector.textfile.directory={d}"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    (tmp_path / "prometheus.yml").write_text(
-        "global:\n  scrape_interval: 1s\nscrape_configs:\n  - job_name: node\n"
-        f"    static_configs:\n      - targets: ['127.0.0.1:{ne_port}']\n")
-    prom = subprocess.Popen(["prometheus", f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'tsdb'}", f"--web.listen-address=127.0.0.1:{prom_port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    prom, prom_port = promserver.start(tmp_path, promserver.job("node", ne_port))
     try:
         rows = _wait_prom(prom_port, 'nttrace_validate_check_status{job="node"}')
         got = {(r["metric"]["check"], r["metric"]["status"]) for r in rows}

@@ -14,6 +14,8 @@ PACKAGES=(
     prometheus         # prometheus and promtool, for the exporter's end-to-end tests
     prometheus-node-exporter   # its textfile collector carries `validate --textfile-dir` (tested)
     python3-yaml python3-bcrypt   # the daemon's web config (exporter toolkit format, bcrypt users)
+    python3-scipy python3-matplotlib   # the A/B's statistics and its HTML plots (never the daemon's)
+    chromium-headless-shell   # a real browser for the HTML A/B report's test
     systemd            # systemd-analyze verify, for the shipped unit
     ndctl daxctl       # pmem namespaces (used where /sys/bus/nd exists, and in the lab guest)
     util-linux         # setpriv, for the unprivileged-run tests

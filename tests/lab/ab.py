@@ -21,7 +21,6 @@ and log said), 2 a bad argument.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys

@@ -32,6 +32,17 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
+def timed_scrapes(url: str, n: int) -> list[float]:
+    """n scrapes one after another, each one's seconds."""
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            resp.read()
+        out.append(time.perf_counter() - t)
+    return out
+
+
 def _open_idle(port: int, n: int) -> list:
     """n loopback connections that send nothing (a slowloris' first step)."""
     import socket
@@ -58,12 +69,7 @@ def idle_connections_ab(port: int, n_idle: int, rounds: int = 5, scrapes: int = 
             held = _open_idle(port, n_idle) if cond == "idle" else []
             time.sleep(0.5)   # both conditions: the server has accepted the idle ones (a thread each)
             try:
-                mine = []
-                for _ in range(scrapes):
-                    t = time.perf_counter()
-                    with urllib.request.urlopen(url, timeout=10) as resp:
-                        resp.read()
-                    mine.append(time.perf_counter() - t)
+                mine = timed_scrapes(url, scrapes)
             finally:
                 for s in held:
                     s.close()
@@ -98,12 +104,7 @@ def run(requests: int = 2000, concurrency: int = 4, idle_s: float = 10.0, idle_c
             per_thread = requests // concurrency
 
             def worker():
-                mine = []
-                for _ in range(per_thread):
-                    t = time.perf_counter()
-                    with urllib.request.urlopen(url, timeout=10) as r:
-                        r.read()
-                    mine.append(time.perf_counter() - t)
+                mine = timed_scrapes(url, per_thread)
                 with lock:
                     latencies.extend(mine)
 

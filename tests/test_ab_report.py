@@ -1,0 +1,204 @@
+"""The A/B report: bad inputs refused before anything is written, the HTML
+page opened by a real headless browser (its DOM and a screenshot), and the
+statistics on boots recorded in the lab: tests/fixtures/recorded/ab/ holds
+an A/B (five boots of base and five of nt-v3, interleaved) and an A/A (five
+and five of base), each made by tests/lab/ab.py."""
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, one_line_error, run_nttrace
+
+RECORDED = FIXTURES / "recorded"
+AB = RECORDED / "ab"
+
+
+def boots(side: str, names=("memmap_fsdax", "memmap_devdax")) -> list[str]:
+    """The recorded boots' reports of one side (a directory per boot):
+    ab-base-nt-v3/A, ab-base-nt-v3/B, aa-base/A, aa-base/B."""
+    return [str(p) for d in sorted((AB / side).glob("boot-*")) for n in names for p in [d / f"{n}.report.json"]
+            if p.exists()]
+
+
+def ab(base: list[str], cur: list[str], *extra) -> subprocess.CompletedProcess:
+    return run_nttrace("validate", "--baseline", *base, "--current", *cur, *extra, timeout=300)
+
+
+def rows_of(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr
+    return {(r["check"], r["subject"], r["metric"]): r for r in json.loads(proc.stdout)["baseline_comparison"]}
+
+
+# -- bad inputs ---------------------------------------------------------------------
+def _edited(tmp_path: Path, src: str, name: str, edit) -> str:
+    data = json.loads(Path(src).read_text())
+    edit(data)
+    p = tmp_path / name
+    p.write_text(json.dumps(data))
+    return str(p)
+
+
+BASE_FSDAX = str(RECORDED / "base-7.2" / "memmap_fsdax.report.json")
+BASE_DEMOTION = str(RECORDED / "base-7.2" / "demotion.report.json")
+NT_FSDAX = str(RECORDED / "nt-v3-7.2" / "memmap_fsdax.report.json")
+
+
+@pytest.mark.parametrize("what,make,message", [
+    ("another kernel release on one side",
+     lambda t: ([BASE_FSDAX, _edited(t, BASE_FSDAX, "b2.json", lambda d: d.update(kernel_release="7.2.14"))], [NT_FSDAX]),
+     "kernel release '7.2.14'"),
+    ("another NT revision on one side",
+     lambda t: ([BASE_FSDAX], [NT_FSDAX, _edited(t, NT_FSDAX, "n2.json", lambda d: d["kernel"].update(nt_revision="v2"))]),
+     "NT revision 'v2'"),
+    ("a TCG run and a bare-metal run on one side",
+     lambda t: ([BASE_FSDAX, _edited(t, BASE_FSDAX, "b3.json", lambda d: d.update(machine={"kind": "bare-metal"}))],
+                [NT_FSDAX]),
+     "machine kind 'bare-metal'"),
+    ("a side without the figure", lambda t: ([BASE_DEMOTION], [NT_FSDAX]), "has no run of"),
+])
+def test_bad_sides_are_one_line_exit_2_and_write_nothing(tmp_path, what, make, message):
+    base, cur = make(tmp_path)
+    for fmt in ("text", "html"):
+        proc = ab(base, cur, "--format", fmt)
+        assert proc.returncode == 2, (what, proc.stdout, proc.stderr)
+        assert message in one_line_error(proc), what
+        assert proc.stdout == "", f"{what}: something was written before the error"
+
+
+@pytest.mark.parametrize("content", ["", '{"version": "0.1.0", "checks": [{"id": "kernel.memmap', "{}"])
+def test_an_empty_or_truncated_report_is_one_line_exit_2(tmp_path, content):
+    bad = tmp_path / "bad.json"
+    bad.write_text(content)
+    proc = ab([BASE_FSDAX, str(bad)], [NT_FSDAX], "--format", "html")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert str(bad) in one_line_error(proc)
+
+
+# -- the HTML page in a real browser --------------------------------------------------------
+def browser() -> str:
+    return shutil.which("chromium-headless-shell") or shutil.which("chromium")
+
+
+def open_in_browser(page: Path, tmp_path: Path) -> tuple[str, str, Path]:
+    """The page's DOM after its scripts ran, the browser's console log, and
+    a screenshot."""
+    flags = [browser(), "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}",
+             "--enable-logging=stderr", "--v=0"]
+    dom = subprocess.run([*flags, "--dump-dom", page.as_uri()], capture_output=True, text=True, timeout=120)
+    shot = tmp_path / "page.png"
+    subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1400,3000", page.as_uri()],
+                   capture_output=True, text=True, timeout=120)
+    return dom.stdout, dom.stderr, shot
+
+
+def page_problems(dom: str, console: str, shot: Path) -> list[str]:
+    """What a reader would find wrong: a script error, a plot that did not
+    render, an empty table, a blank screenshot."""
+    problems = [line for line in console.splitlines() if ":CONSOLE" in line and "Uncaught" in line]
+    body = re.search(r"<body([^>]*)>", dom)
+    attrs = dict(re.findall(r'([\w-]+)="([^"]*)"', body.group(1))) if body else {}
+    if attrs.get("data-ready") != "yes":
+        problems.append(f"page not ready: {attrs}")
+    if int(attrs.get("data-plots", "0")) < 1:
+        problems.append("no plot")
+    if dom.count("<svg") != int(attrs.get("data-plots", "-1")):
+        problems.append(f"{dom.count('<svg')} svg elements for {attrs.get('data-plots')} plots")
+    if "<table class=\"figures\">" not in dom or dom.count("<tr") < 3:
+        problems.append("no figures table")
+    import matplotlib.image
+    if not shot.exists():
+        problems.append("no screenshot")
+    else:
+        img = matplotlib.image.imread(str(shot))
+        if img.shape[0] < 1000 or float(img.std()) < 0.02:
+            problems.append(f"blank screenshot (std {img.std():.4f})")
+    return problems
+
+
+@pytest.fixture
+def recorded_page(tmp_path) -> Path:
+    proc = ab(boots("ab-base-nt-v3/A"), boots("ab-base-nt-v3/B"), "--format", "html")
+    assert proc.returncode == 0, proc.stderr
+    page = tmp_path / "ab.html"
+    page.write_text(proc.stdout)
+    return page
+
+
+@pytest.mark.needs("browser")
+def test_the_html_report_renders_in_a_real_browser_with_every_plot(recorded_page, tmp_path):
+    html = recorded_page.read_text()
+    assert "http://" not in html and "https://" not in html and "src=" not in html   # opens offline
+    dom, console, shot = open_in_browser(recorded_page, tmp_path)
+    assert page_problems(dom, console, shot) == []
+    # the environment at the top, a per-boot plot for each rebind figure, each boot's column visible
+    assert dom.index("Where it was measured") < dom.index("<svg")
+    assert "QEMU TCG" in dom and "7.2.13" in dom
+    for mode in ("fsdax", "devdax"):
+        assert f"kernel.memmap_latency [{mode}]: rebinds (n=30), median ms, each boot" in dom
+
+
+@pytest.mark.needs("browser")
+@pytest.mark.parametrize("damage,expected", [
+    (lambda h: re.sub(r"<svg.*?</svg>", "", h, count=1, flags=re.S), "plots"),
+    (lambda h: h.replace("<script>", "<script>throw new Error('planted');</script><script>", 1), "Uncaught"),
+])
+def test_the_browser_check_fails_on_a_missing_plot_or_a_script_error(recorded_page, tmp_path, damage, expected):
+    recorded_page.write_text(damage(recorded_page.read_text()))
+    problems = page_problems(*open_in_browser(recorded_page, tmp_path))
+    assert any(expected in p for p in problems), problems
+
+
+# -- the statistics on recorded boots ------------------------------------------------------
+LATENCY = [(m, s) for m in ("fsdax", "devdax") for s in ("rebind_ms.median", "rebind_ms.mean", "first_bind_ms",
+                                                          "rebind_ns_per_page.median")]
+
+
+def test_a_a_on_recorded_boots_finds_no_significant_latency_change():
+    rows = rows_of(ab(boots("aa-base/A"), boots("aa-base/B"), "--json"))
+    for mode, metric in LATENCY:
+        st = rows[("kernel.memmap_latency", mode, metric)]["stats"]
+        assert st["base"]["n"] == st["current"]["n"] == 5
+        assert not st["significant"], (mode, metric, st["p"], st["change_ci"])
+        lo, hi = st["change_ci"]
+        assert lo < 0 < hi, (mode, metric, st["change_ci"])
+
+
+def test_a_b_on_recorded_boots_finds_the_rebind_change_significant():
+    rows = rows_of(ab(boots("ab-base-nt-v3/A"), boots("ab-base-nt-v3/B"), "--json"))
+    for mode in ("fsdax", "devdax"):
+        st = rows[("kernel.memmap_latency", mode, "rebind_ms.median")]["stats"]
+        assert st["base"]["n"] == st["current"]["n"] == 5
+        assert st["significant"] and st["p"] < 0.05 and st["test"].startswith("Mann-Whitney U across runs")
+        assert st["change_ci"][1] < 0, st["change_ci"]         # the whole interval is a reduction
+        assert st["base"]["median_ci"][0] <= st["base"]["median"] <= st["base"]["median_ci"][1]
+
+
+def test_three_boots_a_side_are_too_few_in_words():
+    proc = ab(boots("ab-base-nt-v3/A")[:6], boots("ab-base-nt-v3/B")[:6])      # 3 boots x (fsdax, devdax)
+    assert proc.returncode == 0, proc.stderr
+    assert "too few runs to be significant (need >= 4 a side)" in proc.stdout
+    assert re.search(r"(%|\]|pts) \*", proc.stdout) is None, proc.stdout   # nothing marked significant
+    assert re.search(r"(%|\]) ~", proc.stdout)
+
+
+def test_one_boot_a_side_is_tested_within_the_boot_and_says_so():
+    proc = ab(boots("ab-base-nt-v3/A")[:2], boots("ab-base-nt-v3/B")[:2], "--json")
+    rows = rows_of(proc)
+    st = rows[("kernel.memmap_latency", "fsdax", "rebind_ms.median")]["stats"]
+    assert "within one boot: boot-to-boot variation unknown" in st["test"]
+    text = ab(boots("ab-base-nt-v3/A")[:2], boots("ab-base-nt-v3/B")[:2]).stdout
+    assert "within one boot: boot-to-boot variation unknown" in text
+
+
+def test_a_mode_that_differs_between_runs_of_one_side_is_shown(tmp_path):
+    d = RECORDED / "nt-v3-7.2" / "demotion.report.json"
+    other = _edited(tmp_path, str(d), "d2.json", lambda r: [row.update(mode="MIGRATE_ASYNC", nt=False)
+                                                             for row in r["checks"][0]["evidence"]["rows"]])
+    rows = rows_of(ab([BASE_DEMOTION, BASE_DEMOTION], [str(d), other], "--json"))
+    cur = rows[("kernel.demotion_nt", "", "mode")]["current"]
+    assert "MIGRATE_ASYNC_NONTEMPORAL (1 of 2 runs)" in cur and "MIGRATE_ASYNC (1 of 2 runs)" in cur
