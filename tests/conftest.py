@@ -99,6 +99,12 @@ CAPABILITIES = {
     "bpftool": _binary("bpftool"),
     "prometheus": _binary("prometheus"),
     "node-exporter": _binary("prometheus-node-exporter"),
+    "openssl": _binary("openssl"),
+    # absences some tests are about (what a probe does where the kernel lacks its path)
+    "no-page-ref": lambda: (not _cap("tracepoint:page_ref:page_ref_set")[0],
+                            "page_ref_set " + ("present" if _cap("tracepoint:page_ref:page_ref_set")[0] else "absent")),
+    "no-kprobe-fentry": lambda: (not (_cap("kprobe")[0] or _cap("fentry")[0]),
+                                 f"kprobe: {_cap('kprobe')[1]}; fentry: {_cap('fentry')[1]}"),
     "browser": lambda: (bool(shutil.which("chromium-headless-shell") or shutil.which("chromium")),
                         shutil.which("chromium-headless-shell") or shutil.which("chromium") or "no chromium"),
     "promtool": _binary("promtool"),

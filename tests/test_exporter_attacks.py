@@ -23,6 +23,7 @@ from nttrace.daemon.process import DaemonProcess, free_port
 from nttrace.exporters.http_server import HEADER_TIMEOUT_S
 
 LIVE = ("root", "tracepoint", "bcc")
+pytestmark = pytest.mark.needs("openssl")   # the test certificates (pki.py)
 PASSWORD = "s3cret-scrape"
 
 

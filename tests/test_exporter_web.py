@@ -21,6 +21,7 @@ from nttrace.daemon.process import DaemonProcess, free_port
 from nttrace.exporters import web_config
 
 LIVE = ("root", "tracepoint", "bcc")
+pytestmark = pytest.mark.needs("openssl")   # the test certificates (pki.py)
 
 
 def bhash(password: str, prefix: str = "$2b$", cost: int = 4) -> str:

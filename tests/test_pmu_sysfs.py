@@ -21,10 +21,9 @@ def test_host_pmus_match_their_type_files():
     assert pmus["software"].type == 1 and pmus["tracepoint"].type == 2
 
 
+@pytest.mark.needs("uprobe")
 def test_host_uprobe_format_encodes():
     pmus = sysfs_pmu.discover(Path("/sys"))
-    if "uprobe" not in pmus:
-        pytest.skip("host lacks capability uprobe PMU")
     # format/retprobe is "config:0" on every kernel with the uprobe PMU
     assert pmus["uprobe"].encode("retprobe")["config"] == 1
 

@@ -53,6 +53,11 @@ class KernelMetadata:
         self._btf = None
 
     @property
+    def btf_parsed(self) -> bool:
+        """Whether the parsed BTF is held now (release_btf() drops it)."""
+        return self._btf is not None
+
+    @property
     def nt_revision(self) -> str:
         for name, rev in NT_MODES.items():
             if name in self.migrate_mode:
