@@ -190,3 +190,28 @@ def test_migrate_fn_program_takes_argument_positions_from_btf(meta):
     text = p.program_text()
     assert "KFUNC_PROBE(migrate_pages, NTTRACE_FN_PARAMS)" in text
     assert "#define NTTRACE_FN_PARAMS " + ", ".join(f"u64 {x}" for x in params) in text
+
+
+@pytest.mark.needs("btf", "tracepoint")
+def test_each_probe_hands_over_exactly_the_state_it_declares(meta):
+    """The loader sends each probe's declared handover attributes, nothing
+    implicit: every declared name is carried (as JSON), an undeclared one is
+    refused on the daemon's side."""
+    import json
+    from nttrace.probes import PROBES
+    caps = with_kprobes(capabilities.report(live_probes=False))
+    for name, cls in PROBES.items():
+        probe = cls(meta, caps, cls.options_for([name], False))
+        state = probe.state()
+        assert list(state) == list(cls.handover), name
+        json.dumps(state)
+        twin = cls(meta, caps, cls.options_for([name], False))
+        twin.restore(json.loads(json.dumps(state)))
+        assert all(getattr(twin, k) == json.loads(json.dumps(v)) for k, v in state.items()), name
+        with pytest.raises(ValueError, match="undeclared"):
+            twin.restore({"bpf": None})
+    # a declared attribute JSON cannot carry is said at once
+    probe = PROBES["migrate"](meta, caps)
+    probe.via = object()
+    with pytest.raises(TypeError, match="handover attribute 'via'"):
+        probe.state()

@@ -49,25 +49,29 @@ class Probe:
         self.fentry_error = ""   # why fentry did not load, when the probe fell back to kprobes
 
     # -- state a loader process hands over (nttrace.daemon.loader) -------------------
-    HANDOVER_SKIP = ("meta", "caps", "options", "sysroot", "bpf", "_records")
+    # What attach() decides and the daemon's copy of the probe must know to
+    # read the maps as the probe that attached them would: declared, each
+    # name an attribute, each value JSON. A probe adds its own names to these.
+    handover: tuple[str, ...] = ("via", "fentry_error", "_lost_records")
 
     def state(self) -> dict:
-        """What attach() decided (route, fallbacks, notes), as JSON: the
-        loader sends it with the descriptors so that the daemon's copy of the
-        probe reads the maps as the one that attached them would."""
+        """The declared handover attributes, as JSON-ready values. A value
+        that JSON cannot carry is a bug in the declaration, said at once."""
         import json
         out = {}
-        for k, v in vars(self).items():
-            if k in self.HANDOVER_SKIP:
-                continue
+        for k in self.handover:
+            v = getattr(self, k)
             try:
                 json.dumps(v)
-            except (TypeError, ValueError):
-                continue          # parsed formats and layouts: rebuilt by the constructor
+            except (TypeError, ValueError) as exc:
+                raise TypeError(f"probe {self.name}: handover attribute {k!r} is not JSON: {exc}") from None
             out[k] = v
         return out
 
     def restore(self, state: dict) -> None:
+        unknown = set(state) - set(self.handover)
+        if unknown:
+            raise ValueError(f"probe {self.name}: handed over undeclared state {sorted(unknown)}")
         for k, v in state.items():
             setattr(self, k, v)
 

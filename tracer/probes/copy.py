@@ -47,6 +47,7 @@ LABELS = (("routine", "routine"), ("nt", "nt"))
 
 class CopyProbe(Probe):
     name = "copy"
+    handover = Probe.handover + ("present", "_layout", "routes", "no_fentry", "untraceable")
     source = "copy.bpf.c"
     functions = tuple(r[0] for r in ROUTINES)
     columns = (Column("ROUTINE", "routine", 18), Column("NT", "nt", 3), Column("VIA", "via", 7),

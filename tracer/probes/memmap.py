@@ -23,6 +23,7 @@ LABELS = (("pgmap_type", "pgmap_type"), ("node", "nid"))
 
 class MemmapProbe(Probe):
     name = "memmap"
+    handover = Probe.handover + ("target", "page_ref", "page_ref_note")
     source = "memmap.bpf.c"
     functions = (SYMBOL,)
     columns = (

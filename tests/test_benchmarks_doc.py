@@ -1,0 +1,42 @@
+"""BENCHMARKS.md against its raw data: every generated table is what
+benchmarks/render.py makes of its raw files now, and every raw file the
+document names exists."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_generated_tables_match_their_raw_files():
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "render.py"), "--check"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_document_has_generated_blocks_and_every_named_raw_file_exists():
+    text = (REPO / "BENCHMARKS.md").read_text()
+    assert len(re.findall(r"<!-- generated: [\w-]+ -->", text)) >= 4
+    named = set(re.findall(r"`benchmarks/([\w./-]+\.json)`", text))
+    assert named
+    missing = sorted(n for n in named if not (REPO / "benchmarks" / n).exists())
+    assert not missing, missing
+
+
+def test_a_changed_raw_figure_breaks_the_check(tmp_path):
+    """The check can fail: a copy of the tree whose raw file says otherwise."""
+    import shutil
+    copy = tmp_path / "tree"
+    (copy / "benchmarks").mkdir(parents=True)
+    for f in (REPO / "benchmarks").iterdir():
+        if f.is_file():
+            shutil.copy2(f, copy / "benchmarks" / f.name)
+        else:
+            shutil.copytree(f, copy / "benchmarks" / f.name)
+    shutil.copy2(REPO / "BENCHMARKS.md", copy / "BENCHMARKS.md")
+    raw = copy / "benchmarks" / "perf-binding-epyc-vm-2026-12-01.json"
+    raw.write_text(raw.read_text().replace('"pages": 20000', '"pages": 20001', 1))
+    proc = subprocess.run([sys.executable, str(copy / "benchmarks" / "render.py"), "--check"], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1 and "differs from its raw data" in proc.stderr
