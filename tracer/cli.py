@@ -100,7 +100,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("trace", help="attach the probes and print live aggregates",
                        epilog=TRACE_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
-    t.add_argument("--probes", default="migrate", help="comma-separated: migrate,migrate_fn,memmap,page_ref,copy (default migrate)")
+    from nttrace.probes import PROBES
+    t.add_argument("--probes", default=next(iter(PROBES)),
+                   help=f"comma-separated: {','.join(PROBES)} (default {next(iter(PROBES))})")
     t.add_argument("--duration", type=float, help="seconds to trace (default: until Ctrl-C)")
     t.add_argument("--interval", type=float, default=1.0, help="seconds between table updates (default 1)")
     t.add_argument("--json", action="store_true", help="print only a final JSON summary")
