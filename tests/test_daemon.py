@@ -303,6 +303,8 @@ def test_basic_auth(daemon, tmp_path):
     good = base64.b64encode(b"prom:s3cret").decode()
     code, body = d2.get("/metrics", {"Authorization": f"Basic {good}"})
     assert code == 200 and "nttrace_probe_up" in body
+    # the TOML table still works, and says once that it is deprecated
+    assert d2.read_log().count("[tls]/[basic_auth] are deprecated") == 1
 
 
 @pytest.mark.needs(*LIVE, "openssl")

@@ -332,3 +332,35 @@ def test_prometheus_scrapes_over_mtls_and_bcrypt_through_a_rotation_without_rest
             prom.terminate()
             prom.wait(timeout=10)
         d.close()
+
+
+def test_client_allowed_sans_admit_only_those_certificates(tmp_path):
+    """The endpoint itself (no probes needed): RequireAndVerifyClientCert
+    with client_allowed_sans serves a client whose certificate names an
+    allowed SAN and drops one signed by the same CA that names another."""
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from nttrace.exporters.http_server import MetricsServer
+    server_ca, client_ca = pki.ca(tmp_path, "sca"), pki.ca(tmp_path, "cca")
+    srv = pki.signed(tmp_path, "srv", server_ca, server=True)
+    good = pki.signed(tmp_path, "good", client_ca, server=False, san="URI:spiffe://nttrace/prometheus")
+    other = pki.signed(tmp_path, "other", client_ca, server=False, san="URI:spiffe://elsewhere/scraper")
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n"
+                   f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {client_ca.cert}\n"
+                   "  client_allowed_sans: ['spiffe://nttrace/prometheus']\n")
+    port = free_port()
+    cfg = SimpleNamespace(host="127.0.0.1", port=port, listen=f"127.0.0.1:{port}")
+    server = MetricsServer(cfg, CollectorRegistry(), lambda: {"status": "ok"}, web_config.WebConfigSource(str(web)))
+    server.start()
+    try:
+        def ctx(client):
+            c = ssl.create_default_context(cafile=str(server_ca.cert))
+            c.load_cert_chain(str(client.cert), str(client.key))
+            return c
+        assert _fetch(port, ctx(good), {}) == 200
+        assert str(_fetch(port, ctx(other), {})).startswith("refused")
+    finally:
+        server.stop()
