@@ -47,6 +47,7 @@ class Probe:
         self._records: list[dict] = []
         self._lost_records = 0
         self.fentry_error = ""   # why fentry did not load, when the probe fell back to kprobes
+        self._maps = None        # the decoder's view of bcc's maps (maps below)
 
     # -- state a loader process hands over (nttrace.daemon.loader) -------------------
     # What attach() decides and the daemon's copy of the probe must know to
@@ -146,7 +147,20 @@ class Probe:
         out, self._records = self._records, []
         return out
 
+    @property
+    def maps(self):
+        """The probe's maps through nttrace's one decoder
+        (nttrace.probes.bpf_maps): the daemon's MapSet as handed over, or a
+        view of the maps bcc loaded. Snapshots read only through this."""
+        from nttrace.probes.bpf_maps import MapSet
+        if isinstance(self.bpf, MapSet):
+            return self.bpf
+        if self._maps is None or self._maps[0] is not self.bpf:
+            self._maps = (self.bpf, MapSet.of_bcc(self.source, self.bpf))
+        return self._maps[1]
+
     def detach(self) -> None:
+        self._maps = None
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None

@@ -109,13 +109,16 @@ class Table:
 
 class MapSet:
     """A probe's maps and the descriptors that keep its programs attached,
-    standing in for bcc's BPF object once the loader has exited."""
+    standing in for bcc's BPF object once the loader has exited; or (of_bcc)
+    a view of the maps bcc holds, so that every reader of a probe's maps
+    (trace, validate, the daemon) decodes them one way: the layouts of the
+    C declarations (nttrace.bpf.map_decls), sizes checked against the kernel."""
 
-    def __init__(self, source: str, maps: dict[str, int], attachments: list[int]):
+    def __init__(self, source: str, maps: dict[str, int], attachments: list[int], owns: bool = True):
         decls = bpf_sources.map_decls(source)
         self.tables: dict[str, Table] = {}
         self.attachments = list(attachments)
-        self._fds = list(maps.values()) + self.attachments
+        self._fds = (list(maps.values()) + self.attachments) if owns else []
         try:
             for name, fd in maps.items():
                 macro, key_t, value_t = decls[name]
@@ -124,6 +127,20 @@ class MapSet:
         except BaseException:
             self.cleanup()
             raise
+
+    @classmethod
+    def of_bcc(cls, source: str, bpf) -> "MapSet":
+        """The maps of a program bcc loaded, by their descriptors (bcc keeps
+        them: closing this view closes nothing)."""
+        fds = {}
+        for name, (_macro, key_t, _value_t) in bpf_sources.map_decls(source).items():
+            if key_t is None:
+                continue
+            try:
+                fds[name] = bpf[name].map_fd
+            except (KeyError, Exception):   # bcc raises a plain Exception for a map it did not create
+                continue
+        return cls(source, fds, [], owns=False)
 
     def __getitem__(self, name: str) -> Table:
         return self.tables[name]

@@ -122,7 +122,7 @@ class CopyProbe(Probe):
         return super().notes() + [f"{sym} not traced: {why}" for sym, why in self.untraceable.items()]
 
     def snapshot(self) -> dict:
-        table = self.bpf["copy_stats"]
+        table = self.maps["copy_stats"]
         rows = []
         for i, (sym, _kind, nt) in enumerate(self.present):
             if sym in self.untraceable:

@@ -123,8 +123,8 @@ class MemmapProbe(Probe):
         return self.meta.memory_type_name(value).removeprefix("MEMORY_DEVICE_")
 
     def snapshot(self) -> dict:
-        stats = {(k.pgmap_type, k.nid): v for k, v in self.bpf["memmap_stats"].items()}
-        hists = hist_by_label(self.bpf["memmap_latency"])
+        stats = {(k.pgmap_type, k.nid): v for k, v in self.maps["memmap_stats"].items()}
+        hists = hist_by_label(self.maps["memmap_latency"])
         rows = []
         for (ptype, nid), s in sorted(stats.items()):
             rows.append({
@@ -133,7 +133,7 @@ class MemmapProbe(Probe):
                 "latency_ns": histogram.summary(hists.get((ptype, nid), {}), s.calls, s.sum_ns, s.max_ns),
                 **({"page_ref_sets": s.page_ref_sets} if self.page_ref else {}),
             })
-        lost = self.bpf["memmap_lost"][ctypes.c_int(0)].value + self._lost_records
+        lost = self.maps["memmap_lost"][ctypes.c_int(0)].value + self._lost_records
         out = {"via": self.via, "rows": rows, "events_lost": lost}
         if self.page_ref_note:
             out["page_ref"] = self.page_ref_note

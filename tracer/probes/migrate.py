@@ -120,7 +120,7 @@ class MigrateProbe(Probe):
         """Cumulative per-(mode, reason) stats and log2 histograms, summed
         over CPUs. Row index = mode * reasons + reason; the last row holds
         values outside the kernel's enums (reported as mode/reason -1)."""
-        stats_t = self.bpf["migrate_stats"]
+        stats_t = self.maps["migrate_stats"]
         n_rows = self.n_modes * self.n_reasons + 1
         stats, hists = {}, {}
         for row in range(n_rows):

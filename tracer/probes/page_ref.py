@@ -40,5 +40,5 @@ class PageRefProbe(Probe):
         return [OBSERVER_EFFECT]
 
     def snapshot(self) -> dict:
-        total = self.bpf["page_ref_set_total"][ctypes.c_int(0)].value
+        total = self.maps["page_ref_set_total"][ctypes.c_int(0)].value
         return {"page_ref_set_total": total, "rows": [{"events": total}], "warning": OBSERVER_EFFECT}

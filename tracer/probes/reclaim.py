@@ -92,7 +92,7 @@ class ReclaimProbe(Probe):
             b.attach_tracepoint(tp=f"{system}:{event}", fn_name=fn)
 
     def snapshot(self) -> dict:
-        table = self.bpf["reclaim_stats"]
+        table = self.maps["reclaim_stats"]
         rows = []
         for i, kind in enumerate(KINDS):
             per_cpu = table[ctypes.c_int(i)]
