@@ -63,11 +63,23 @@ def kernel_for(spec: str):
     done = threading.Event()
     t0 = time.monotonic()
 
+    log = kernel_build.CACHE / "logs" / (v.name + ".log")
+
+    def step() -> str:
+        """The step the build is in: the last command its log names."""
+        try:
+            cmds = [ln[2:] for ln in log.read_text(errors="replace").splitlines() if ln.startswith("$ ")]
+        except OSError:
+            return "starting"
+        if not cmds:
+            return "starting"
+        words = cmds[-1].split()
+        return " ".join(w for w in words[:6] if not w.startswith(("O=", "-o", "Dir::")))[:80]
+
     def ticker():
         while not done.wait(60):
             est = f" of about {_mmss(estimate)} (the last build)" if estimate else ""
-            say(f"kernel {v.name}: building, {_mmss(time.monotonic() - t0)}{est}; log "
-                f"{kernel_build.CACHE / 'logs' / (v.name + '.log')}")
+            say(f"kernel {v.name}: {step()}, {_mmss(time.monotonic() - t0)}{est}; log {log}")
     t = threading.Thread(target=ticker, daemon=True)
     t.start()
     try:
