@@ -63,8 +63,7 @@ def _kernel_build():
 
 
 def _seeds():
-    sys.path.insert(0, str(REPO / "tests" / "lab"))
-    import kernel_build
+    from lab import kernel_build
     want = sorted({s.file for v in kernel_build.VARIANTS.values() for s in v.series})
     missing = [f for f in want if not (kernel_build.SEEDS / f).exists()]
     return not missing, (f"{kernel_build.SEEDS} lacks {', '.join(missing)}" if missing

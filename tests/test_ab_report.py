@@ -2,7 +2,7 @@
 page opened by a real headless browser (its DOM and a screenshot), and the
 statistics on boots recorded in the lab: tests/fixtures/recorded/ab/ holds
 an A/B (five boots of base and five of nt-v3, interleaved) and an A/A (five
-and five of base), each made by tests/lab/ab.py."""
+and five of base), each made by lab/ab.py."""
 import json
 import re
 import shutil

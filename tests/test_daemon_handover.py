@@ -4,7 +4,6 @@ reads the maps with bpf(2). Killed with SIGKILL at any point of start-up,
 daemon or loader, nothing stays attached."""
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
@@ -13,8 +12,7 @@ import pytest
 from conftest import bpftool_prog_ids
 from nttrace.daemon.process import DaemonProcess, free_port
 
-sys.path.insert(0, str(Path(__file__).parent / "lab"))
-from lab_checks import wait_until  # noqa: E402
+from lab.lab_checks import wait_until
 
 LIVE = ("root", "tracepoint", "bcc", "bpftool")
 PROBES = '["migrate", "reclaim"]'

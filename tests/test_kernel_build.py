@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "lab"))
-import kernel_build  # noqa: E402
-import mailing_list  # noqa: E402
+from lab import kernel_build, mailing_list
 
 SEEDS = kernel_build.SEEDS
 

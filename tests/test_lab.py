@@ -1,18 +1,15 @@
 """nttrace on a real kernel with kprobes, fentry, pmem and a CPU-less memory
-tier: a Debian 6.1 guest under QEMU/TCG (tests/lab/). One boot runs every
+tier: a Debian 6.1 guest under QEMU/TCG (lab/). One boot runs every
 scenario; the tests below read its results. Select with -m lab, skip with
 -m "not lab"."""
 import os
 import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "lab"))
-import lab as labmod  # noqa: E402
-import lab_checks  # noqa: E402
-from lab_checks import checks  # noqa: E402
+from lab import lab as labmod
+from lab import lab_checks
+from lab.lab_checks import checks
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu")]
 

@@ -1,5 +1,5 @@
 """nttrace on the kernels it exists for: Debian's 7.2 source built three
-ways by tests/lab/kernel_build.py (base; nt-v3 = zone-device template v8 +
+ways by lab/kernel_build.py (base; nt-v3 = zone-device template v8 +
 NT demotion RFC v3; nt-v2 = v8 + RFC v2), each booted once in the lab guest.
 The tests read what nttrace saw there, against the kernel's own accounts
 (pgdemote_*, the memmap pr_debug line, the live BTF and tracepoint formats).
@@ -20,11 +20,9 @@ from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).parent / "lab"))
-import kernel_build  # noqa: E402
-import lab as labmod  # noqa: E402
-import lab_checks  # noqa: E402
-from lab_checks import checks  # noqa: E402
+from lab import kernel_build, lab_checks
+from lab import lab as labmod
+from lab.lab_checks import checks
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu", "kernel-build", "seeds")]
 

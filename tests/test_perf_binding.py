@@ -1,25 +1,22 @@
 """The perf adapter's binding path, run for real: perf's Python extension
-built from the lab's Linux 7.2 source (tests/lab/perf_binding.py, cached),
+built from the lab's Linux 7.2 source (lab/perf_binding.py, cached),
 imported in a child process in place of Debian's, counting the same work as
 the syscall path: page faults of a first touch and the task clock of a spin."""
 import statistics
-import sys
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parent / "lab"))
 
 
 @pytest.fixture(scope="module")
 def binding_dir():
-    import perf_binding
+    from lab import perf_binding
     return perf_binding.build()
 
 
 @pytest.mark.needs("perf-software", "kernel-build")
 def test_binding_path_counts_what_the_syscall_path_counts(binding_dir):
-    import perf_binding
+    from lab import perf_binding
     pages = 20000
     result = perf_binding.compare(binding_dir, pages=pages, spin_s=0.2, rounds=3)
     assert result["can_count"], result["module"]

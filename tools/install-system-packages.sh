@@ -21,8 +21,8 @@ PACKAGES=(
     util-linux         # setpriv, for the unprivileged-run tests
     iproute2
     openssl curl       # test certificates, manual scrapes
-    qemu-system-x86 qemu-utils debootstrap   # the lab guest (tests/lab)
-    flex bison bc libelf-dev libssl-dev dwarves cpio xz-utils patch kmod   # the lab's kernels (tests/lab/kernel_build.py)
+    qemu-system-x86 qemu-utils debootstrap   # the lab guest (lab/)
+    flex bison bc libelf-dev libssl-dev dwarves cpio xz-utils patch kmod   # the lab's kernels (lab/kernel_build.py)
 )
 # Also try the headers matching the running kernel; absent for custom kernels.
 MATCHING_HEADERS="linux-headers-$(uname -r)"

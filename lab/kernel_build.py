@@ -2,9 +2,9 @@
 as posted, one config for every variant, built once and cached outside the
 clone, keyed on what goes into them.
 
-    python3 tests/lab/kernel_build.py [VARIANT ...]      # build (or find) them
-    python3 tests/lab/kernel_build.py --list             # variants and keys
-    python3 tests/lab/kernel_build.py NAME=FILE:VERSION[+FILE:VERSION...]
+    python3 -m lab.kernel_build [VARIANT ...]      # build (or find) them
+    python3 -m lab.kernel_build --list             # variants and keys
+    python3 -m lab.kernel_build NAME=FILE:VERSION[+FILE:VERSION...]
         # a variant of your own: the series in those files (text or mbox,
         # applied in the order given) on the same source and config, e.g.
         # mine=~/v9.mbx:v9+nt-demotion-rfc-v2-v3.txt:v3
@@ -44,10 +44,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab import mailing_list
+
 HERE = Path(__file__).resolve().parent
-TREE = HERE.parents[1]
-sys.path.insert(0, str(HERE))
-import mailing_list  # noqa: E402
+TREE = HERE.parent
 
 CACHE = Path(os.environ.get("NTTRACE_KERNEL_CACHE", "/var/cache/nttrace-kernel"))
 SEEDS = Path(os.environ.get("NTTRACE_SEEDS", TREE.parent / "shared" / "reference" / "seeds"))

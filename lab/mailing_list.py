@@ -10,7 +10,7 @@ t.mbox, mboxo or mboxrd) is read message by message: the Subject header
 unfolded and decoded, the body's text parts decoded from quoted-printable
 or base64 (patches attached as text/x-diff included), as `git am` does.
 
-    python3 tests/lab/mailing_list.py FILE VERSION [OUT_DIR]
+    python3 -m lab.mailing_list FILE VERSION [OUT_DIR]
 
 lists (or writes as NNNN.patch) the patches of VERSION (e.g. v3) in FILE.
 """

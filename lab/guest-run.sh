@@ -21,4 +21,4 @@ udevadm settle 2>/dev/null || sleep 2
 timeout 300 python3 -m venv --system-site-packages /opt/venv || exit 10
 timeout 300 /opt/venv/bin/pip install -q --no-index --no-deps "$R"/wheel/nttrace-*.whl || exit 11
 ln -sf /opt/venv/bin/nttrace /usr/local/bin/nttrace
-timeout -k 10 1500 /opt/venv/bin/python /nttrace/tests/lab/guest_scenarios.py "$R"
+timeout -k 10 1500 /opt/venv/bin/python /nttrace/lab/guest_scenarios.py "$R"

@@ -3,9 +3,9 @@ booted N times in the lab guest, interleaved (A B A B ...: host drift spreads
 over both sides), the chosen scenarios run in every boot, and the A/B written
 in every format (text, markdown, JSON, HTML) to one directory.
 
-    python3 tests/lab/ab.py base nt-v3 --boots 5 --out ab-base-nt-v3
-    python3 tests/lab/ab.py base base --boots 5 --out aa-base        # A/A: the method's own check
-    python3 tests/lab/ab.py base mine=$HOME/v9.mbx:v9 --scenarios memmap,demotion --out ab-mine
+    python3 -m lab.ab base nt-v3 --boots 5 --out ab-base-nt-v3
+    python3 -m lab.ab base base --boots 5 --out aa-base        # A/A: the method's own check
+    python3 -m lab.ab base mine=$HOME/v9.mbx:v9 --scenarios memmap,demotion --out ab-mine
 
 Variants: the built-ins (kernel_build.py --list: base, nt-v3, nt-v2) or
 NAME=FILE:VERSION[+FILE:VERSION...] for a series of your own. Kernels are
@@ -28,10 +28,9 @@ import threading
 import time
 from pathlib import Path
 
+from lab import kernel_build, lab
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import kernel_build  # noqa: E402
-import lab  # noqa: E402
 
 SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"], "demotion": ["demotion"]}
 FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
@@ -100,7 +99,7 @@ def scenarios_of(text: str) -> list[str]:
 
 
 def nttrace_exe() -> str:
-    for cand in (Path(sys.executable).with_name("nttrace"), HERE.parents[1] / ".venv" / "bin" / "nttrace"):
+    for cand in (Path(sys.executable).with_name("nttrace"), HERE.parent / ".venv" / "bin" / "nttrace"):
         if cand.exists():
             return str(cand)
     found = shutil.which("nttrace")
@@ -186,7 +185,7 @@ def main(argv: list[str]) -> int:
         "a": args.a, "b": args.b, "boots": args.boots, "scenarios": scenarios, "order": order,
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name} for k in kernels],
         "wall_s": round(time.monotonic() - t0, 1), "finished": time.strftime("%F %T"),
-        "command": "python3 tests/lab/ab.py " + " ".join(argv)}, indent=1))
+        "command": "python3 -m lab.ab " + " ".join(argv)}, indent=1))
     say(f"{len(order)} boots in {_mmss(time.monotonic() - t0)}")
     print(f"A/B report: {written['html']} (and {', '.join(str(p.name) for f, p in written.items() if f != 'html')} "
           f"beside it)")

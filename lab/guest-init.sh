@@ -18,11 +18,11 @@ mount -t 9p -o trans=virtio,version=9p2000.L,ro nttrace /nttrace
 mount -t 9p -o trans=virtio,version=9p2000.L results /results
 ip link set lo up
 echo "nttrace-lab: guest up, kernel $(uname -r)" > /dev/console
-if [ -x /nttrace/tests/lab/guest-run.sh ]; then
-    sh /nttrace/tests/lab/guest-run.sh > /results/guest-run.log 2>&1
+if [ -x /nttrace/lab/guest-run.sh ]; then
+    sh /nttrace/lab/guest-run.sh > /results/guest-run.log 2>&1
     echo $? > /results/guest-run.rc
 else
-    echo "nttrace-lab: no /nttrace/tests/lab/guest-run.sh" > /dev/console
+    echo "nttrace-lab: no /nttrace/lab/guest-run.sh" > /dev/console
 fi
 sync
 echo "nttrace-lab: powering off" > /dev/console

@@ -2,8 +2,8 @@
 build whose `evsel.read()` can count: Debian 12's python3-perf (6.1) cannot,
 so without this the adapter's binding path (nttrace.perf.counters) never runs.
 
-    python3 tests/lab/perf_binding.py          # build (or find) it; prints its directory
-    python3 tests/lab/perf_binding.py --compare [--rounds N] [--json]
+    python3 -m lab.perf_binding          # build (or find) it; prints its directory
+    python3 -m lab.perf_binding --compare [--rounds N] [--json]
         # the adapter's binding path against its syscall path on the same work
 
 Cache ($NTTRACE_PERF_CACHE, default /var/cache/nttrace-perf): one directory
@@ -22,9 +22,9 @@ import sys
 import time
 from pathlib import Path
 
+from lab import kernel_build
+
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import kernel_build  # noqa: E402
 
 CACHE = Path(os.environ.get("NTTRACE_PERF_CACHE", "/var/cache/nttrace-perf"))
 PYTHON = "/usr/bin/python3"     # the interpreter the venv is made from (--system-site-packages)

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-TREE = HERE.parents[1]
+TREE = HERE.parent
 IMAGE_INPUTS = ("build-image.sh", "guest-init.sh")
 TCG = os.environ.get("NTTRACE_LAB_TCG", "tcg,thread=single")
 # Lines a kernel prints when it oopses or panics.
@@ -272,8 +272,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     kernel = None
     if args.kernel:
-        sys.path.insert(0, str(HERE))
-        import kernel_build
+        from lab import kernel_build
         try:
             variant = kernel_build.variant(args.kernel)
         except ValueError as exc:

@@ -52,7 +52,7 @@ kver=$(ls "$root/lib/modules" | sort -V | tail -n 1)
 test -e "$root/lib/modules/$kver/build/include" || { echo "headers for $kver missing" >&2; exit 1; }
 install -m 0755 "$here/guest-init.sh" "$root/sbin/nttrace-lab-init"
 # Booted with init=/lib/systemd/systemd nttrace.systemd, the guest runs the
-# systemd scenario (tests/lab/guest-systemd.sh, read from the share) as a unit.
+# systemd scenario (lab/guest-systemd.sh, read from the share) as a unit.
 cat >"$root/etc/systemd/system/nttrace-lab-systemd.service" <<'UNIT'
 [Unit]
 Description=nttrace lab: the systemd scenario
@@ -61,7 +61,7 @@ After=local-fs.target
 
 [Service]
 Type=oneshot
-ExecStart=/bin/sh -c 'modprobe -a 9pnet_virtio 9p; mkdir -p /nttrace && mount -t 9p -o trans=virtio,version=9p2000.L,ro nttrace /nttrace && exec sh /nttrace/tests/lab/guest-systemd.sh'
+ExecStart=/bin/sh -c 'modprobe -a 9pnet_virtio 9p; mkdir -p /nttrace && mount -t 9p -o trans=virtio,version=9p2000.L,ro nttrace /nttrace && exec sh /nttrace/lab/guest-systemd.sh'
 TimeoutStartSec=1500
 StandardOutput=journal+console
 
