@@ -171,6 +171,7 @@ def test_a_variant_of_ones_own_from_the_command_line(tmp_path):
     for bad, says in [("nt-v3=x.txt:v3", "new NAME"), ("mine=x.txt", "FILE:VERSION"), ("mine=x.txt:3", "v3")]:
         with pytest.raises(ValueError, match=says):
             kernel_build.variant_from_spec(bad)
-        p = subprocess.run([sys.executable, str(Path(kernel_build.__file__)), bad], capture_output=True, text=True,
+        p = subprocess.run([sys.executable, "-m", "lab.kernel_build", bad], capture_output=True, text=True,
+                           cwd=Path(kernel_build.__file__).parents[1],   # the checkout, as the README runs it
                            env={"NTTRACE_KERNEL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"})
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr
