@@ -104,7 +104,7 @@ def nttrace_exe() -> str:
             return str(cand)
     found = shutil.which("nttrace")
     if not found:
-        raise SystemExit("ab.py: no nttrace to write the report with (make setup builds .venv)")
+        raise SystemExit("lab.ab: no nttrace to write the report with (make setup builds .venv)")
     return found
 
 
@@ -137,7 +137,7 @@ def write_ab(base: list[Path], cur: list[Path], out: Path) -> dict[str, Path]:
 
 def main(argv: list[str]) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="ab.py", description=__doc__.split("\n\n")[0],
+    ap = argparse.ArgumentParser(prog="python3 -m lab.ab", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a", help="the base variant")
     ap.add_argument("b", help="the patched variant (the same as A for an A/A)")
@@ -147,12 +147,12 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="bound on each boot, seconds")
     args = ap.parse_args(argv)
     if args.boots < 1:
-        print("ab.py: --boots must be at least 1", file=sys.stderr)
+        print("lab.ab: --boots must be at least 1", file=sys.stderr)
         return 2
     try:
         specs = [kernel_build.variant(args.a), kernel_build.variant(args.b)]
     except ValueError as exc:
-        print(f"ab.py: {exc}", file=sys.stderr)
+        print(f"lab.ab: {exc}", file=sys.stderr)
         return 2
     scenarios = scenarios_of(args.scenarios)
     out = Path(args.out)
@@ -177,7 +177,7 @@ def main(argv: list[str]) -> int:
             run = lab.run(results, timeout=args.timeout, kernel=kern, scenarios=scenarios)
             reports[side] += save_reports(run, scenarios, out / side / f"boot-{k}")
         except lab.LabError as exc:
-            print(f"ab.py: boot {i} ({side}, {names[sides.index(side)]} {k}) failed: {exc}", file=sys.stderr)
+            print(f"lab.ab: boot {i} ({side}, {names[sides.index(side)]} {k}) failed: {exc}", file=sys.stderr)
             return 1
         say(f"boot {i} of {len(order)}: done in {_mmss(run.elapsed_s)}")
     written = write_ab(reports["A"], reports["B"], out)
