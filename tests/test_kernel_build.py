@@ -175,3 +175,18 @@ def test_a_variant_of_ones_own_from_the_command_line(tmp_path):
                            cwd=Path(kernel_build.__file__).parents[1],   # the checkout, as the README runs it
                            env={"NTTRACE_KERNEL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"})
         assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("args,says", [
+    (["base", "nope=x.txt:3", "--out", "o"], "v3"),
+    (["base", "no-such-variant", "--out", "o"], "unknown variant"),
+    (["base", "nt-v3", "--boots", "0", "--out", "o"], "--boots must be at least 1"),
+])
+def test_the_ab_command_refuses_bad_arguments_in_one_line(tmp_path, args, says):
+    """python3 -m lab.ab, as the README runs it: a bad variant or count is one
+    line and exit 2, before any kernel is built or booted."""
+    p = subprocess.run([sys.executable, "-m", "lab.ab", *args], capture_output=True, text=True, timeout=60,
+                       cwd=Path(kernel_build.__file__).parents[1],
+                       env={"NTTRACE_KERNEL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"})
+    assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr
+    assert not (tmp_path / "cache").exists()
