@@ -91,7 +91,8 @@ def lab_ab(raw: dict) -> str:
     lines.append("")
     lines.append(f"{run['boots']} boots a side, interleaved ({' '.join(s + str(k) for s, k in run['order'])}), "
                  f"scenarios {', '.join(run['scenarios'])}; wall time of the whole run "
-                 f"{int(run['wall_s'] // 60)} m {int(run['wall_s'] % 60):02d} s. Command: `{run['command']}`.")
+                 f"{int(run['wall_s'] // 60)} m {int(run['wall_s'] % 60):02d} s. Command: `{run['command']}`."
+                 + (f" Conditions: {run['conditions']}." if run.get("conditions") else ""))
     return "\n".join(lines)
 
 
@@ -100,6 +101,10 @@ BLOCKS = {
     "perf-binding": (perf_binding, ["perf-binding-epyc-vm-2026-12-01.json"]),
     "lab-aa-base": (lab_ab, ["lab-aa-base-2026-12-01/ab.json", "lab-aa-base-2026-12-01/run.json"]),
     "lab-ab-base-nt-v3": (lab_ab, ["lab-ab-base-nt-v3-2026-12-01/ab.json", "lab-ab-base-nt-v3-2026-12-01/run.json"]),
+    "lab-aa-base-contended": (lab_ab, ["lab-aa-base-contended-2026-12-01/ab.json",
+                                       "lab-aa-base-contended-2026-12-01/run.json"]),
+    "lab-ab-base-nt-v3-contended": (lab_ab, ["lab-ab-base-nt-v3-contended-2026-12-01/ab.json",
+                                             "lab-ab-base-nt-v3-contended-2026-12-01/run.json"]),
 }
 
 
