@@ -49,14 +49,13 @@ def idle_connections(raw: dict) -> str:
 
 
 def perf_binding(raw: dict) -> str:
+    sys.path.insert(0, str(HERE.parent))     # the checkout: the lab package's own summary
+    from lab.perf_binding import summarize
     rows = ["| path | runs | page faults, median (min..max) | of the pages touched | task-clock / thread CPU time, median |",
             "|---|--:|--:|--:|--:|"]
-    for path in ("binding", "syscall"):
-        rs = [r for r in raw["rows"] if r["path"] == path]
-        pf = [r["page_faults"]["value"] for r in rs]
-        tc = [r["task_clock"]["value"] / r["cpu_ns"] for r in rs]
-        rows.append(f"| {path} | {len(rs)} | {statistics.median(pf):.0f} ({min(pf):.0f}..{max(pf):.0f}) | "
-                    f"{statistics.median(pf) / raw['pages']:.4f} | {statistics.median(tc):.4f} |")
+    for path, s in summarize(raw).items():
+        rows.append(f"| {path} | {s['n']} | {s['faults_median']:.0f} ({s['faults_min']:.0f}..{s['faults_max']:.0f}) | "
+                    f"{s['faults_median'] / raw['pages']:.4f} | {s['task_clock_over_cpu']:.4f} |")
     rows.append("")
     rows.append(f"Work: {raw['pages']} pages first-touched and {raw['spin_s']} s of CPU a run; the paths alternate "
                 f"run by run. Binding: {Path(raw['module']).name}, can count: {raw['can_count']}.")

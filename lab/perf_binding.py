@@ -133,16 +133,27 @@ def compare(directory: Path, pages: int = 20000, spin_s: float = 0.2, rounds: in
     return json.loads(p.stdout)
 
 
-def _summary(result: dict) -> str:
+def summarize(result: dict) -> dict[str, dict]:
+    """Per path: runs, page faults (median, min, max) and the task clock over
+    the thread's own CPU time (median)."""
     import statistics
-    lines = [f"perf binding {result['module']} (can count: {result['can_count']}); "
-             f"{result['pages']} first-touched pages and {result['spin_s']} s of CPU a run"]
+    out = {}
     for path in ("binding", "syscall"):
         rows = [r for r in result["rows"] if r["path"] == path]
         pf = [r["page_faults"]["value"] for r in rows]
         tc = [r["task_clock"]["value"] / r["cpu_ns"] for r in rows]
-        lines.append(f"  {path:8} page faults median {statistics.median(pf):9.0f} (min {min(pf):.0f}, max {max(pf):.0f}),"
-                     f" task-clock / thread CPU time median {statistics.median(tc):.4f}, n={len(rows)}")
+        out[path] = {"n": len(rows), "faults_median": statistics.median(pf), "faults_min": min(pf),
+                     "faults_max": max(pf), "task_clock_over_cpu": statistics.median(tc)}
+    return out
+
+
+def _summary(result: dict) -> str:
+    lines = [f"perf binding {result['module']} (can count: {result['can_count']}); "
+             f"{result['pages']} first-touched pages and {result['spin_s']} s of CPU a run"]
+    for path, s in summarize(result).items():
+        lines.append(f"  {path:8} page faults median {s['faults_median']:9.0f} (min {s['faults_min']:.0f}, "
+                     f"max {s['faults_max']:.0f}), task-clock / thread CPU time median "
+                     f"{s['task_clock_over_cpu']:.4f}, n={s['n']}")
     return "\n".join(lines)
 
 
