@@ -439,9 +439,13 @@ class WebConfigSource:
         self._bad_print = None
         if path is not None:
             self._config = load(path)
+            # The files may have changed while they were read: the first
+            # connection reads them again (quietly) and takes its fingerprint
+            # before reading (current()).
+            self._print, self._quiet = None, True
         else:
             self._config = static or WebConfig()
-        self._print = _fingerprint(self._config.files)
+            self._print, self._quiet = _fingerprint(self._config.files), True
 
     @property
     def tls(self) -> bool:
@@ -468,9 +472,20 @@ class WebConfigSource:
                 self.failures += 1
                 self._bad_print = now_print
                 return self._config
-            self._config, self._print, self._bad_print = new, _fingerprint(new.files), None
+            # The fingerprint is the one taken before the files were read: a
+            # file replaced while they were read (a rotation renaming its
+            # files one by one) differs from it, so the next connection
+            # reads again. (Taken after the read, it could record a new file
+            # whose old content was loaded, and never read it: seen in CI,
+            # a rotation whose users stayed the old ones.) When the files
+            # named changed, the next connection reads once more to take
+            # their fingerprint before reading.
+            same = new.files == self._config.files
+            self._config, self._print, self._bad_print = new, (now_print if same else None), None
             self.last_reload_ok, self.last_success = True, time.time()
-            log.info("web config reloaded from %s", self.path)
+            if not self._quiet:
+                log.info("web config reloaded from %s", self.path)
+            self._quiet = not same and self._quiet
             return self._config
 
     def collect(self):

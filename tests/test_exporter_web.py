@@ -364,3 +364,30 @@ def test_client_allowed_sans_admit_only_those_certificates(tmp_path):
         assert str(_fetch(port, ctx(other), {})).startswith("refused")
     finally:
         server.stop()
+
+
+def test_a_file_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatch):
+    """The race CI found: a rotation renames its files one by one, and a
+    connection reads the web config between two renames. The file replaced
+    after the read must be read on the next connection, not recorded as seen
+    (the users stayed the old ones: every scrape with the new password 401)."""
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  prometheus: '{bhash('one')}'\n")
+    source = web_config.WebConfigSource(str(web))
+    assert source.current().users.check("prometheus", "one")
+    real_load = web_config.load
+
+    def load_then_rotate(path):
+        loaded = real_load(path)                 # reads generation 2 ...
+        tmp = tmp_path / "web.yml.new"           # ... and generation 3 lands right after
+        tmp.write_text(f"basic_auth_users:\n  prometheus: '{bhash('three')}'\n")
+        tmp.rename(web)
+        monkeypatch.setattr(web_config, "load", real_load)
+        return loaded
+    tmp = tmp_path / "web.yml.new"
+    tmp.write_text(f"basic_auth_users:\n  prometheus: '{bhash('two')}'\n")
+    tmp.rename(web)
+    monkeypatch.setattr(web_config, "load", load_then_rotate)
+    assert source.current().users.check("prometheus", "two")     # the read that raced
+    assert source.current().users.check("prometheus", "three")   # the next connection reads again
+    assert not source.current().users.check("prometheus", "two")
