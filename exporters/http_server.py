@@ -182,7 +182,6 @@ class MetricsServer:
             self.httpd = _Server((cfg.host, cfg.port), handler, family, web)
         except OSError as exc:
             raise UsageError(f"listen {cfg.listen}: {exc.strerror}") from None
-        self.web = web
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self.httpd.serve_forever, kwargs={"poll_interval": 0.2},
                                        name="nttrace-http", daemon=True)

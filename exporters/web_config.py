@@ -124,7 +124,7 @@ class _Users:
 
     def __init__(self, hashes: dict[str, str]):
         self.hashes = hashes
-        self._cache: dict[bytes, bool] = {}
+        self._cache: set[bytes] = set()
         self._lock = threading.Lock()
         costs = [int(BCRYPT_HASH.match(h).group(1)) for h in hashes.values() if BCRYPT_HASH.match(h)]
         self._dummy = None
@@ -132,18 +132,15 @@ class _Users:
             import bcrypt
             self._dummy = bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt(max(costs))).decode()
 
-    def __bool__(self) -> bool:
-        return bool(self.hashes)
-
     def check(self, user: str, password: str) -> bool:
         pw = password.encode()
-        if len(pw) > BCRYPT_MAX_PASSWORD:
-            return False
         stored = self.hashes.get(user)
         target = stored if stored is not None else (self._dummy or "sha256:" + "0" * 64)
+        if len(pw) > BCRYPT_MAX_PASSWORD and not target.startswith("sha256:"):
+            return False          # bcrypt would compare the first 72 bytes only
         key = hashlib.sha256(b"\0".join((target.encode(), user.encode(), pw))).digest()
         with self._lock:
-            if stored is not None and self._cache.get(key):
+            if stored is not None and key in self._cache:
                 return True
         if target.startswith("sha256:"):
             ok = hmac.compare_digest(hashlib.sha256(pw).hexdigest(), target[7:])
@@ -155,7 +152,7 @@ class _Users:
             with self._lock:
                 if len(self._cache) >= 256:
                     self._cache.clear()
-                self._cache[key] = True
+                self._cache.add(key)
         return ok
 
     def authorized(self, header: str | None) -> bool:
@@ -181,8 +178,15 @@ class WebConfig:
     headers: dict[str, str] = field(default_factory=dict)
     allowed_sans: tuple[str, ...] = ()
     rate_limit: _RateLimit | None = None
-    files: tuple[str, ...] = ()          # what a change to re-reads
+    # (path, inode, size, mtime, ctime) of each file read, taken before it
+    # was read: a file replaced while it was read differs from it
+    read: tuple = ()
     source: str = "<none>"
+
+    @property
+    def files(self) -> tuple[str, ...]:
+        """The files a change to re-reads."""
+        return tuple(entry[0] for entry in self.read)
 
     def san_allowed(self, cert: dict | None) -> bool:
         if not self.allowed_sans:
@@ -217,7 +221,9 @@ def _pem_file(inline: str) -> str:
     return path
 
 
-def _tls_context(tls: dict, where: str, base: str) -> tuple[ssl.SSLContext | None, tuple[str, ...], tuple[str, ...]]:
+def _tls_context(tls: dict, where: str, base: str) -> tuple[ssl.SSLContext | None, tuple, tuple[str, ...]]:
+    """The server's SSLContext, the fingerprint of the files it was read
+    from (taken before reading them) and the allowed client SANs."""
     def path_of(key):
         return os.path.join(base, _string(tls[key], where, f"tls_server_config.{key}")) if key in tls else None
 
@@ -305,6 +311,7 @@ def _tls_context(tls: dict, where: str, base: str) -> tuple[ssl.SSLContext | Non
             ca_file = _pem_file(_string(tls["client_ca"], where, "tls_server_config.client_ca"))
             temporary.append(ca_file)
         key_name = "cert_file" if "cert_file" in tls else "cert"
+        read = _fingerprint(p for p in (cert_file, key_file, ca_file) if p and p not in temporary)
         try:
             ctx.load_cert_chain(cert_file, key_file)
         except (ssl.SSLError, OSError) as exc:
@@ -321,8 +328,7 @@ def _tls_context(tls: dict, where: str, base: str) -> tuple[ssl.SSLContext | Non
     finally:
         for p in temporary:
             os.unlink(p)
-    files = tuple(p for p in (cert_file, key_file, ca_file) if p and p not in temporary)
-    return ctx, files, tuple(sans)
+    return ctx, read, tuple(sans)
 
 
 def _users(data, where: str) -> _Users:
@@ -366,6 +372,7 @@ def load(path: str) -> WebConfig:
     """Read and check one web-config file; every problem is one UsageError
     line naming the file and the key."""
     import yaml
+    read = _fingerprint([os.path.abspath(path)])     # before reading: a later change differs from it
     try:
         with open(path, "rb") as f:
             text = f.read()
@@ -394,9 +401,9 @@ def load(path: str) -> WebConfig:
             if burst < 1:
                 raise UsageError(f"{path}: rate_limit.burst must be at least 1 when interval is set")
             limiter = _RateLimit(interval, burst)
-    ctx, files, sans = _tls_context(tls, path, base)
+    ctx, tls_read, sans = _tls_context(tls, path, base)
     return WebConfig(tls=ctx, users=_users(data.get("basic_auth_users"), path), headers=_headers(http, path),
-                     allowed_sans=sans, rate_limit=limiter, files=(os.path.abspath(path), *files), source=path)
+                     allowed_sans=sans, rate_limit=limiter, read=read + tls_read, source=path)
 
 
 def legacy(cert_file: str | None, key_file: str | None, user: str | None, sha256: str | None) -> WebConfig:
@@ -415,6 +422,7 @@ def legacy(cert_file: str | None, key_file: str | None, user: str | None, sha256
 
 
 def _fingerprint(files) -> tuple:
+    """(path, inode, size, mtime, ctime) of each file, or (path, errno)."""
     out = []
     for p in files:
         try:
@@ -437,15 +445,7 @@ class WebConfigSource:
         self.last_success = time.time()
         self.failures = 0
         self._bad_print = None
-        if path is not None:
-            self._config = load(path)
-            # The files may have changed while they were read: the first
-            # connection reads them again (quietly) and takes its fingerprint
-            # before reading (current()).
-            self._print, self._quiet = None, True
-        else:
-            self._config = static or WebConfig()
-            self._print, self._quiet = _fingerprint(self._config.files), True
+        self._config = load(path) if path is not None else (static or WebConfig())
 
     @property
     def tls(self) -> bool:
@@ -455,11 +455,11 @@ class WebConfigSource:
         if self.path is None:
             return self._config
         now_print = _fingerprint(self._config.files)
-        if now_print == self._print:
+        if now_print == self._config.read:
             return self._config
         with self._lock:
             now_print = _fingerprint(self._config.files)
-            if now_print == self._print or now_print == self._bad_print:
+            if now_print == self._config.read or now_print == self._bad_print:
                 return self._config
             try:
                 new = load(self.path)
@@ -472,20 +472,15 @@ class WebConfigSource:
                 self.failures += 1
                 self._bad_print = now_print
                 return self._config
-            # The fingerprint is the one taken before the files were read: a
-            # file replaced while they were read (a rotation renaming its
-            # files one by one) differs from it, so the next connection
-            # reads again. (Taken after the read, it could record a new file
-            # whose old content was loaded, and never read it: seen in CI,
-            # a rotation whose users stayed the old ones.) When the files
-            # named changed, the next connection reads once more to take
-            # their fingerprint before reading.
-            same = new.files == self._config.files
-            self._config, self._print, self._bad_print = new, (now_print if same else None), None
+            # new.read was taken before each file was read (load()): a file
+            # replaced while they were read (a rotation renaming its files
+            # one by one) differs from it, so the next connection reads
+            # again. Taken after the read, it recorded a new file whose old
+            # content was loaded, never to read it again: seen in CI, a
+            # rotation whose users stayed the old ones.
+            self._config, self._bad_print = new, None
             self.last_reload_ok, self.last_success = True, time.time()
-            if not self._quiet:
-                log.info("web config reloaded from %s", self.path)
-            self._quiet = not same and self._quiet
+            log.info("web config reloaded from %s", self.path)
             return self._config
 
     def collect(self):

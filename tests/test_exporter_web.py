@@ -375,19 +375,20 @@ def test_a_file_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatch):
     web.write_text(f"basic_auth_users:\n  prometheus: '{bhash('one')}'\n")
     source = web_config.WebConfigSource(str(web))
     assert source.current().users.check("prometheus", "one")
-    real_load = web_config.load
+    import yaml
+    real_parse = yaml.safe_load
 
-    def load_then_rotate(path):
-        loaded = real_load(path)                 # reads generation 2 ...
-        tmp = tmp_path / "web.yml.new"           # ... and generation 3 lands right after
+    def parse_then_rotate(text):
+        parsed = real_parse(text)                # generation 2 was read ...
+        tmp = tmp_path / "web.yml.new"           # ... and generation 3 lands while it is being loaded
         tmp.write_text(f"basic_auth_users:\n  prometheus: '{bhash('three')}'\n")
         tmp.rename(web)
-        monkeypatch.setattr(web_config, "load", real_load)
-        return loaded
+        monkeypatch.setattr(yaml, "safe_load", real_parse)
+        return parsed
     tmp = tmp_path / "web.yml.new"
     tmp.write_text(f"basic_auth_users:\n  prometheus: '{bhash('two')}'\n")
     tmp.rename(web)
-    monkeypatch.setattr(web_config, "load", load_then_rotate)
+    monkeypatch.setattr(yaml, "safe_load", parse_then_rotate)
     assert source.current().users.check("prometheus", "two")     # the read that raced
     assert source.current().users.check("prometheus", "three")   # the next connection reads again
     assert not source.current().users.check("prometheus", "two")
