@@ -56,8 +56,7 @@ def last_build_seconds() -> float | None:
     return infos[-1].get("total_s") if infos else None
 
 
-def kernel_for(spec: str):
-    v = kernel_build.variant(spec)
+def kernel_for(v: "kernel_build.Variant"):
     estimate = last_build_seconds()
     done = threading.Event()
     t0 = time.monotonic()
@@ -159,11 +158,11 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     try:
-        kernels = [kernel_for(args.a), kernel_for(args.b) if args.b != args.a else None]
+        kernels = [kernel_for(specs[0])]
+        kernels.append(kernel_for(specs[1]) if args.b != args.a else kernels[0])
     except kernel_build.KernelBuildError as exc:
         print(exc, file=sys.stderr)
         return 1
-    kernels[1] = kernels[1] or kernels[0]
     sides = ["A", "B"]
     names = [specs[0].name, specs[1].name]
     reports: dict[str, list[Path]] = {"A": [], "B": []}

@@ -22,6 +22,7 @@ import pytest
 
 from lab import kernel_build, lab_checks
 from lab import lab as labmod
+from lab.ab import save_reports
 from lab.lab_checks import checks
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu", "kernel-build", "seeds")]
@@ -255,14 +256,8 @@ def test_the_suites_kernel_fact_tests_pass_inside_the_guest(variant):
 
 
 def _report_of(lab, *names) -> list[Path]:
-    out = []
-    for name in names:
-        data = lab.json(name)
-        rep = data.get("report", data)
-        path = lab.results / f"{name}.report.json"
-        path.write_text(json.dumps({k: v for k, v in rep.items() if not k.startswith("_")}))
-        out.append(path)
-    return out
+    """Each scenario's report written as the user's A/B command writes it."""
+    return save_reports(lab, list(names), lab.results)
 
 
 def test_base_against_nt_v3_as_a_user_gets_it():

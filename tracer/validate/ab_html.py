@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import html
 import io
+import statistics
 from pathlib import Path
 
 from nttrace.validate import baseline as ab
@@ -51,7 +52,7 @@ def _per_boot_plot(row: dict) -> str:
         for i, s in enumerate(samples[side]):
             jitter = [x + 0.3 * ((k * 0.618) % 1 - 0.5) for k in range(len(s))]
             ax.scatter(jitter, s, s=9, color=color, alpha=0.6, linewidths=0)
-            med = sorted(s)[len(s) // 2]
+            med = statistics.median(s)          # the boot's summary, as the table takes it
             ax.hlines(med, x - 0.3, x + 0.3, color="black", linewidth=1.5)
             ticks.append(x)
             labels.append(f"{name}\n{i + 1}")

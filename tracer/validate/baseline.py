@@ -220,13 +220,12 @@ def compare(baseline: dict | list[dict], current: dict | list[dict], strict: boo
     base_runs = _runs_by_check(baseline if isinstance(baseline, list) else [baseline])
     cur_runs = _runs_by_check(current if isinstance(current, list) else [current])
     if strict:
-        for key, side, other in ((k, "--current", "--baseline") for k in base_runs if k not in cur_runs):
-            raise UsageError(f"{side} has no run of {key[0]}{' [' + key[1] + ']' if key[1] else ''} "
-                             f"(the {other} side has {len(base_runs[key])}); give both sides the same checks")
-        for key in cur_runs:
-            if key not in base_runs:
-                raise UsageError(f"--baseline has no run of {key[0]}{' [' + key[1] + ']' if key[1] else ''} "
-                                 f"(the --current side has {len(cur_runs[key])}); give both sides the same checks")
+        for have, lack, runs, other in (("--baseline", "--current", base_runs, cur_runs),
+                                        ("--current", "--baseline", cur_runs, base_runs)):
+            missing = [k for k in runs if k not in other]
+            if missing:
+                raise UsageError(f"{lack} has no run of {_label(*missing[0])} (the {have} side has "
+                                 f"{len(runs[missing[0]])}); give both sides the same checks")
     rows = []
     for key, cur_checks in cur_runs.items():
         base_checks = base_runs.get(key)
@@ -351,8 +350,12 @@ def _n(r: dict) -> str:
     return f"{r['runs'][0]}/{r['runs'][1]}"
 
 
+def _label(check: str, subject: str) -> str:
+    return check + (f" [{subject}]" if subject else "")
+
+
 def _name(r: dict) -> str:
-    return r["check"] + (f" [{r['subject']}]" if r["subject"] else "")
+    return _label(r["check"], r["subject"])
 
 
 def legend(rows: list[dict]) -> list[str]:
