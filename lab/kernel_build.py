@@ -220,7 +220,7 @@ def variant_key(variant: Variant, deb: Path) -> tuple[str, list[dict]]:
     read raises SeriesError (the caller reports it as the 'series' step)."""
     h = hashlib.sha256()
     h.update(f"source {deb.name} {deb.stat().st_size}\n".encode())
-    h.update(b"fragment\0" + CONFIG_FRAGMENT.read_bytes())
+    h.update(b"config\0" + LAB_CONFIG.inputs())
     h.update(b"builder\0" + BUILD_RECIPE.encode())
     h.update(f"gcc {compiler_version()}\n".encode())
     plan = []
@@ -235,7 +235,7 @@ def variant_key(variant: Variant, deb: Path) -> tuple[str, list[dict]]:
 
 
 # The steps below, as text: a change to how a kernel is built changes the key.
-BUILD_RECIPE = "defconfig+kvm_guest+lab.config;olddefconfig;bzImage modules;modules_install strip;headers v1"
+BUILD_RECIPE = "bzImage modules;modules_install strip;headers v1"
 
 
 # -- patching -----------------------------------------------------------------
@@ -313,20 +313,60 @@ def prepare_source(variant: Variant, pristine: Path, plan: list[dict], work: Pat
 
 
 # -- config and build ---------------------------------------------------------
-def configure(src: Path, build: Path, log: Path, variant: str) -> None:
+@dataclass(frozen=True)
+class KernelConfig:
+    """How a .config is made: a make target that starts it, fragments merged
+    onto it in order (a str is relative to the source tree, a Path is ours
+    and is checked to hold after olddefconfig), and KCFLAGS for the build."""
+    name: str
+    start: str
+    fragments: tuple = ()
+    kcflags: str = ""
+
+    def recipe(self) -> str:
+        parts = [self.start, *(f if isinstance(f, str) else f.name for f in self.fragments)]
+        return "+".join(parts) + ";olddefconfig" + (f";KCFLAGS={self.kcflags}" if self.kcflags else "")
+
+    def inputs(self) -> bytes:
+        """What of this config the cache key covers (our fragments' text)."""
+        return self.recipe().encode() + b"".join(f.read_bytes() for f in self.fragments if isinstance(f, Path))
+
+
+# The lab's config: nothing but what the guest, the scenarios and nttrace
+# need (lab/kernel/lab.config says why each option is there). Debug info is
+# only there for BTF, which needs every type and no variable locations:
+# -fno-var-tracking drops the location lists (what CONFIG_DEBUG_INFO_REDUCED
+# does too, but that option also drops types and Kconfig rules BTF out with it).
+LAB_CONFIG = KernelConfig("lab", "allnoconfig", (CONFIG_FRAGMENT,),
+                          kcflags="-fno-var-tracking -fno-var-tracking-assignments")
+# The config the lab used before (kept to measure what lab.config saves;
+# `python3 -m lab.build_cost`).
+DEFCONFIG_BASED = KernelConfig("defconfig-based", "x86_64_defconfig",
+                               ("kernel/configs/kvm_guest.config", HERE / "kernel" / "defconfig-based.config"))
+
+
+def configure(src: Path, build: Path, log: Path, variant: str, config: KernelConfig = LAB_CONFIG) -> None:
     build.mkdir(parents=True, exist_ok=True)
-    _run(["make", "-s", f"O={build}", "x86_64_defconfig"], log, variant, "configure: defconfig", cwd=src)
-    _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(build), str(build / ".config"),
-          str(src / "kernel/configs/kvm_guest.config"), str(CONFIG_FRAGMENT)], log, variant,
-         "configure: merge fragments", cwd=src)
+    _run(["make", "-s", f"O={build}", config.start], log, variant, f"configure: {config.start}", cwd=src)
+    if config.fragments:
+        _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(build), str(build / ".config"),
+              *(str(src / f) if isinstance(f, str) else str(f) for f in config.fragments)], log, variant,
+             "configure: merge fragments", cwd=src)
     _run(["make", "-s", f"O={build}", "olddefconfig"], log, variant, "configure: olddefconfig", cwd=src)
-    problems = config_problems(CONFIG_FRAGMENT.read_text(), (build / ".config").read_text())
+    ours = [f for f in config.fragments if isinstance(f, Path)]
+    problems = config_problems("\n".join(f.read_text() for f in ours), (build / ".config").read_text())
     if problems:
         with open(log, "a") as f:
             f.write("\n".join(problems) + "\n")
         raise KernelBuildError(variant, "configure: check the fragment held", log,
-                               f"{len(problems)} option(s) of lab.config did not survive olddefconfig: "
-                               + "; ".join(problems[:5]))
+                               f"{len(problems)} option(s) of {'+'.join(f.name for f in ours)} did not survive "
+                               "olddefconfig: " + "; ".join(problems[:5]))
+
+
+def make_command(build: Path, config: KernelConfig, jobs: int = JOBS) -> list[str]:
+    """The build step proper: what `build` runs and what lab.build_cost times."""
+    return ["make", f"-j{jobs}", f"O={build}", *([f"KCFLAGS={config.kcflags}"] if config.kcflags else []),
+            "bzImage", "modules"]
 
 
 def config_problems(fragment: str, config: str) -> list[str]:
@@ -337,18 +377,14 @@ def config_problems(fragment: str, config: str) -> list[str]:
             have[m[1]] = m[2]
         elif m := re.match(r"^# (CONFIG_\w+) is not set$", line):
             have[m[1]] = "n"
-    problems = []
+    want = {}   # a later line for the same option wins, as in merge_config.sh
     for line in fragment.splitlines():
         if m := re.match(r"^(CONFIG_\w+)=(.*)$", line):
-            want = m[2]
+            want[m[1]] = m[2]
         elif m := re.match(r"^# (CONFIG_\w+) is not set$", line):
-            want = "n"
-        else:
-            continue
-        got = have.get(m[1], "n")
-        if got != want:
-            problems.append(f"{m[1]}={want} became {got}")
-    return problems
+            want[m[1]] = "n"
+    return [f"{name}={value} became {have.get(name, 'n')}" for name, value in want.items()
+            if have.get(name, "n") != value]
 
 
 def install(src: Path, build: Path, out: Path, log: Path, variant: str) -> str:
@@ -413,8 +449,8 @@ def build(name: str, timeout: float = 2700) -> Kernel:
     bdir = work / "build"
     configure(work / "src", bdir, log, variant.name)
     t_build = time.monotonic()
-    _run(["make", f"-j{JOBS}", f"O={bdir}", "bzImage", "modules"], log, variant.name, "build (make bzImage modules)",
-         cwd=work / "src", timeout=timeout)
+    _run(make_command(bdir, LAB_CONFIG), log, variant.name, "build (make bzImage modules)", cwd=work / "src",
+         timeout=timeout)
     build_s = time.monotonic() - t_build
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)

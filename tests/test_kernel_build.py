@@ -104,6 +104,9 @@ def test_the_config_check_names_what_olddefconfig_dropped():
     config = "CONFIG_A=y\nCONFIG_B=y\n# CONFIG_C is not set\n"
     assert kernel_build.config_problems(fragment, config) == ["CONFIG_B=n became y", "CONFIG_C=m became n"]
     assert kernel_build.config_problems(fragment, "CONFIG_A=y\nCONFIG_C=m\n") == []
+    # fragments merge in order: a later line for an option is the one that must hold
+    later = fragment + "# CONFIG_A is not set\n"
+    assert kernel_build.config_problems(later, "CONFIG_A=y\nCONFIG_C=m\n") == ["CONFIG_A=n became y"]
 
 
 def _series_file(tmp_path: Path, name: str, diff: str) -> Path:

@@ -1,0 +1,138 @@
+"""What a lab kernel's config costs to build, measured side by side on this
+machine: the config the lab used before (defconfig-based) against
+lab/kernel/lab.config, and lab.config with one thing changed at a time, so
+each option's share of the time is a measured difference, not a guess.
+
+    python3 -m lab.build_cost [--configs NAME,...] [--json FILE]
+
+Each config is built from clean (its own O= tree, removed first) on the
+pristine linux-source-7.2 tree (the base variant: no patches), one after the
+other with nothing else running; the step timed is the build proper
+(`make -jN bzImage modules`, as kernel_build runs it). The make output is
+time-stamped line by line, so the report also splits each build into its
+compile phase and its link tail (vmlinux's links, BTF encoding, bzImage).
+One build a config: a figure from one run, and BENCHMARKS.md says so.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from lab import kernel_build as kb
+
+NO_DEBUG_INFO = kb.HERE / "kernel" / "cost-no-debug-info.config"
+
+
+def configs() -> dict[str, kb.KernelConfig]:
+    lab = kb.LAB_CONFIG
+    return {
+        "defconfig-based": kb.DEFCONFIG_BASED,
+        "lab": lab,
+        # the same, keeping DWARF's variable locations (what -g gives by default)
+        "lab-with-var-tracking": replace(lab, name="lab-with-var-tracking", kcflags=""),
+        # the same without debug info, hence without BTF: what BTF costs in all
+        "lab-no-debug-info": replace(lab, name="lab-no-debug-info", fragments=(*lab.fragments, NO_DEBUG_INFO)),
+    }
+
+
+def _cpu() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.processor()
+
+
+def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int) -> dict:
+    """Build one config from clean; returns its figures."""
+    build = root / config.name / "build"
+    log = root / config.name / "build.log"
+    shutil.rmtree(build.parent, ignore_errors=True)
+    build.mkdir(parents=True)
+    t0 = time.monotonic()
+    kb.configure(src, build, log, config.name, config)
+    configure_s = time.monotonic() - t0
+    cmd = kb.make_command(build, config, jobs)
+    stamps: list[tuple[float, str]] = []
+    t_build = time.monotonic()
+    with open(log, "a") as f:
+        f.write(f"$ {' '.join(cmd)}\n")
+        p = subprocess.Popen(cmd, cwd=src, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+        try:
+            for line in p.stdout:
+                stamps.append((time.monotonic() - t_build, line.rstrip()))
+                f.write(f"[{stamps[-1][0]:8.1f}] {line}")
+            rc = p.wait()
+        except BaseException:
+            kb._kill_group(p)
+            raise
+    build_s = time.monotonic() - t_build
+    if rc != 0:
+        raise kb.KernelBuildError(config.name, "build", log, f"exit {rc}")
+    # the link tail starts at the first link of vmlinux (kbuild's "LD .tmp_vmlinux*" or "LD vmlinux.o")
+    tail_start = next((t for t, line in stamps if line.strip().startswith(("LD      vmlinux.o", "LD      .tmp_vmlinux"))),
+                      build_s)
+    btf = [t for t, line in stamps if line.strip().startswith("BTF")]
+    cfg = (build / ".config").read_text()
+    objects = sum(1 for _ in build.rglob("*.o"))
+    return {"config": config.name, "recipe": config.recipe(), "configure_s": round(configure_s, 1),
+            "build_s": round(build_s, 1), "compile_s": round(tail_start, 1),
+            "link_tail_s": round(build_s - tail_start, 1), "btf_lines": len(btf),
+            "objects": objects, "options_y": sum(1 for line in cfg.splitlines() if line.endswith("=y")),
+            "vmlinux_bytes": (build / "vmlinux").stat().st_size,
+            "bzimage_bytes": (build / "arch/x86/boot/bzImage").stat().st_size,
+            "debug_info": "CONFIG_DEBUG_INFO=y" in cfg, "btf": "CONFIG_DEBUG_INFO_BTF=y" in cfg,
+            "command": " ".join(cmd[:1] + cmd[1:2] + cmd[3:])}
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m lab.build_cost", description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--configs", default=",".join(configs()), help="comma-separated, in build order "
+                    f"(default: all: {', '.join(configs())})")
+    ap.add_argument("--jobs", type=int, default=kb.JOBS)
+    ap.add_argument("--json", type=Path, help="write the figures here (benchmarks/lab-kernel-build-cost.json)")
+    args = ap.parse_args(argv)
+    known = configs()
+    chosen = [c.strip() for c in args.configs.split(",") if c.strip()]
+    if unknown := [c for c in chosen if c not in known]:
+        print(f"build_cost: unknown config(s) {', '.join(unknown)} (have {', '.join(known)})", file=sys.stderr)
+        return 2
+    root = kb.CACHE / "build-cost"
+    log = root / "source.log"
+    root.mkdir(parents=True, exist_ok=True)
+    src = kb.unpacked_source(kb.fetch_source(log), log)
+    results = []
+    t0 = time.monotonic()
+    for i, name in enumerate(chosen, 1):
+        print(f"[{i}/{len(chosen)}] {name}: {known[name].recipe()} ...", flush=True)
+        try:
+            r = measure(known[name], src, root, args.jobs)
+        except kb.KernelBuildError as exc:
+            print(exc, file=sys.stderr)
+            return 1
+        results.append(r)
+        print(f"[{i}/{len(chosen)}] {name}: built in {r['build_s']:.0f} s (compile {r['compile_s']:.0f} s, "
+              f"link tail {r['link_tail_s']:.0f} s), {r['objects']} objects", flush=True)
+        shutil.rmtree(root / name / "build", ignore_errors=True)   # several GB each
+    report = {"host": {"cpu": _cpu(), "cpus": os.cpu_count(), "kernel": platform.release()},
+              "jobs": args.jobs, "source": src.parent.name, "compiler": kb.compiler_version(),
+              "runs_per_config": 1, "wall_s": round(time.monotonic() - t0, 1),
+              "command": "python3 -m lab.build_cost " + " ".join(argv), "configs": results}
+    text = json.dumps(report, indent=1) + "\n"
+    if args.json:
+        args.json.write_text(text)
+    print(text, end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
