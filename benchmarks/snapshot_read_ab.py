@@ -14,7 +14,10 @@ from nttrace.daemon import loader
 from nttrace.workloads import triggers
 from nttrace.probes.capabilities import Capability
 from nttrace.kernel.metadata import KernelMetadata
+from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.tracer import Tracer
+
+NAME = MigrateProbe.name
 
 
 def main() -> None:
@@ -22,14 +25,14 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--snapshots", type=int, default=200)
     args = ap.parse_args()
-    opts = {"migrate": {"records": False}}
-    loaded = loader.load(["migrate"], opts)
+    opts = {NAME: {"records": False}}
+    loaded = loader.load([NAME], opts)
     caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
     meta = KernelMetadata.from_json(loaded.meta)
     readers = {
-        "handover": Tracer(["migrate"], opts, caps=caps, meta=meta, handle_sigterm=False,
+        "handover": Tracer([NAME], opts, caps=caps, meta=meta, handle_sigterm=False,
                            handover=loader.Handover(loaded)).attach(),
-        "bcc": Tracer(["migrate"], opts, caps=caps, meta=meta, handle_sigterm=False).attach(),
+        "bcc": Tracer([NAME], opts, caps=caps, meta=meta, handle_sigterm=False).attach(),
     }
     try:
         triggers.compaction(32)
@@ -40,7 +43,7 @@ def main() -> None:
                 for _ in range(args.snapshots):
                     readers[name].snapshot()
                 per[name].append((time.perf_counter() - t0) / args.snapshots * 1e6)
-        rows = {name: [(x["mode"], x["reason"], x["calls"], x["succeeded"]) for x in t.snapshot()["migrate"]["rows"]]
+        rows = {name: [(x["mode"], x["reason"], x["calls"], x["succeeded"]) for x in t.snapshot()[NAME]["rows"]]
                 for name, t in readers.items()}
         assert rows["handover"] == rows["bcc"], rows
         for name, us in per.items():

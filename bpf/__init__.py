@@ -1,8 +1,8 @@
 """BPF C programs, compiled by bcc at run time. `source(name)` reads one;
 `struct_type(name, struct)` turns one of its C structs into the ctypes
-layout Python reads it with, and `map_decls(name)` lists its maps with their
-key and value types, so each record, stats layout and map is declared once,
-in the C."""
+layout Python reads it with, `map_decls(name)` lists its maps with their
+key and value types, and `defines(name)` its numeric #defines, so each
+record, stats layout, map and constant is declared once, in the C."""
 from __future__ import annotations
 
 import ctypes
@@ -20,20 +20,26 @@ def source(name: str) -> str:
     return resources.files(__name__).joinpath(name).read_text()
 
 
+def defines(name: str) -> dict[str, int]:
+    """The numeric #defines of a source, common.h's first (the source's win)."""
+    out = {k: int(v) for k, v in _DEFINE.findall(source("common.h"))}
+    out.update({k: int(v) for k, v in _DEFINE.findall(source(name))})
+    return out
+
+
 @lru_cache(maxsize=None)
 def struct_type(name: str, struct: str, **sizes: int) -> type[ctypes.Structure]:
     """The ctypes Structure of `struct <struct>` in the source `name` (or in
     common.h). Members are nttrace's fixed-width types (u64, s32, ...), or
     arrays of them sized by a number or by a #define of the source; `sizes`
-    gives array sizes the loader defines (e.g. NTTRACE_SLOTS)."""
+    gives array sizes the loader defines at load time."""
     text = source(name)
     body = re.search(r"struct\s+" + re.escape(struct) + r"\s*\{(.*?)\n\};", text, re.S)
     if body is None and name != "common.h":
         return struct_type("common.h", struct, **sizes)
     if body is None:
         raise KeyError(f"no struct {struct} in {name}")
-    defines = {k: int(v) for k, v in _DEFINE.findall(text)}
-    defines.update(sizes)
+    sized = {**defines(name), **sizes}
     fields = []
     for line in re.sub(r"/\*.*?\*/", "", body.group(1), flags=re.S).splitlines():
         if not line.strip():
@@ -44,7 +50,7 @@ def struct_type(name: str, struct: str, **sizes: int) -> type[ctypes.Structure]:
         ctype = C_TYPES[m.group(1)]
         if m.group(3):
             n = m.group(3)
-            ctype = ctype * (int(n) if n.isdigit() else defines[n])
+            ctype = ctype * (int(n) if n.isdigit() else sized[n])
         fields.append((m.group(2), ctype))
     return type(struct, (ctypes.Structure,), {"_fields_": fields})
 

@@ -14,6 +14,19 @@
 /* Read a tracepoint record's field at its offset from the format file. */
 #define TP_FIELD(ctx, type, off) (*(type *)((char *)(ctx) + (off)))
 
+/*
+ * Latency statistics: a stats struct with sum_ns, max_ns and
+ * hist[NTTRACE_SLOTS] counted by log2(ns) slot (bpf_log2l; slot s holds
+ * [2**s, 2**(s+1))), as nttrace.probes.histogram reads them.
+ */
+#define NTTRACE_SLOTS 64
+#define NTTRACE_LATENCY(s, delta) do {                                   \
+		(s)->sum_ns += (delta);                                  \
+		if ((delta) > (s)->max_ns)                               \
+			(s)->max_ns = (delta);                           \
+		(s)->hist[bpf_log2l(delta) & (NTTRACE_SLOTS - 1)]++;     \
+	} while (0)
+
 struct nttrace_hist_key {
 	u32 a;      /* probe-specific label, e.g. migrate mode      */
 	s32 b;      /* probe-specific label, e.g. migrate reason    */

@@ -41,7 +41,6 @@
  * latency (counted as unpaired, never paired with the wrong start).
  */
 #define NTTRACE_ROWS (NTTRACE_MODES * NTTRACE_REASONS + 1)
-#define NTTRACE_SLOTS 64
 #define NTTRACE_INFLIGHT 16384  /* power of two */
 
 struct migrate_stats {
@@ -133,10 +132,7 @@ static __always_inline u64 account_call(struct migrate_stats *s, struct migrate_
 
 	f->ts = 0;
 	s->calls++;
-	s->sum_ns += delta;
-	if (delta > s->max_ns)
-		s->max_ns = delta;
-	s->hist[bpf_log2l(delta) & (NTTRACE_SLOTS - 1)]++;
+	NTTRACE_LATENCY(s, delta);
 	return start;
 }
 

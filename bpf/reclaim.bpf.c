@@ -24,7 +24,6 @@
 #define RECLAIM_NODE 2
 #define RECLAIM_KSWAPD 3
 #define NTTRACE_RECLAIM_KINDS 4
-#define NTTRACE_SLOTS 64
 
 struct reclaim_stats {
 	u64 episodes;       /* paired begin/end                           */
@@ -75,10 +74,7 @@ static __always_inline int reclaim_end(u32 kind, u64 nr_reclaimed, int from_reco
 	s->episodes++;
 	s->reclaimed += from_record ? nr_reclaimed : f->reclaimed;
 	s->demoted += f->demoted;
-	s->sum_ns += delta;
-	if (delta > s->max_ns)
-		s->max_ns = delta;
-	s->hist[bpf_log2l(delta) & (NTTRACE_SLOTS - 1)]++;
+	NTTRACE_LATENCY(s, delta);
 	reclaim_inflight.delete(&tid);
 	return 0;
 }

@@ -32,7 +32,8 @@ from lab import kernel_build, lab
 
 HERE = Path(__file__).resolve().parent
 
-SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"], "demotion": ["demotion"]}
+SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"],  # not a probe: a scenario set
+                 "demotion": ["demotion"]}
 FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
 
@@ -141,7 +142,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("a", help="the base variant")
     ap.add_argument("b", help="the patched variant (the same as A for an A/A)")
     ap.add_argument("--boots", type=int, default=5, help="boots of each side (default 5)")
-    ap.add_argument("--scenarios", default="memmap", help="memmap, demotion or guest scenario names (default memmap)")
+    ap.add_argument("--scenarios", default="memmap", help=  # not a probe: a scenario set
+                    "memmap, demotion or guest scenario names (default memmap)")
     ap.add_argument("--out", required=True, help="directory for the boots' reports and the A/B")
     ap.add_argument("--timeout", type=float, default=1800, help="bound on each boot, seconds")
     args = ap.parse_args(argv)

@@ -4,6 +4,7 @@ the next one still runs. Every command is bounded with a timeout."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -70,32 +71,34 @@ def attach_modes():
     from nttrace.probes.capabilities import Capability
     from nttrace.kernel.sysroot import Sysroot
     from nttrace.probes.tracer import Tracer
+    from nttrace.probes import PROBES
+    from nttrace.probes.migrate import MigrateProbe
     caps = capmod.report()
     meta = kernel_meta.load(Sysroot("/"))
-    out = {"caps": {k: v.as_json() for k, v in caps.items() if k in ("kprobe", "fentry", "bcc", "pmem", "numa:tiers")}}
+    out = {"caps": {k: v.as_json() for k, v in caps.items() if k in ("kprobe", "fentry", "bcc", "pmem", "numa:tiers")},
+           # what decides whether fentry takes migrate_pages(): its arity, and the kernel's trampoline limit
+           "release": os.uname().release,
+           "migrate_pages_params": len(meta.btf.func_params("migrate_pages")) if meta.btf else None}
     for mode in ("fentry", "kprobe"):
         c = dict(caps)
         if mode == "kprobe":
             c["fentry"] = Capability(False, "disabled by the lab to exercise kprobes")
         before = bpftool_ids()
-        with Tracer(["migrate", "migrate_fn", "memmap", "copy"], caps=c, meta=meta) as t:
+        # every probe with a kernel function to attach, and the migrate tracepoints beside them
+        names = [MigrateProbe.name] + [name for name, p in PROBES.items() if p.functions]
+        with Tracer(names, caps=c, meta=meta) as t:
             status = dict(t.status)
             triggers.compaction(scratch_mib=64)
             time.sleep(1)
             snap = t.snapshot()
-        out[mode] = {"status": status, "copy": snap.get("copy"), "migrate": snap.get("migrate"),
-                     "migrate_fn": snap.get("migrate_fn"), "detached_clean": bpftool_ids() == before}
+        out[mode] = {"status": status, **{name: snap.get(name) for name in names},
+                     "detached_clean": bpftool_ids() == before}
     return out
 
 
 def _dmesg_memmap() -> list[dict]:
-    lines = sh("dmesg").stdout.splitlines()
-    calls = []
-    for line in lines:
-        m = re.search(r"memmap_init_zone_device initialised (\d+) pages in (\d+)ms", line)
-        if m:
-            calls.append({"pages": int(m.group(1)), "ms": int(m.group(2))})
-    return calls
+    from nttrace.workloads.namespace_rebind import kernel_lines
+    return kernel_lines(sh("dmesg").stdout)
 
 
 PAGE_REF_RUNS = 3
@@ -162,7 +165,7 @@ def compaction():
     return nttrace_json("validate", "--check", "kernel.migrate_observed", "--check", "kernel.nt_support")
 
 
-def reclaim():
+def memcg_reclaim():
     """memcg reclaim by memory.reclaim (cgroup v2) seen by the reclaim probe,
     pages as the cgroup's memory.stat pgsteal counts them."""
     return nttrace_json("validate", "--check", "kernel.reclaim_observed")
@@ -249,9 +252,9 @@ def _node1_has_memory() -> bool:
     return bool(m and int(m.group(1)) > 0)
 
 
-ALL = (capabilities, attach_modes, compaction, reclaim, memmap_fsdax, memmap_devdax, trace_start, demotion, trace_stop,
+ALL = (capabilities, attach_modes, compaction, memcg_reclaim, memmap_fsdax, memmap_devdax, trace_start, demotion, trace_stop,
        overhead_demotion, daemon, kernel_facts_tests)
-DEFAULT = ("capabilities", "attach_modes", "reclaim", "memmap_fsdax", "memmap_devdax", "demotion", "daemon")
+DEFAULT = ("capabilities", "attach_modes", "memcg_reclaim", "memmap_fsdax", "memmap_devdax", "demotion", "daemon")
 
 
 def chosen() -> list:

@@ -105,7 +105,7 @@ def main() -> dict:
     t0 = time.monotonic()
     out["reload_rc"] = sh("systemctl", "reload", "nttrace", check=False).returncode
     out["reload_s"] = time.monotonic() - t0
-    out["health_after_reload"] = wait_until(lambda: (h := healthz()) and "copy" in h["probes"] and h, 120)
+    out["health_after_reload"] = wait_until(lambda: (h := healthz()) and CopyProbe.name in h["probes"] and h, 120)
     out["restarts_during_reload"] = int(prop("NRestarts") or 0)
     out["pid_after_reload"] = prop("MainPID")
 

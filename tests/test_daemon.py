@@ -19,6 +19,10 @@ from conftest import bpftool_prog_ids, live_nt_revision, one_line_error, run_ntt
 from nttrace.daemon.process import NTTRACE, DaemonProcess, free_port
 from nttrace.kernel import vmstat
 from nttrace.workloads import triggers
+from nttrace.probes.copy import CopyProbe
+from nttrace.probes.memmap import MemmapProbe
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.page_ref import PageRefProbe
 
 DATA = Path(nttrace.__file__).parent / "data"
 LIVE = ("root", "tracepoint", "bcc")
@@ -113,8 +117,8 @@ def test_ready_watchdog_metrics_and_healthz(daemon):
     assert ready < 60
     d.wait_message("WATCHDOG=1", timeout=5)
     code, body = d.get("/healthz")
-    assert code == 200 and json.loads(body)["probes"]["migrate"]["status"] == "attached"
-    assert d.metric("nttrace_probe_up", probe="migrate") == 1.0
+    assert code == 200 and json.loads(body)["probes"][MigrateProbe.name]["status"] == "attached"
+    assert d.metric("nttrace_probe_up", probe=MigrateProbe.name) == 1.0
     assert d.metric("nttrace_build_info", version=nttrace.__version__) == 1.0
     assert d.metric("nttrace_kernel_info", nt_revision=live_nt_revision()) == 1.0
     assert d.metric("nttrace_vmstat_pgmigrate_success_total") is not None
@@ -159,15 +163,15 @@ def test_sighup_applies_a_changed_config_keeping_unchanged_counters(daemon):
     triggers.compaction()
     calls = d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION")
     assert calls and calls > 0
-    d.config.write_text(d.default_config(probes=("migrate", "copy", "page_ref"), perf=("llc",)))
+    d.config.write_text(d.default_config(probes=(MigrateProbe.name, CopyProbe.name, PageRefProbe.name), perf=("llc",)))
     d.messages.clear()
     d.proc.send_signal(signal.SIGHUP)
     d.wait_message("RELOADING=1", timeout=30)
     d.wait_message("READY=1", timeout=30)
     health = json.loads(d.get("/healthz")[1])
-    assert set(health["probes"]) == {"migrate", "copy", "page_ref"}
-    assert health["probes"]["migrate"]["status"] == "attached"
-    for name in ("copy", "page_ref"):  # live where the host has kprobes / page_ref (the lab)
+    assert set(health["probes"]) == {MigrateProbe.name, CopyProbe.name, PageRefProbe.name}
+    assert health["probes"][MigrateProbe.name]["status"] == "attached"
+    for name in (CopyProbe.name, PageRefProbe.name):  # live where the host has kprobes / page_ref (the lab)
         st = health["probes"][name]
         assert st["status"] == "attached" or st["reason"]
         assert d.metric("nttrace_probe_up", probe=name) == (1.0 if st["status"] == "attached" else 0.0)
@@ -175,11 +179,11 @@ def test_sighup_applies_a_changed_config_keeping_unchanged_counters(daemon):
     # the migrate probe was not re-attached: its counters continue
     assert d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION") >= calls
     # and dropping a probe detaches it
-    d.config.write_text(d.default_config(probes=("migrate",)))
+    d.config.write_text(d.default_config(probes=(MigrateProbe.name,)))
     d.messages.clear()
     d.proc.send_signal(signal.SIGHUP)
     d.wait_message("READY=1", timeout=30)
-    assert set(json.loads(d.get("/healthz")[1])["probes"]) == {"migrate"}
+    assert set(json.loads(d.get("/healthz")[1])["probes"]) == {MigrateProbe.name}
     assert d.metric("nttrace_migrate_calls_total", mode="MIGRATE_SYNC", reason="MR_COMPACTION") >= calls
 
 
@@ -188,7 +192,7 @@ def test_a_reload_widens_the_watchdog_while_it_compiles(daemon):
     d = daemon(watchdog_usec=2_000_000)
     d.wait_message("READY=1")
     d.messages.clear()
-    d.config.write_text(d.default_config(probes=("migrate", "page_ref")))
+    d.config.write_text(d.default_config(probes=(MigrateProbe.name, PageRefProbe.name)))
     d.proc.send_signal(signal.SIGHUP)
     d.wait_message("RELOADING=1", timeout=30)
     d.wait_message("WATCHDOG_USEC=2000000", timeout=60)
@@ -249,7 +253,7 @@ def test_reloads_under_scrape_load_never_fail_a_scrape(daemon):
     try:
         t_end = time.monotonic() + 40
         while time.monotonic() < t_end:
-            probes = ("memmap",) if reloads % 2 == 0 else ("migrate",)
+            probes = (MemmapProbe.name,) if reloads % 2 == 0 else (MigrateProbe.name,)
             d.config.write_text(d.default_config(probes=probes))
             d.proc.send_signal(signal.SIGHUP)
             reloads += 1
@@ -285,7 +289,7 @@ def test_sighup_with_bad_config_keeps_running_on_the_old_one(daemon):
     log = d.read_log()
     assert "reload rejected, keeping the running configuration" in log and "not a port number" in log
     assert d.proc.poll() is None
-    assert d.get("/healthz")[0] == 200 and d.metric("nttrace_probe_up", probe="migrate") == 1.0
+    assert d.get("/healthz")[0] == 200 and d.metric("nttrace_probe_up", probe=MigrateProbe.name) == 1.0
 
 
 @pytest.mark.needs(*LIVE)
@@ -358,7 +362,7 @@ def test_daemon_runs_with_exactly_the_units_capabilities(daemon):
     status = Path(f"/proc/{d.proc.pid}/status").read_text()
     eff = int(re.search(r"CapEff:\s*(\w+)", status).group(1), 16)
     assert eff == (1 << 38) | (1 << 39)  # CAP_PERFMON | CAP_BPF, nothing else
-    assert json.loads(d.get("/healthz")[1])["probes"]["migrate"]["status"] == "attached"
+    assert json.loads(d.get("/healthz")[1])["probes"][MigrateProbe.name]["status"] == "attached"
 
 
 # -- a real Prometheus server -------------------------------------------------------

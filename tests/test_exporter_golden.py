@@ -13,6 +13,7 @@ from conftest import FIXTURES
 from nttrace.probes import histogram
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
+from nttrace.probes.migrate import MigrateProbe
 
 GOLDEN = FIXTURES / "golden"
 
@@ -57,7 +58,7 @@ def test_probe_collector_golden_from_a_recorded_kernel_snapshot():
     recorded = json.loads((FIXTURES / "migrate_snapshot_6.18.json").read_text())["probes"]
     text = render(ProbeCollector(RecordedTracer(recorded), kernel_release="6.18.44-fc-v669"))
     check_golden("probes.prom", text)
-    row = recorded["migrate"]["rows"][0]
+    row = recorded[MigrateProbe.name]["rows"][0]
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     hist = fams["nttrace_migrate_duration_seconds"]
     buckets = [s for s in hist.samples if s.name.endswith("_bucket")]
@@ -99,9 +100,9 @@ def test_below_the_layout_counts_in_the_first_bucket_above_it_only_in_inf():
 def test_every_histogram_series_has_the_same_le_set_zeros_included():
     recorded = json.loads((FIXTURES / "migrate_snapshot_6.18.json").read_text())["probes"]
     snap = json.loads(json.dumps(recorded))
-    row = dict(snap["migrate"]["rows"][0])
+    row = dict(snap[MigrateProbe.name]["rows"][0])
     row.update(mode="MIGRATE_ASYNC", calls=1, latency_ns=dict(row["latency_ns"], log2_buckets={"22": 1}, sum=5_000_000))
-    snap["migrate"]["rows"].append(row)
+    snap[MigrateProbe.name]["rows"].append(row)
     text = render(ProbeCollector(RecordedTracer(snap), kernel_release="x"))
     fams = {f.name: f for f in text_string_to_metric_families(text)}
     les = {}

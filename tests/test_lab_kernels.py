@@ -24,15 +24,21 @@ from lab import kernel_build, lab_checks
 from lab import lab as labmod
 from lab.ab import save_reports
 from lab.lab_checks import checks
+from nttrace.probes.copy import CopyProbe
+from nttrace.probes.memmap import MemmapProbe
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.migrate_fn import MigrateFunctionProbe
+from nttrace.probes.page_ref import PageRefProbe
+from nttrace.probes.reclaim import ReclaimProbe
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu", "kernel-build", "seeds")]
 
 MEMMAP = ["memmap_fsdax", "memmap_devdax"]
 SCENARIOS = {
-    "base": ["capabilities", "compaction", "reclaim", *MEMMAP, "demotion", "daemon", "kernel_facts_tests"],
-    "nt-v3": ["capabilities", "compaction", "reclaim", *MEMMAP, "trace_start", "demotion", "trace_stop",
+    "base": ["capabilities", "compaction", "memcg_reclaim", *MEMMAP, "demotion", "daemon", "kernel_facts_tests"],
+    "nt-v3": ["capabilities", "compaction", "memcg_reclaim", *MEMMAP, "trace_start", "demotion", "trace_stop",
               "overhead_demotion", "daemon", "kernel_facts_tests"],
-    "nt-v2": ["capabilities", "compaction", "reclaim", "demotion", "daemon", "kernel_facts_tests"],
+    "nt-v2": ["capabilities", "compaction", "memcg_reclaim", "demotion", "daemon", "kernel_facts_tests"],
 }
 # What each variant was built to carry (kernel_build.VARIANTS): the NT mode
 # the series adds, and the revision nttrace must decode from the live BTF.
@@ -118,13 +124,13 @@ def test_demotion_mode_pages_and_copy_routine(variant):
     ev = c["evidence"]
     assert ev["probe_succeeded_pages"] == ev["pgdemote_delta"] > 0, ev
     # demotion ran inside memory.reclaim's episodes: the reclaim probe holds every page
-    memcg = next(row for row in ev["reclaim"]["rows"] if row["kind"] == "memcg")
-    assert ev["demoted_inside_reclaim"] == memcg["demoted"] == ev["pgdemote_delta"], ev["reclaim"]
+    memcg = next(row for row in ev[ReclaimProbe.name]["rows"] if row["kind"] == "memcg")
+    assert ev["demoted_inside_reclaim"] == memcg["demoted"] == ev["pgdemote_delta"], ev[ReclaimProbe.name]
     assert memcg["episodes"] >= 1 and memcg["reclaimed"] >= memcg["demoted"], memcg
     rows = ev["rows"]
     nt_name, _revision = NT[variant]
     modes = {row["mode"] for row in rows}
-    copy = {row["routine"]: row for row in ev["copy"]["rows"]}
+    copy = {row["routine"]: row for row in ev[CopyProbe.name]["rows"]}
     failed = sum(row["failed"] for row in rows)
     if nt_name is None:
         assert c["status"] == "warn" and "cached" in c["summary"], c
@@ -145,8 +151,8 @@ def test_demotion_mode_pages_and_copy_routine(variant):
         # declaration) but ftrace has no site in it, and it refuses kprobes.
         # It is accounted for either way, and it does not cost the other
         # routines their fentry programs.
-        assert "copy_mc_page_nt" in copy or "copy_mc_page_nt" in ev["copy"].get("untraceable", {}), ev["copy"]
-        assert ev["copy"]["via"] == "fentry" and "fentry_fallback" not in ev["copy"], ev["copy"]
+        assert "copy_mc_page_nt" in copy or "copy_mc_page_nt" in ev[CopyProbe.name].get("untraceable", {}), ev[CopyProbe.name]
+        assert ev[CopyProbe.name]["via"] == "fentry" and "fentry_fallback" not in ev[CopyProbe.name], ev[CopyProbe.name]
         assert copy["folio_mc_copy_nt"]["via"] == "fentry"
 
 
@@ -167,7 +173,7 @@ def test_bench_overhead_on_demotion_on_nt_v3():
                 assert row[cond]["pages"] > 0 and row[cond]["seconds"] > 0, row
             assert row["ratio"] == pytest.approx(row["probes"]["pages_per_s"] / row["none"]["pages_per_s"])
         assert run["median_ratio"] > 0
-    assert r["probes"]["attached"] == {"migrate": "tracepoint", "reclaim": "tracepoint", "copy": "fentry"}
+    assert r["probes"]["attached"] == {MigrateProbe.name: "tracepoint", ReclaimProbe.name: "tracepoint", CopyProbe.name: "fentry"}
     assert r["aa"]["aa"] and r["aa"]["probes"] == [] and r["aa"]["attached"] == {}
     assert r["programs_left"] == []
 
@@ -175,7 +181,7 @@ def test_bench_overhead_on_demotion_on_nt_v3():
 @pytest.mark.parametrize("variant", ["base", "nt-v3", "nt-v2"])
 def test_reclaim_probe_against_memory_reclaim(variant):
     _kernel, lab = booted(variant)
-    lab_checks.reclaim_matches_the_cgroups_count(lab.json("reclaim"))
+    lab_checks.reclaim_matches_the_cgroups_count(lab.json("memcg_reclaim"))
 
 
 def test_every_probe_in_one_trace_on_nt_v3():
@@ -188,14 +194,14 @@ def test_every_probe_in_one_trace_on_nt_v3():
     probes = stopped["trace"]["probes"]
     assert set(probes) == set(started["probes"]) and all(p["status"] == "attached" for p in probes.values()), probes
     rows = {name: p.get("rows", []) for name, p in probes.items()}
-    reasons = {(r["reason"], r["nt"]) for r in rows["migrate"]}
+    reasons = {(r["reason"], r["nt"]) for r in rows[MigrateProbe.name]}
     assert ("MR_COMPACTION", False) in reasons and ("MR_DEMOTION", True) in reasons, reasons
-    assert {r["reason"] for r in rows["migrate_fn"]} >= {"MR_COMPACTION", "MR_DEMOTION"}
-    assert sum(r["calls"] for r in rows["memmap"]) >= 1 and rows["page_ref"][0]["events"] > 0
-    assert any(r["routine"] == "folio_mc_copy_nt" and r["calls"] > 0 for r in rows["copy"]), rows["copy"]
-    memcg = next(r for r in rows["reclaim"] if r["kind"] == "memcg")
-    demoted = sum(r["succeeded"] for r in rows["migrate"] if r["reason"] == "MR_DEMOTION")
-    assert memcg["episodes"] >= 2 and sum(r["demoted"] for r in rows["reclaim"]) == demoted > 0, (rows["reclaim"], demoted)
+    assert {r["reason"] for r in rows[MigrateFunctionProbe.name]} >= {"MR_COMPACTION", "MR_DEMOTION"}
+    assert sum(r["calls"] for r in rows[MemmapProbe.name]) >= 1 and rows[PageRefProbe.name][0]["events"] > 0
+    assert any(r["routine"] == "folio_mc_copy_nt" and r["calls"] > 0 for r in rows[CopyProbe.name]), rows[CopyProbe.name]
+    memcg = next(r for r in rows[ReclaimProbe.name] if r["kind"] == "memcg")
+    demoted = sum(r["succeeded"] for r in rows[MigrateProbe.name] if r["reason"] == "MR_DEMOTION")
+    assert memcg["episodes"] >= 2 and sum(r["demoted"] for r in rows[ReclaimProbe.name]) == demoted > 0, (rows[ReclaimProbe.name], demoted)
 
 
 @pytest.mark.parametrize("variant,mode", [(v, m) for v in ("base", "nt-v3") for m in MEMMAP])

@@ -14,6 +14,10 @@ from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.page_ref import PageRefProbe
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.kernel.tracefs import read_format
+from nttrace.probes.copy import CopyProbe
+from nttrace.probes.memmap import MemmapProbe
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.page_ref import PageRefProbe
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +40,7 @@ def test_migrate_offsets_come_from_the_format_files(meta):
     caps = capabilities.report(live_probes=False)
     p = MigrateProbe(meta, caps)
     d = p.defines()
-    fmt = read_format(Sysroot("/").tracefs(), "migrate", "mm_migrate_pages")
+    fmt = read_format(Sysroot("/").tracefs(), "migrate", "mm_migrate_pages")   # not a probe: a tracepoint system
     assert d["NTTRACE_DONE_SUCCEEDED"] == fmt.fields["succeeded"].offset
     assert d["NTTRACE_DONE_MODE"] == fmt.fields["mode"].offset
     assert "#define NTTRACE_DONE_REASON" in p.program_text()
@@ -46,7 +50,7 @@ def test_migrate_offsets_come_from_the_format_files(meta):
 @pytest.mark.parametrize("via", ["kprobe", "fentry_text"])
 def test_memmap_program_uses_btf_offsets_and_loads(meta, via):
     caps = with_kprobes(capabilities.report())
-    p = MemmapProbe(meta, caps, {"page_ref": False})
+    p = MemmapProbe(meta, caps, {"page_ref_sets": False})
     assert p.availability().ok and p.availability().attach_via == "kprobe"
     p.via = "kprobe" if via == "kprobe" else "fentry"
     d = p.defines()
@@ -140,7 +144,7 @@ def test_page_ref_program_loads(meta):
 def test_memmap_with_page_ref_inference_loads(meta):
     caps = with_kprobes(capabilities.report())
     caps["tracepoint:page_ref:page_ref_set"] = Capability(True, "assumed")
-    p = MemmapProbe(meta, caps, {"page_ref": True})
+    p = MemmapProbe(meta, caps, {"page_ref_sets": True})
     p.via = "kprobe"
     assert "NTTRACE_PAGE_REF 1" in p.program_text()
     p.load()
@@ -156,7 +160,7 @@ def test_template_path_inference(sets, pages, expected):
 
 @pytest.mark.needs("root", "bcc")
 def test_ebpf_flag_prints_programs():
-    proc = run_nttrace("trace", "--ebpf", "--probes", "migrate,memmap,copy,page_ref")
+    proc = run_nttrace("trace", "--ebpf", "--probes", ",".join((MigrateProbe.name, MemmapProbe.name, CopyProbe.name, PageRefProbe.name)))
     assert proc.returncode == 0, proc.stderr
     assert "nttrace_migrate_start" in proc.stdout
     assert "/* ===== memmap ===== */" in proc.stdout
@@ -211,7 +215,7 @@ def test_each_probe_hands_over_exactly_the_state_it_declares(meta):
         with pytest.raises(ValueError, match="undeclared"):
             twin.restore({"bpf": None})
     # a declared attribute JSON cannot carry is said at once
-    probe = PROBES["migrate"](meta, caps)
+    probe = PROBES[MigrateProbe.name](meta, caps)
     probe.via = object()
     with pytest.raises(TypeError, match="handover attribute 'via'"):
         probe.state()

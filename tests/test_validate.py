@@ -6,6 +6,7 @@ import re
 import pytest
 
 from conftest import live_nt_revision, live_tracepoint_tables, one_line_error, run_nttrace
+from nttrace.probes.copy import CopyProbe
 
 CAP_KEYS = {"btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "tracepoint:migrate:mm_migrate_pages",
             "tracepoint:page_ref:page_ref_set", "kprobe", "fentry", "uprobe", "bcc", "ksym:memmap_init_zone_device",
@@ -118,7 +119,7 @@ def _lab_like(kind, nt, rebinds, modes, copy):
                 "evidence": {"rows": [{"mode": m, "nt": m.startswith("MIGRATE_ASYNC_NON"), "succeeded": pages,
                                        "calls": 4, "reason": "MR_DEMOTION"} for m, pages in modes],
                              "probe_succeeded_pages": sum(p for _m, p in modes),
-                             "copy": {"rows": [{"routine": r, "calls": c, "bytes": c * 4096} for r, c in copy]}}}
+                             CopyProbe.name: {"rows": [{"routine": r, "calls": c, "bytes": c * 4096} for r, c in copy]}}}
     return {"version": "0.1.0", "capabilities": {}, "kernel": {"nt_revision": nt or "none"}, "summary": {},
             "kernel_release": "7.2.13", "machine": {"kind": kind, "hypervisor": "QEMU TCG" if kind == "emulated" else None},
             "checks": memmap + [demotion]}

@@ -16,6 +16,7 @@ import urllib.request
 from pathlib import Path
 
 from nttrace.daemon.process import DaemonProcess
+from nttrace.probes import DEFAULT
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
@@ -123,7 +124,7 @@ def run(requests: int = 2000, concurrency: int = 4, idle_s: float = 10.0, idle_c
             d.close()
     latencies.sort()
     q = statistics.quantiles(latencies, n=100)
-    return {"probes": ["migrate"], "ready_s": ready_s, "idle_cpu_share": idle_share, "idle_s": idle_s,
+    return {"probes": list(DEFAULT), "ready_s": ready_s, "idle_cpu_share": idle_share, "idle_s": idle_s,
             "rss_kib_idle": rss_idle, "rss_kib_after_load": rss_loaded,
             "loader_peak_mib": int(peak.group(1)) if peak else None,
             "scrapes": len(latencies), "concurrency": concurrency, "scrapes_per_s": len(latencies) / wall,

@@ -1,6 +1,7 @@
 """`nttrace bench overhead`: what the probes cost the work they observe.
 
-The work: migrate_pages() moving pages, one of two ways.
+The work: migrate_pages() moving pages, one of two ways, each the workload a
+probe declares (nttrace.probes.exercise: the migrate probe's and the copy probe's).
 * compaction (any host): each measurement fragments a scratch mapping
   (untimed), then times the write to /proc/sys/vm/compact_memory, which
   compacts every zone in the writing task before it returns, and divides the
@@ -21,40 +22,23 @@ import statistics
 import sys
 import time
 
-from nttrace.daemon import config
 from nttrace.errors import EXIT_OK, CapabilityError
-from nttrace.kernel import vmstat
-from nttrace.workloads import demotion, triggers
-
-DEFAULT_PROBES = list(config.Config.__dataclass_fields__["probes"].default)
+from nttrace.probes import DEFAULT, demotion_probes
+from nttrace.probes.copy import DEMOTION
+from nttrace.probes.migrate import COMPACTION
+from nttrace.workloads import demotion
 
 
 def _compaction(scratch_mib: int) -> tuple[int, float]:
-    """(pages migrated, seconds) of one timed compaction of a fragmented scratch mapping."""
-    import mmap
-    size = scratch_mib << 20
-    m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
-    try:
-        m.madvise(mmap.MADV_NOHUGEPAGE)
-        for off in range(0, size, triggers.PAGE):
-            m[off] = 1
-        for off in range(0, size, 2 * triggers.PAGE):
-            m.madvise(mmap.MADV_DONTNEED, off, triggers.PAGE)
-        before = vmstat.read()["pgmigrate_success"]
-        t0 = time.perf_counter()
-        triggers.COMPACT.write_text("1\n")
-        elapsed = time.perf_counter() - t0
-        pages = vmstat.read()["pgmigrate_success"] - before
-    finally:
-        m.close()
-    return pages, elapsed
+    """(pages migrated, seconds of the compact_memory write) of one compaction of a fragmented scratch mapping."""
+    run = COMPACTION.run(scratch_mib, settle_s=0)
+    return run["pgmigrate_success"], run["compact_s"]
 
 
 def _demotion(scratch_mib: int) -> tuple[int, float]:
     """(pages demoted, seconds of the memory.reclaim write) of one scratch demotion."""
-    before = vmstat.read()
-    run = demotion.demote_scratch(scratch_mib)
-    return demotion.demoted_pages(before, vmstat.read()), run["reclaim_s"]
+    run = DEMOTION.run(scratch_mib)
+    return run["pgdemote"], run["reclaim_s"]
 
 
 WORKS = {"compaction": _compaction, "demotion": _demotion}
@@ -100,8 +84,8 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     caps = capabilities.report()
     usable(work, caps)
     if not probes and work == "demotion":
-        probes = demotion.probes(caps)
-    probes = [] if aa else (probes or DEFAULT_PROBES)
+        probes = demotion_probes(caps)
+    probes = [] if aa else (probes or list(DEFAULT))
     one = WORKS[work]
     one(scratch_mib)   # warm-up, not counted: the first compaction after a while moves far more
     out_rounds = []

@@ -1,10 +1,12 @@
-"""`nttrace bench probes`: what each BPF program costs per event, from the
-kernel's own accounting (kernel.bpf_stats_enabled: run_time_ns / run_cnt
-per program, read with bpftool), while a workload drives its attach point.
-
-Workloads: compaction cycles for the migrate tracepoints; calls of the
-native memmap model for the memmap program attached by uprobe. The uprobe
-figure is the program's run time only, not the uprobe trap around it.
+"""`nttrace bench probes`: what each probe's BPF programs cost per event,
+from the kernel's own accounting (kernel.bpf_stats_enabled: run_time_ns /
+run_cnt per program, read with bpftool), while the probe's benchmark
+workload (its Exercise's bench_round: compaction cycles for the migrate
+tracepoints, memcg reclaims for vmscan, calls of the native memmap model for
+the memmap program by uprobe) drives its attach points. Every probe gets a
+row: measured, or unavailable with the reason (its attach points are not on
+this host, or its workload needs hardware or changes system state). A
+uprobe figure is the program's run time only, not the uprobe trap around it.
 
 The migrate probe is measured in rounds, each attaching one thing at a time
 to the same tracepoints under the same workload: the probe, an empty
@@ -28,7 +30,6 @@ from pathlib import Path
 from nttrace.errors import EXIT_OK, CapabilityError
 
 STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
-MIGRATE_TRACEPOINTS = ("migrate:mm_migrate_pages_start", "migrate:mm_migrate_pages")
 REFERENCES = {"empty": "nttrace_bench_empty", "clock_only": "nttrace_bench_ktime"}
 
 
@@ -55,16 +56,19 @@ class bpf_stats:
         STATS.write_text(self.old)
 
 
-def _drive(ids: set[int], drive, min_events: int, max_s: float) -> tuple[int, list[dict]]:
+def _drive(ids: set[int], drive, min_events: int, max_s: float, each: bool = True) -> tuple[int, list[dict]]:
     """Run the workload until every program in `ids` ran min_events times
-    (or max_s passed); return the rounds and each program's counters."""
+    (each=False: until they ran min_events times together; for a probe whose
+    programs watch events the workload need not cause, like kswapd's), or
+    max_s passed; return the rounds and each program's counters."""
     deadline = time.monotonic() + max_s
+    enough = min if each else sum
     rounds = 0
     while True:
         drive()
         rounds += 1
         now = bpftool_progs()
-        if min(now.get(i, {}).get("run_cnt", 0) for i in ids) >= min_events or time.monotonic() > deadline:
+        if enough(now.get(i, {}).get("run_cnt", 0) for i in ids) >= min_events or time.monotonic() > deadline:
             break
     progs = []
     for i in sorted(ids):
@@ -80,14 +84,14 @@ def _per_event(progs: list[dict]) -> float | None:
     return sum(p["run_time_ns"] for p in progs) / cnt if cnt else None
 
 
-def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float) -> dict:
+def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float, each: bool = True) -> dict:
     from nttrace.probes.tracer import Tracer
     before = set(bpftool_progs())
     with Tracer([probe], options={probe: options}) as t:
         if not t.attached(probe):
             return {"status": "unavailable", "reason": t.status[probe].get("reason")}
         ours = set(bpftool_progs()) - before
-        rounds, progs = _drive(ours, drive, min_events, max_s)
+        rounds, progs = _drive(ours, drive, min_events, max_s, each)
     return {"status": "measured", "workload_rounds": rounds, "programs": progs, "ns_per_event": _per_event(progs)}
 
 
@@ -110,16 +114,13 @@ def program_alone(text: str, attachments: list[tuple[str, str]], drive, min_even
     return {"workload_rounds": rounds, "programs": progs, "ns_per_event": _per_event(progs)}
 
 
-def compaction_round() -> None:
-    """The migrate tracepoints' workload: one fragment-and-compact cycle."""
-    from nttrace.workloads import triggers
-    triggers.compaction(scratch_mib=64, settle_s=0.05)
-
-
 def migrate(rounds: int, events: int, max_s: float) -> dict:
     """The migrate probe against the references, one at a time per round."""
     from nttrace import bpf as sources
+    from nttrace.probes.migrate import MigrateProbe
     baseline = sources.source("bench_baseline.bpf.c")
+    drive = MigrateProbe.exercise.bench_round
+    tracepoints = [f"{system}:{event}" for system, event in MigrateProbe.tracepoints]
     subjects = ["probe", *REFERENCES]
     per_round = []
     last_probe = None
@@ -128,13 +129,12 @@ def migrate(rounds: int, events: int, max_s: float) -> dict:
         row = {"order": order}
         for subject in order:
             if subject == "probe":
-                m = _probe_alone("migrate", {}, compaction_round, events, max_s)
+                m = _probe_alone(MigrateProbe.name, {}, drive, events, max_s)
                 if m["status"] != "measured":
                     return m
                 last_probe = m
             else:
-                m = program_alone(baseline, [(tp, REFERENCES[subject]) for tp in MIGRATE_TRACEPOINTS],
-                                  compaction_round, events, max_s)
+                m = program_alone(baseline, [(tp, REFERENCES[subject]) for tp in tracepoints], drive, events, max_s)
             row[subject] = m["ns_per_event"]
             row[f"{subject}_programs"] = m["programs"]
         row["ratio_to_clock_only"] = row["probe"] / row["clock_only"] if row["probe"] and row["clock_only"] else None
@@ -152,21 +152,23 @@ def migrate(rounds: int, events: int, max_s: float) -> dict:
     }
 
 
-def memmap_uprobe(events: int, max_s: float) -> dict:
-    from nttrace.reference import native
-    buf = native.Buffer(64 * 64, fill=0)
-    try:
-        def model_calls():
-            for _ in range(500):
-                native.memmap_init(buf, 64, 64, "FS_DAX", 0, "template_nt")
-        return _probe_alone("memmap", {"target": "native"}, model_calls, events, max_s)
-    finally:
-        buf.close()
+def alone(probe, events: int, max_s: float) -> dict:
+    """A probe attached alone under its benchmark workload."""
+    ex = probe.exercise
+    if ex is None or ex.bench_round is None:
+        return {"status": "unavailable", "reason": ex.no_bench if ex else "the probe declares no exercise"}
+    m = _probe_alone(probe.name, ex.bench_options, ex.bench_round, events, max_s, each=False)
+    return {**m, "workload": (ex.bench_round.__doc__ or "").split("\n\n")[0].replace("\n    ", " ").strip()}
 
 
 def run(events: int = 2000, rounds: int = 3, max_s: float = 60.0) -> dict:
+    """Every probe: the migrate probe against its references, round by
+    round; each other one alone under its workload."""
+    from nttrace.probes import PROBES
+    from nttrace.probes.migrate import MigrateProbe
     with bpf_stats():
-        return {"migrate": migrate(rounds, events, max_s), "memmap_uprobe": memmap_uprobe(events, max_s)}
+        return {name: migrate(rounds, events, max_s) if probe is MigrateProbe else alone(probe, events, max_s)
+                for name, probe in PROBES.items()}
 
 
 def _ns(value: float | None) -> str:
@@ -198,7 +200,8 @@ def main(args) -> int:
                   f"clock only {_ns(refs['clock_only'])} ns/event; "
                   f"probe/clock_only {_ratio(r['ratio_to_clock_only'])}")
         else:
-            print(f"{name:<14} {_ns(r['ns_per_event'])} ns/event on average over {r['workload_rounds']} workload rounds")
+            print(f"{name:<14} {_ns(r['ns_per_event'])} ns/event on average over {r['workload_rounds']} workload rounds "
+                  f"({r['workload']})")
         for p in r["programs"]:
             print(f"  {p['name']:<22} run_cnt {p['run_cnt']:>8} run_time {p['run_time_ns']:>10} ns  "
                   f"{_ns(p['ns_per_event'])} ns/event")

@@ -28,7 +28,7 @@ import tomllib
 from dataclasses import dataclass
 
 from nttrace.errors import UsageError
-from nttrace.probes import PROBES
+from nttrace.probes import DEFAULT, PROBES
 
 DEFAULT_LISTEN = "127.0.0.1:9435"
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -41,7 +41,7 @@ class Config:
     host: str = "127.0.0.1"
     port: int = 9435
     log_level: str = "info"
-    probes: tuple[str, ...] = ("migrate",)
+    probes: tuple[str, ...] = DEFAULT
     perf: tuple[str, ...] = ()
     tls_cert: str | None = None
     tls_key: str | None = None
@@ -122,7 +122,7 @@ def load(path: str | None, listen_override: str | None = None, web_config_overri
     level = data.get("log_level", "info")
     if level not in LOG_LEVELS:
         raise UsageError(f"{where}: log_level must be one of {', '.join(LOG_LEVELS)}")
-    probes = _str_list(data.get("probes", ["migrate"]), "probes", where, tuple(PROBES))
+    probes = _str_list(data.get("probes", list(DEFAULT)), "probes", where, tuple(PROBES))
     if not probes:
         raise UsageError(f"{where}: probes is empty")
     perf = _str_list(data.get("perf", []), "perf", where, PERF_GROUPS)

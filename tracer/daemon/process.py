@@ -12,6 +12,8 @@ import time
 import urllib.request
 from pathlib import Path
 
+from nttrace.probes import DEFAULT
+
 NTTRACE = str(Path(sys.executable).with_name("nttrace"))
 
 
@@ -61,7 +63,7 @@ class DaemonProcess:
                 self.messages.append((time.monotonic(), data))
                 self._cond.notify_all()
 
-    def default_config(self, probes=("migrate",), perf=()) -> str:
+    def default_config(self, probes=DEFAULT, perf=()) -> str:
         return (f'listen = "127.0.0.1:{self.port}"\nlog_level = "info"\n'
                 f"probes = {list(probes)!r}\nperf = {list(perf)!r}\n").replace("'", '"')
 

@@ -12,6 +12,17 @@ from nttrace.probes.page_ref import PageRefProbe
 from nttrace.probes.reclaim import ReclaimProbe
 
 PROBES = {p.name: p for p in (MigrateProbe, MigrateFunctionProbe, MemmapProbe, PageRefProbe, CopyProbe, ReclaimProbe)}
+# what `nttrace trace` and the daemon attach when not told
+DEFAULT = (MigrateProbe.name,)
+# what watches a demotion: its migrations, the reclaim it runs in, the copies it makes
+DEMOTION_WATCH = (MigrateProbe, ReclaimProbe, CopyProbe)
+
+
+def demotion_probes(caps) -> list[str]:
+    """DEMOTION_WATCH's names, less the probes of kernel functions where
+    neither fentry nor kprobes can attach."""
+    functions_attach = caps["kprobe"].available or caps["fentry"].available
+    return [p.name for p in DEMOTION_WATCH if functions_attach or not p.functions]
 
 
 def check_names(names: list[str]) -> None:

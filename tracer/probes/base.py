@@ -6,8 +6,10 @@ from pathlib import Path
 
 from nttrace import bpf as bpf_sources
 from nttrace.kernel.sysroot import Sysroot
+from nttrace.kernel.tracefs import read_format
 from nttrace.probes import histogram
 from nttrace.probes.contract import Column, Metric
+from nttrace.probes.exercise import Exercise
 
 
 @dataclass
@@ -21,7 +23,8 @@ class Probe:
     """A BPF program plus the code that attaches it and reads its maps.
 
     Subclasses set `name`, `source` and the declarations of
-    nttrace.probes.contract (tracepoints, functions, columns, metrics), and
+    nttrace.probes.contract (tracepoints, functions, columns, metrics) and
+    nttrace.probes.exercise (exercise), and
     implement availability(), defines(), attach() and snapshot()."""
 
     name = ""
@@ -30,6 +33,7 @@ class Probe:
     functions: tuple[str, ...] = ()                 # kernel functions it attaches to
     columns: tuple[Column, ...] = ()                # its `nttrace trace` table
     metrics: tuple[Metric, ...] = ()                # what the exporter makes of its rows
+    exercise: Exercise | None = None                # its workload and the kernel's count it must agree with
 
     @classmethod
     def options_for(cls, names: list[str], record: bool) -> dict:
@@ -164,6 +168,41 @@ class Probe:
         if self.bpf is not None:
             self.bpf.cleanup()
             self.bpf = None
+
+
+class TracepointProbe(Probe):
+    """A probe on tracepoints. Subclasses declare `programs`, (system,
+    event, BPF function) triples; their tracepoints follow from them. The
+    tracepoints' format files are read once (self.formats, None where the
+    kernel lacks one); the probe is available where all of them exist and
+    bcc works, and attaches each program to its tracepoint."""
+
+    programs: tuple[tuple[str, str, str], ...] = ()
+    missing_hint = ""    # said after a missing tracepoint (what kernel option adds it)
+
+    def __init_subclass__(cls, **kw):
+        super().__init_subclass__(**kw)
+        if "programs" in cls.__dict__:
+            cls.tracepoints = tuple(dict.fromkeys((system, event) for system, event, _fn in cls.programs))
+
+    def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
+        super().__init__(meta, caps, options, sysroot)
+        tracefs = self.sysroot.tracefs()
+        self.formats = {(system, event): read_format(tracefs, system, event) for system, event in self.tracepoints}
+
+    def availability(self) -> Availability:
+        missing = [f"{system}:{event}" for (system, event), fmt in self.formats.items() if fmt is None]
+        if missing:
+            return Availability(False, f"no tracepoint {', '.join(missing)} in this kernel{self.missing_hint}")
+        if not self.caps["bcc"].available:
+            return Availability(False, self.caps["bcc"].detail)
+        return Availability(True, attach_via="tracepoint")
+
+    def attach(self) -> None:
+        self.via = "tracepoint"
+        b = self.load()
+        for system, event, fn in self.programs:
+            b.attach_tracepoint(tp=f"{system}:{event}", fn_name=fn)
 
 
 def compile_flags() -> list[str]:

@@ -49,7 +49,8 @@ class Metric:
 
 
 def row_value(row: dict, key: str):
-    """`key` of a row; "a.b" reads row["a"]["b"]. None when absent."""
+    """`key` of a row (or of any nested dict: a check's evidence); "a.b" reads
+    row["a"]["b"]. None when absent."""
     value = row
     for part in key.split("."):
         if not isinstance(value, dict) or part not in value:

@@ -18,6 +18,8 @@ from nttrace.probes.base import (
     kernel_function_attach,
 )
 from nttrace.probes.contract import Column, Metric
+from nttrace.probes.exercise import Exercise, GroundTruth, copied_pages
+from nttrace.workloads import demotion
 
 # (symbol, kind, nt): folio routines take (dst, src) folios; page routines copy 4 KiB.
 ROUTINES = [
@@ -45,11 +47,19 @@ def folio_layout(btf: Btf) -> dict[str, int]:
 LABELS = (("routine", "routine"), ("nt", "nt"))
 
 
+# every demoted page is copied once by one of the routines
+DEMOTION = Exercise(
+    workload="reclaims a scratch cgroup's memory into the lower tier (validate --demote)", run=demotion.demote_scratch,
+    count=copied_pages, truths=(GroundTruth("pgdemote", "/proc/vmstat pgdemote_* delta"),),
+    no_bench="its workload is a demotion, which needs a lower memory tier and changes system state")
+
+
 class CopyProbe(Probe):
     name = "copy"
     handover = Probe.handover + ("present", "_layout", "routes", "no_fentry", "untraceable")
     source = "copy.bpf.c"
     functions = tuple(r[0] for r in ROUTINES)
+    exercise = DEMOTION
     columns = (Column("ROUTINE", "routine", 18), Column("NT", "nt", 3), Column("VIA", "via", 7),
                Column("CALLS", "calls", 9), Column("BYTES", "bytes", 14))
     metrics = (

@@ -28,6 +28,16 @@ def accumulate(pairs, into: dict[int, int] | None = None) -> dict[int, int]:
     return out
 
 
+def per_cpu(values, counters: tuple[str, ...]) -> tuple[dict[str, int], dict[int, int]]:
+    """A per-CPU array element of a stats struct with latency statistics
+    (bpf/common.h: NTTRACE_LATENCY) summed over CPUs: each of `counters` and
+    sum_ns summed, max_ns the largest, hist's slots accumulated."""
+    values = list(values)
+    out = {f: sum(getattr(v, f) for v in values) for f in (*counters, "sum_ns")}
+    out["max_ns"] = max((v.max_ns for v in values), default=0)
+    return out, accumulate((slot, c) for v in values for slot, c in enumerate(v.hist))
+
+
 def fold(buckets: dict[int, int], slots: tuple[int, int] = LATENCY_SLOTS) -> dict[int, int]:
     """The kernel's slots on the exported layout: slots below the first are
     counted in it, slots above the last in slot last+1 (the +Inf bucket)."""

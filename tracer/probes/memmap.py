@@ -16,9 +16,31 @@ from nttrace.probes.base import (
     kernel_function_attach,
 )
 from nttrace.probes.contract import Column, Metric
+from nttrace.probes.exercise import Exercise, GroundTruth
+from nttrace.workloads import namespace_rebind
 
 SYMBOL = "memmap_init_zone_device"
 LABELS = (("pgmap_type", "pgmap_type"), ("node", "nid"))
+
+
+def native_model_round() -> None:
+    """500 calls of the native memmap model (64 descriptors each): the
+    memmap program's benchmark workload, by uprobe (target native)."""
+    from nttrace.reference import native
+    with native.Buffer(64 * 64, fill=0) as buf:
+        for _ in range(500):
+            native.memmap_init(buf, 64, 64, "FS_DAX", 0, "template_nt")
+
+
+def initialised_pages(snapshot: dict) -> int:
+    return sum(r["pages"] for r in snapshot["rows"])
+
+
+REBIND = Exercise(
+    workload="rebinds a pmem namespace's driver (validate --rebind NAMESPACE)", run=namespace_rebind.rebind,
+    count=initialised_pages,
+    truths=(GroundTruth("kernel_line_pages", "memmap_init_zone_device()'s own pr_debug line"),),
+    bench_round=native_model_round, bench_options={"target": "native"})
 
 
 class MemmapProbe(Probe):
@@ -26,6 +48,7 @@ class MemmapProbe(Probe):
     handover = Probe.handover + ("target", "page_ref", "page_ref_note")
     source = "memmap.bpf.c"
     functions = (SYMBOL,)
+    exercise = REBIND
     columns = (
         Column("PGMAP", "pgmap_type", 10), Column("NODE", "nid", 4), Column("CALLS", "calls", 6),
         Column("PAGES", "pages", 11), Column("NS/PAGE", "ns_per_page", 8, ".2f"),
@@ -41,12 +64,12 @@ class MemmapProbe(Probe):
 
     @classmethod
     def options_for(cls, names: list[str], record: bool) -> dict:
-        return {"page_ref": "page_ref" in names}   # template-path inference when page_ref is traced too
+        return {"page_ref_sets": "page_ref" in names}   # template-path inference when page_ref is traced too
 
     def __init__(self, meta, caps, options=None, sysroot=None):
         super().__init__(meta, caps, options, sysroot)
         self.target = self.options.get("target", "kernel")
-        self.page_ref = bool(self.options.get("page_ref"))
+        self.page_ref = bool(self.options.get("page_ref_sets"))
         self.page_ref_note = ""
 
     def availability(self) -> Availability:

@@ -6,10 +6,11 @@ import ctypes
 
 from nttrace import bpf as bpf_sources
 from nttrace.kernel.sysroot import Sysroot
-from nttrace.kernel.tracefs import read_format
 from nttrace.probes import histogram
-from nttrace.probes.base import Availability, Probe
+from nttrace.probes.base import TracepointProbe
 from nttrace.probes.contract import Column, Metric
+from nttrace.probes.exercise import Exercise, GroundTruth, migrated_pages
+from nttrace.workloads import triggers
 
 START = ("migrate", "mm_migrate_pages_start")
 DONE = ("migrate", "mm_migrate_pages")
@@ -38,19 +39,27 @@ def migrate_metrics(base: str, where: str, pages: bool) -> tuple[Metric, ...]:
     return tuple(out)
 
 
-def _sum_stats(per_cpu) -> dict:
-    fields = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "sum_ns", "unpaired", "errors")
-    out = {f: sum(getattr(v, f) for v in per_cpu) for f in fields}
-    out["max_ns"] = max((v.max_ns for v in per_cpu), default=0)
-    return out
+def compaction_round() -> dict:
+    """A short compaction: the migrate tracepoints' benchmark workload."""
+    return triggers.compaction(scratch_mib=64, settle_s=0.05)
 
 
-class MigrateProbe(Probe):
+COMPACTION = Exercise(
+    workload="compacts memory (/proc/sys/vm/compact_memory)", run=triggers.compaction, count=migrated_pages,
+    truths=(GroundTruth("pgmigrate_success", "/proc/vmstat pgmigrate_success delta"),),
+    bench_round=compaction_round)
+
+
+COUNTERS = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "unpaired", "errors")
+
+
+class MigrateProbe(TracepointProbe):
     name = "migrate"
     source = "migrate.bpf.c"
-    tracepoints = (START, DONE)
+    programs = ((*START, "nttrace_migrate_start"), (*DONE, "nttrace_migrate_done"))
     columns = COLUMNS
     metrics = migrate_metrics("nttrace_migrate", "mm_migrate_pages_start to mm_migrate_pages", pages=True)
+    exercise = COMPACTION
 
     @classmethod
     def options_for(cls, names: list[str], record: bool) -> dict:
@@ -58,17 +67,7 @@ class MigrateProbe(Probe):
 
     def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
         super().__init__(meta, caps, options, sysroot)
-        tracefs = self.sysroot.tracefs()
-        self.start_fmt = read_format(tracefs, *START)
-        self.done_fmt = read_format(tracefs, *DONE)
-
-    def availability(self) -> Availability:
-        for fmt, (system, event) in ((self.start_fmt, START), (self.done_fmt, DONE)):
-            if fmt is None:
-                return Availability(False, f"no tracepoint {system}:{event} in this kernel")
-        if not self.caps["bcc"].available:
-            return Availability(False, self.caps["bcc"].detail)
-        return Availability(True, attach_via="tracepoint")
+        self.start_fmt, self.done_fmt = self.formats.get(START), self.formats.get(DONE)
 
     def defines(self) -> dict:
         self.start_fmt.require("mode", "reason")
@@ -98,10 +97,7 @@ class MigrateProbe(Probe):
         return max(self.meta.migrate_reason.values(), default=0) + 1
 
     def attach(self) -> None:
-        self.via = "tracepoint"
-        b = self.load()
-        b.attach_tracepoint(tp=":".join(START), fn_name="nttrace_migrate_start")
-        b.attach_tracepoint(tp=":".join(DONE), fn_name="nttrace_migrate_done")
+        super().attach()
         if self.emits_records():
             self.open_records("migrate_records", page_cnt=64)
 
@@ -124,13 +120,12 @@ class MigrateProbe(Probe):
         n_rows = self.n_modes * self.n_reasons + 1
         stats, hists = {}, {}
         for row in range(n_rows):
-            per_cpu = stats_t[ctypes.c_int(row)]
-            total = _sum_stats(per_cpu)
+            total, hist = histogram.per_cpu(stats_t[ctypes.c_int(row)], COUNTERS)
             if not (total["calls"] or total["unpaired"] or total["succeeded"] or total["failed"] or total["errors"]):
                 continue
             key = (-1, -1) if row == n_rows - 1 else divmod(row, self.n_reasons)
             stats[key] = total
-            hists[key] = histogram.accumulate((slot, c) for v in per_cpu for slot, c in enumerate(v.hist))
+            hists[key] = hist
         return {"stats": stats, "hists": hists, "lost": self._lost_records}
 
     def snapshot(self) -> dict:

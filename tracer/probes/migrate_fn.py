@@ -7,7 +7,8 @@ tracepoints. Page counts exist only at the tracepoint; here the return value
 from __future__ import annotations
 
 from nttrace.probes.base import Availability, attach_functions, kernel_function_attach
-from nttrace.probes.migrate import MigrateProbe, migrate_metrics
+from nttrace.probes.exercise import Exercise
+from nttrace.probes.migrate import COMPACTION, MigrateProbe, migrate_metrics
 
 SYMBOL = "migrate_pages"
 MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
@@ -15,9 +16,12 @@ MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
 
 class MigrateFunctionProbe(MigrateProbe):
     name = "migrate_fn"
-    tracepoints = ()
+    programs = ()     # no tracepoints: attach() puts it on the function
     functions = (SYMBOL,)
     metrics = migrate_metrics("nttrace_migrate_function", "function entry to return", pages=False)
+    exercise = Exercise(COMPACTION.workload, COMPACTION.run, bench_round=COMPACTION.bench_round,
+                        no_truth="the function boundary sees calls and what each returns (pages not migrated), "
+                                 "and the kernel counts neither")
 
     @classmethod
     def options_for(cls, names: list[str], record: bool) -> dict:

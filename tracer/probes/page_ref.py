@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import ctypes
 
-from nttrace.probes.base import Availability, Probe
+from nttrace.probes.base import TracepointProbe
 from nttrace.probes.contract import Column, Metric
+from nttrace.probes.exercise import Exercise
+from nttrace.probes.memmap import REBIND
+from nttrace.probes.migrate import compaction_round
 
 TRACEPOINT = ("page_ref", "page_ref_set")
 
@@ -16,25 +19,18 @@ OBSERVER_EFFECT = ("with page_ref:page_ref_set enabled, a kernel carrying the zo
                    "per initialised page)")
 
 
-class PageRefProbe(Probe):
+class PageRefProbe(TracepointProbe):
     name = "page_ref"
     source = "page_ref.bpf.c"
-    tracepoints = (TRACEPOINT,)
+    programs = ((*TRACEPOINT, "nttrace_page_ref_set"),)
+    missing_hint = " (kernel built without CONFIG_DEBUG_PAGE_REF)"
+    # the probe counts refcount sets, of which the kernel keeps no count; every
+    # page the allocator hands out sets its refcount, so a compaction benches it
+    exercise = Exercise(REBIND.workload, REBIND.run, no_truth="the kernel counts no page refcount sets",
+                        bench_round=compaction_round)
     columns = (Column("PAGE_REF_SET EVENTS", "events", 19),)
     metrics = (Metric("nttrace_page_ref_set", "page_ref:page_ref_set events (opt-in: turns the template path off "
                       "with the template series' patches 4-8 but not 9/9)", "counter", "events"),)
-
-    def availability(self) -> Availability:
-        cap = self.caps["tracepoint:page_ref:page_ref_set"]
-        if not cap.available:
-            return Availability(False, f"{cap.detail} (kernel built without CONFIG_DEBUG_PAGE_REF)")
-        if not self.caps["bcc"].available:
-            return Availability(False, self.caps["bcc"].detail)
-        return Availability(True, attach_via="tracepoint")
-
-    def attach(self) -> None:
-        self.via = "tracepoint"
-        self.load().attach_tracepoint(tp=":".join(TRACEPOINT), fn_name="nttrace_page_ref_set")
 
     def notes(self) -> list[str]:
         return [OBSERVER_EFFECT]

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 import ctypes
 
-from nttrace.kernel.sysroot import Sysroot
-from nttrace.kernel.tracefs import read_format
+from nttrace import bpf as bpf_sources
 from nttrace.probes import histogram
-from nttrace.probes.base import Availability, Probe
+from nttrace.probes.base import TracepointProbe
 from nttrace.probes.contract import Column, Metric
+from nttrace.probes.exercise import PGSTEAL, USAGE_DROP, Exercise, GroundTruth, memcg_reclaimed
+from nttrace.workloads import triggers
 
-KINDS = ("direct", "memcg", "node", "kswapd")    # row index = the program's RECLAIM_* value
+# row index = the program's RECLAIM_* value, named as the C names it
+KINDS = tuple(name.removeprefix("RECLAIM_").lower() for name, _v in
+              sorted(((k, v) for k, v in bpf_sources.defines("reclaim.bpf.c").items() if k.startswith("RECLAIM_")),
+                     key=lambda kv: kv[1]))
 # (event, program): begin, then end, of each kind
 EPISODES = (
     ("mm_vmscan_direct_reclaim_begin", "nttrace_reclaim_direct_begin"),
@@ -32,10 +36,25 @@ ATTACHMENTS = tuple(("vmscan", e, fn) for e, fn in EPISODES) + (SHRINK, MIGRATED
 LABELS = (("kind", "kind"),)
 
 
-class ReclaimProbe(Probe):
+def reclaim_round() -> dict:
+    """A short memcg reclaim: the vmscan tracepoints' benchmark workload."""
+    return triggers.memcg_reclaim(scratch_mib=16)
+
+
+# cgroup v2 counts the pages its reclaim stole (pgsteal); v1 has no such
+# counter, so the drop in charged memory stands in
+MEMCG_RECLAIM = Exercise(
+    workload="reclaims a scratch memory cgroup's page cache (a 64 MiB file in /var/tmp)", run=triggers.memcg_reclaim,
+    count=memcg_reclaimed, truths=(GroundTruth("pgsteal", "memory.stat pgsteal delta", PGSTEAL),
+                                   GroundTruth("usage_drop_pages", "memory.usage_in_bytes drop", USAGE_DROP)),
+    bench_round=reclaim_round)
+
+
+class ReclaimProbe(TracepointProbe):
     name = "reclaim"
     source = "reclaim.bpf.c"
-    tracepoints = tuple((system, event) for system, event, _fn in ATTACHMENTS)
+    programs = ATTACHMENTS
+    exercise = MEMCG_RECLAIM
     columns = (
         Column("KIND", "kind", 7), Column("EPISODES", "episodes", 9), Column("RECLAIMED", "reclaimed", 10),
         Column("DEMOTED", "demoted", 9), Column("P50 us", "latency_ns.p50", 9, ".1f", 1e3),
@@ -52,19 +71,6 @@ class ReclaimProbe(Probe):
                "counter", "unpaired", LABELS),
         Metric("nttrace_reclaim_duration_seconds", "Reclaim episode latency", "histogram", "latency_ns", LABELS),
     )
-
-    def __init__(self, meta, caps, options=None, sysroot: Sysroot | None = None):
-        super().__init__(meta, caps, options, sysroot)
-        tracefs = self.sysroot.tracefs()
-        self.formats = {(system, event): read_format(tracefs, system, event) for system, event in self.tracepoints}
-
-    def availability(self) -> Availability:
-        missing = [f"{s}:{e}" for (s, e), fmt in self.formats.items() if fmt is None]
-        if missing:
-            return Availability(False, f"no tracepoint {', '.join(missing)} in this kernel")
-        if not self.caps["bcc"].available:
-            return Availability(False, self.caps["bcc"].detail)
-        return Availability(True, attach_via="tracepoint")
 
     def defines(self) -> dict:
         ends = {e: self.formats[("vmscan", e)] for e in ENDS}
@@ -85,20 +91,11 @@ class ReclaimProbe(Probe):
             "NTTRACE_MR_DEMOTION": self.meta.migrate_reason.get("MR_DEMOTION", -1),
         }
 
-    def attach(self) -> None:
-        self.via = "tracepoint"
-        b = self.load()
-        for system, event, fn in ATTACHMENTS:
-            b.attach_tracepoint(tp=f"{system}:{event}", fn_name=fn)
-
     def snapshot(self) -> dict:
         table = self.maps["reclaim_stats"]
         rows = []
         for i, kind in enumerate(KINDS):
-            per_cpu = table[ctypes.c_int(i)]
-            s = {f: sum(getattr(v, f) for v in per_cpu) for f in ("episodes", "reclaimed", "demoted", "sum_ns", "unpaired")}
-            s["max_ns"] = max((v.max_ns for v in per_cpu), default=0)
-            buckets = histogram.accumulate((slot, c) for v in per_cpu for slot, c in enumerate(v.hist))
+            s, buckets = histogram.per_cpu(table[ctypes.c_int(i)], ("episodes", "reclaimed", "demoted", "unpaired"))
             rows.append({"kind": kind, "episodes": s["episodes"], "reclaimed": s["reclaimed"], "demoted": s["demoted"],
                          "unpaired": s["unpaired"],
                          "latency_ns": histogram.summary(buckets, s["episodes"], s["sum_ns"], s["max_ns"])})

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from nttrace.errors import UsageError
 from nttrace.kernel import machine
+from nttrace.probes.contract import row_value
 from nttrace.validate import checks
 
 
@@ -73,14 +74,6 @@ def merge(reports: list[dict]) -> dict:
 
 
 # -- figures -------------------------------------------------------------------
-def _get(ev: dict, path: str):
-    for part in path.split("."):
-        if not isinstance(ev, dict) or part not in ev:
-            return None
-        ev = ev[part]
-    return ev
-
-
 @dataclass
 class Figure:
     metric: str
@@ -104,20 +97,20 @@ def _rebinds(ev: dict, per_page: bool) -> list[float] | None:
 def _memmap(ev: dict) -> list[Figure]:
     out = [Figure("first_bind_ms", "first bind, ms", ev.get("first_bind_ms")),
            Figure("first_bind_ns_per_page", "first bind, ns/page", ev.get("first_bind_ns_per_page"))]
-    n = _get(ev, "rebind_ms.n")
+    n = row_value(ev, "rebind_ms.n")
     tag = f" (n={n})" if n else ""
     ms, ns = _rebinds(ev, False), _rebinds(ev, True)
     for stat in ("min", "median", "max"):
-        out.append(Figure(f"rebind_ms.{stat}", f"rebinds{tag}, {stat} ms", _get(ev, f"rebind_ms.{stat}"), ms, stat))
+        out.append(Figure(f"rebind_ms.{stat}", f"rebinds{tag}, {stat} ms", row_value(ev, f"rebind_ms.{stat}"), ms, stat))
     out.append(Figure("rebind_avg_ms", f"rebinds{tag}, mean ms", ev.get("rebind_avg_ms"), ms, "mean"))
     for stat in ("min", "median", "max"):
         out.append(Figure(f"rebind_ns_per_page.{stat}", f"rebinds, {stat} ns/page",
-                          _get(ev, f"rebind_ns_per_page.{stat}"), ns, stat))
+                          row_value(ev, f"rebind_ns_per_page.{stat}"), ns, stat))
     paths = ev.get("template_path")
     if paths:
         out.append(Figure("template_path", "memmap path (page_ref_set)", ", ".join(paths)))
         out.append(Figure("page_ref_sets_per_page.median", "page_ref_set events per page",
-                          _get(ev, "page_ref_sets_per_page.median")))
+                          row_value(ev, "page_ref_sets_per_page.median")))
     return out
 
 
@@ -126,7 +119,7 @@ def _demotion(ev: dict) -> list[Figure]:
     pages = sum(r.get("succeeded", 0) for r in rows)
     nt_pages = sum(r.get("succeeded", 0) for r in rows if r.get("nt"))
     modes = ", ".join(sorted({r["mode"] for r in rows if "mode" in r})) or None
-    copy_rows = (_get(ev, "copy.rows") or [])
+    copy_rows = (row_value(ev, "copy.rows") or [])
     routines = ", ".join(f"{r['routine']} {r['calls']}" for r in copy_rows if r.get("calls")) or None
     calls = sum(r.get("calls", 0) for r in rows)
     lat = [r.get("latency_ns", {}).get("mean") for r in rows if isinstance(r.get("latency_ns"), dict)]
@@ -137,7 +130,7 @@ def _demotion(ev: dict) -> list[Figure]:
            Figure("copy_routines", "copy routines (calls)", routines),
            Figure("migrate_pages_mean_us", "migrate_pages() mean, us",
                   (sum(lat) / len(lat) / 1000.0) if lat and calls else None)]
-    untraceable = _get(ev, "copy.untraceable")
+    untraceable = row_value(ev, "copy.untraceable")
     if untraceable:
         out.append(Figure("copy_untraceable", "copy routines not traceable", ", ".join(sorted(untraceable))))
     return out

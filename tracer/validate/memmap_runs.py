@@ -6,8 +6,10 @@ from __future__ import annotations
 import statistics
 import time
 
+from nttrace.probes.memmap import MemmapProbe
 from nttrace.validate.checks import FAIL, PASS, SKIP, CheckResult
-from nttrace.workloads.namespace_rebind import Rebinder, in_use, resolve
+from nttrace.workloads import namespace_rebind
+from nttrace.workloads.namespace_rebind import Rebinder, in_use, kmsg_during, resolve
 
 
 def run_check(ctx, cid: str) -> CheckResult:
@@ -19,28 +21,38 @@ def run_check(ctx, cid: str) -> CheckResult:
     if busy:
         from nttrace.errors import UsageError
         raise UsageError(f"refusing to rebind {target.namespace}: {busy}")
-    probe_opts = {"memmap": {"page_ref": ctx.options.page_ref}}
-    probes = ["memmap"]
-    with Tracer(probes, options=probe_opts, caps=ctx.caps, meta=ctx.kernel) as tracer:
-        if not tracer.attached("memmap"):
-            return CheckResult(cid, SKIP, f"memmap probe unavailable: {tracer.status['memmap'].get('reason')}")
+    name = MemmapProbe.name
+    with Tracer([name], options={name: {"page_ref_sets": ctx.options.page_ref}}, caps=ctx.caps,
+                meta=ctx.kernel) as tracer:
+        if not tracer.attached(name):
+            return CheckResult(cid, SKIP, f"memmap probe unavailable: {tracer.status[name].get('reason')}")
         rebinder = Rebinder(target)
-        bind_s = []
-        records = []
+        bind_s, records, kernel_lines = [], [], []
         for _ in range(ctx.options.runs + 1):
-            bind_s.append(rebinder.rebind())
+            took, log = kmsg_during(rebinder.rebind)
+            bind_s.append(took)
+            kernel_lines.extend(namespace_rebind.kernel_lines(log))
             deadline = time.monotonic() + 2.0
             got = []
             while time.monotonic() < deadline and not got:
                 tracer.poll(timeout_ms=50)
                 got = tracer.records()
             records.extend(got)
-        snap = tracer.snapshot()["memmap"]
+        snap = tracer.snapshot()[name]
     ev = {"namespace": target.namespace, "device": target.device, "driver": target.driver, "mode": target.mode,
           "runs": ctx.options.runs, "bind_wall_s": bind_s, "calls": records, "via": snap.get("via")}
     if len(records) < ctx.options.runs + 1:
         return CheckResult(cid, FAIL, f"{len(records)} memmap_init_zone_device() calls seen for "
                            f"{ctx.options.runs + 1} binds", ev)
+    if kernel_lines:   # the kernel's own count, where it prints one (its pr_debug line, when dynamic debug is on)
+        ev["kernel_lines"] = kernel_lines
+        truth = MemmapProbe.exercise.truths[0]
+        if len(kernel_lines) != len(records) or not all(
+                truth.tolerance.holds(r["pages_initialised"], k["pages"]) for r, k in zip(records, kernel_lines)):
+            return CheckResult(cid, FAIL, f"descriptors initialised per call, probe "
+                               f"{[r['pages_initialised'] for r in records][:4]}..., {truth.source} "
+                               f"{[k['pages'] for k in kernel_lines][:4]}... ({len(records)} calls, "
+                               f"{len(kernel_lines)} lines)", ev)
     first, rest = records[0], records[1:]
     avg_ms = statistics.mean(r["latency_ns"] for r in rest) / 1e6 if rest else None
     ns_per_page = statistics.mean(r["ns_per_page"] for r in rest) if rest else first["ns_per_page"]

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+from nttrace.kernel import vmstat
 from nttrace.workloads.scratch_cgroup import (
     NoMemoryCgroup,
     ScratchCgroup,
@@ -27,10 +28,6 @@ def demoted_pages(before: dict[str, int], after: dict[str, int]) -> int:
     return sum(after.get(k, 0) - before.get(k, 0) for k in DEMOTE_COUNTERS)
 
 
-def probes(caps) -> list[str]:
-    """The probes that watch a demotion: its migrations, the reclaim it runs
-    in, and the copy routines where a function probe can attach."""
-    return ["migrate", "reclaim"] + (["copy"] if caps["kprobe"].available or caps["fentry"].available else [])
 
 CHILD = r"""
 import mmap, os, sys
@@ -61,6 +58,7 @@ def demote_scratch(mib: int = 256, timeout_s: float = 60.0) -> dict:
     except NoMemoryCgroup as exc:
         raise DemotionUnavailable(str(exc)) from None
     old_demotion = DEMOTION_ENABLED.read_text().strip() if DEMOTION_ENABLED.exists() else None
+    before = vmstat.read()
     child = None
     try:
         if old_demotion is not None and old_demotion not in ("1", "true"):
@@ -85,6 +83,7 @@ def demote_scratch(mib: int = 256, timeout_s: float = 60.0) -> dict:
         # Demoted pages stay charged to the cgroup, so memory.current need
         # not drop: the pgdemote_* counters and the probe say what moved.
         return {"cgroup": str(cg.path), "scratch_mib": mib, "memory_current_delta_bytes": current_before - current_after,
+                "pgdemote": demoted_pages(before, vmstat.read()),
                 "reclaim_s": elapsed, "reclaim_error": partial}
     finally:
         if old_demotion is not None and old_demotion not in ("1", "true"):

@@ -9,6 +9,7 @@ user. After an error the device is bound back to its driver.
 from __future__ import annotations
 
 import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -120,3 +121,51 @@ class Rebinder:
                 except Exception:
                     pass
         return time.monotonic() - t0
+
+
+# memmap_init_zone_device()'s own pr_debug line (dynamic debug turns it on:
+# /proc/dynamic_debug/control): the descriptors it initialised (nr_pages less
+# the altmap) and the jiffies between its start and end, in ms.
+KERNEL_LINE = re.compile(r"memmap_init_zone_device initialised (\d+) pages in (\d+)ms")
+
+
+def kernel_lines(text: str) -> list[dict]:
+    """The kernel's memmap lines in a log, in order."""
+    return [{"pages": int(m[1]), "ms": int(m[2])} for m in KERNEL_LINE.finditer(text)]
+
+
+def kmsg_during(fn) -> tuple[object, str]:
+    """fn()'s result and the kernel log records written while it ran
+    (/dev/kmsg from its end; empty when the log is unreadable)."""
+    try:
+        fd = os.open("/dev/kmsg", os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return fn(), ""
+    try:
+        os.lseek(fd, 0, os.SEEK_END)
+        result = fn()
+        records = []
+        while True:
+            try:
+                records.append(os.read(fd, 8192).decode(errors="replace"))
+            except BlockingIOError:
+                break
+            except OSError:   # EPIPE: records overwritten while we read; keep what came
+                continue
+        return result, "".join(r.split(";", 1)[-1] for r in records)
+    finally:
+        os.close(fd)
+
+
+def rebind(namespace: str) -> dict:
+    """One unbind and bind of a namespace not in use, as the memmap probe's
+    workload: the bind's wall time and the descriptors the kernel's own line
+    says it initialised (None where the kernel prints no such line)."""
+    target = resolve(namespace)
+    busy = in_use(target)
+    if busy:
+        raise UsageError(f"refusing to rebind {target.namespace}: {busy}")
+    bind_s, log = kmsg_during(Rebinder(target).rebind)
+    lines = kernel_lines(log)
+    return {"namespace": target.namespace, "bind_s": bind_s, "kernel_lines": lines,
+            "kernel_line_pages": sum(line["pages"] for line in lines) if lines else None}

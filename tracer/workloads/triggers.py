@@ -26,8 +26,11 @@ COMPACT = Path("/proc/sys/vm/compact_memory")
 
 def compaction(scratch_mib: int = 128, settle_s: float = 0.3) -> dict:
     """Fragment `scratch_mib` of our own memory, compact all zones, and
-    return the /proc/vmstat deltas of the pgmigrate/compact counters."""
+    return the /proc/vmstat deltas of the pgmigrate/compact counters over
+    the whole call, and how long the compact_memory write took (it compacts
+    every zone in the writing task before it returns)."""
     size = scratch_mib << 20
+    before = vmstat.read()
     m = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     try:
         m.madvise(mmap.MADV_NOHUGEPAGE)
@@ -37,14 +40,15 @@ def compaction(scratch_mib: int = 128, settle_s: float = 0.3) -> dict:
         # between free ones, which compaction migrates.
         for off in range(0, size, 2 * PAGE):
             m.madvise(mmap.MADV_DONTNEED, off, PAGE)
-        before = vmstat.read()
+        t0 = time.perf_counter()
         COMPACT.write_text("1\n")
+        compact_s = time.perf_counter() - t0
         time.sleep(settle_s)
         after = vmstat.read()
     finally:
         m.close()
     keys = ("pgmigrate_success", "pgmigrate_fail", "compact_migrate_scanned", "compact_isolated")
-    return {k: after.get(k, 0) - before.get(k, 0) for k in keys}
+    return {**{k: after.get(k, 0) - before.get(k, 0) for k in keys}, "compact_s": compact_s}
 
 
 READER = "import sys\nf = open(sys.argv[1], 'rb')\nwhile f.read(1 << 20):\n    pass\n"   # the child that caches the file
@@ -59,7 +63,7 @@ def memcg_reclaim(scratch_dir: str | Path = "/var/tmp", scratch_mib: int = 64) -
     from nttrace.workloads.scratch_cgroup import ScratchCgroup
 
     scratch = Path(scratch_dir) / f".nttrace-reclaim-{os.getpid()}"
-    with ScratchCgroup("reclaim") as cg:
+    with ScratchCgroup("reclaim") as cg:   # not a probe: the scratch cgroup's name
         try:
             with open(scratch, "wb") as f:
                 block = os.urandom(1 << 20)

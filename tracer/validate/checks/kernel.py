@@ -1,8 +1,12 @@
 """kernel.*: what the live kernel does on the NT paths."""
 from __future__ import annotations
 
-from nttrace.kernel import vmstat
 from nttrace.kernel.metadata import NT_MODES
+from nttrace.probes import demotion_probes
+from nttrace.probes.copy import CopyProbe
+from nttrace.probes.exercise import compare, observe
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.reclaim import ReclaimProbe
 from nttrace.validate.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
 
 
@@ -18,76 +22,71 @@ def nt_support(ctx) -> CheckResult:
     return CheckResult("kernel.nt_support", PASS, f"RFC {rev}: {name} = {meta.migrate_mode[name]}", ev)
 
 
-@check("kernel.migrate_observed", "a compaction trigger is seen by the migrate probe and agrees with /proc/vmstat",
-       triggers="compacts memory (/proc/sys/vm/compact_memory)")
-def migrate_observed(ctx) -> CheckResult:
-    from nttrace.probes.tracer import Tracer
-    from nttrace.workloads import triggers
+def _unobserved(cid: str, ctx, probe) -> CheckResult | None:
+    """SKIP naming what this host lacks for the probe's attach points."""
+    missing = [ctx.caps[f"tracepoint:{s}:{e}"] for s, e in probe.tracepoints
+               if not ctx.caps[f"tracepoint:{s}:{e}"].available][:1]
+    if not ctx.caps["bcc"].available:
+        missing.append(ctx.caps["bcc"])
+    if missing:
+        return CheckResult(cid, SKIP, f"{probe.name} probe: " + "; ".join(c.detail for c in missing))
+    return None
 
+
+@check("kernel.migrate_observed", "a compaction trigger is seen by the migrate probe and agrees with /proc/vmstat",
+       triggers=MigrateProbe.exercise.workload)
+def migrate_observed(ctx) -> CheckResult:
     cid = "kernel.migrate_observed"
-    if not ctx.caps["tracepoint:migrate:mm_migrate_pages_start"].available or not ctx.caps["bcc"].available:
-        return CheckResult(cid, SKIP, "needs the migrate tracepoints and bcc: "
-                           + ctx.caps["tracepoint:migrate:mm_migrate_pages_start"].detail + "; " + ctx.caps["bcc"].detail)
-    with Tracer(["migrate"], caps=ctx.caps, meta=ctx.kernel) as tracer:
-        before = vmstat.read()
-        deltas = triggers.compaction()
-        after = vmstat.read()
-        snap = tracer.snapshot()["migrate"]
-    rows = snap.get("rows", [])
-    probe_pages = sum(r["succeeded"] for r in rows)
-    vm_pages = after["pgmigrate_success"] - before["pgmigrate_success"]
+    if skip := _unobserved(cid, ctx, MigrateProbe):
+        return skip
+    obs = observe(MigrateProbe, caps=ctx.caps, meta=ctx.kernel)
+    if obs.run == {}:
+        return CheckResult(cid, SKIP, f"migrate probe did not attach: {obs.snapshot.get('reason')}")
+    rows = obs.snapshot.get("rows", [])
     compaction_rows = [r for r in rows if r["reason"] == "MR_COMPACTION"]
     calls = sum(r["calls"] for r in compaction_rows)
-    ev = {"probe_succeeded_pages": probe_pages, "vmstat_pgmigrate_success": vm_pages, "compaction_calls": calls,
+    ev = {"probe_succeeded_pages": obs.seen, "vmstat_pgmigrate_success": obs.expected, "compaction_calls": calls,
           "rows": [{k: r.get(k) for k in ("mode", "mode_value", "reason", "nt", "calls", "succeeded", "failed")} for r in rows],
-          "latency_ns": compaction_rows[0]["latency_ns"] if compaction_rows else None, "trigger": deltas}
+          "latency_ns": compaction_rows[0]["latency_ns"] if compaction_rows else None, "trigger": obs.run}
     ctx.shared["migrate_rows"] = rows
     if calls == 0:
         return CheckResult(cid, FAIL, "compaction ran but the migrate probe saw no MR_COMPACTION call", ev)
-    if probe_pages != vm_pages:
-        return CheckResult(cid, FAIL, f"probe counted {probe_pages} migrated pages, /proc/vmstat {vm_pages}", ev)
+    if not obs.agrees:
+        return CheckResult(cid, FAIL, f"probe counted {obs.describe()} migrated pages", ev)
     modes = sorted({r["mode"] for r in compaction_rows})
-    return CheckResult(cid, PASS, f"{calls} MR_COMPACTION calls ({', '.join(modes)}), {probe_pages} pages "
-                       f"= /proc/vmstat pgmigrate_success delta", ev)
+    return CheckResult(cid, PASS, f"{calls} MR_COMPACTION calls ({', '.join(modes)}), pages: {obs.describe()}", ev)
 
 
 @check("kernel.reclaim_observed", "memcg reclaim of a scratch cgroup is seen by the reclaim probe, pages as the "
-       "cgroup counts them", triggers="reclaims a scratch memory cgroup's page cache (a 64 MiB file in /var/tmp)")
+       "cgroup counts them", triggers=ReclaimProbe.exercise.workload)
 def reclaim_observed(ctx) -> CheckResult:
-    from nttrace.probes.tracer import Tracer
-    from nttrace.workloads import scratch_cgroup, triggers
+    from nttrace.workloads import scratch_cgroup
 
     cid = "kernel.reclaim_observed"
-    if not ctx.caps["tracepoint:vmscan:mm_vmscan_memcg_reclaim_end"].available or not ctx.caps["bcc"].available:
-        return CheckResult(cid, SKIP, "needs the vmscan tracepoints and bcc: "
-                           + ctx.caps["tracepoint:vmscan:mm_vmscan_memcg_reclaim_end"].detail + "; " + ctx.caps["bcc"].detail)
+    if skip := _unobserved(cid, ctx, ReclaimProbe):
+        return skip
     try:
         scratch_cgroup.memory_hierarchy()
     except scratch_cgroup.NoMemoryCgroup as exc:
         return CheckResult(cid, SKIP, f"no memory cgroup to reclaim: {exc}")
-    with Tracer(["reclaim"], caps=ctx.caps, meta=ctx.kernel) as tracer:
-        run = triggers.memcg_reclaim()
-        snap = tracer.snapshot()["reclaim"]
-    memcg = next(r for r in snap["rows"] if r["kind"] == "memcg")
-    # cgroup v2 counts the pages its reclaim stole (pgsteal); v1 has no such
-    # counter, so the drop in charged memory stands in (kernel memory the
-    # reclaim frees is in it: a looser bound).
-    expected, source, slack = ((run["pgsteal"], "memory.stat pgsteal delta", 0.02) if run["pgsteal"] is not None
-                               else (run["usage_drop_pages"], "memory.usage_in_bytes drop", 0.05))
-    ev = {"run": run, "memcg": memcg, "expected_pages": expected, "expected_from": source}
+    obs = observe(ReclaimProbe, caps=ctx.caps, meta=ctx.kernel)
+    if obs.run == {}:
+        return CheckResult(cid, SKIP, f"reclaim probe did not attach: {obs.snapshot.get('reason')}")
+    run = obs.run
+    memcg = next(r for r in obs.snapshot["rows"] if r["kind"] == "memcg")
+    ev = {"run": run, "memcg": memcg, "expected_pages": obs.expected,
+          "expected_from": obs.truth.source if obs.truth else None}
     if memcg["episodes"] == 0:
         return CheckResult(cid, FAIL, f"{run['interface']} ran but the probe saw no memcg reclaim episode", ev)
-    if abs(memcg["reclaimed"] - expected) > max(slack * expected, 32):
-        return CheckResult(cid, FAIL, f"probe counted {memcg['reclaimed']} reclaimed pages, the cgroup's {source} "
-                           f"{expected}", ev)
+    if not obs.agrees:
+        return CheckResult(cid, FAIL, f"probe counted {obs.describe()} reclaimed pages", ev)
     p50 = memcg["latency_ns"]["p50"]
     return CheckResult(cid, PASS, f"{memcg['episodes']} memcg reclaim episodes by {run['interface']} (cgroup "
-                       f"v{run['cgroup_version']}), {memcg['reclaimed']} pages = {source} {expected}; "
-                       f"p50 {p50 / 1e3:.0f} us", ev)
+                       f"v{run['cgroup_version']}), pages: {obs.describe()}; p50 {p50 / 1e3:.0f} us", ev)
 
 
 @check("kernel.demotion_nt", "demotions to the lower tier use an NT migrate mode on an NT kernel",
-       quick=False, triggers="with --demote: reclaims a scratch cgroup's memory into the lower tier")
+       quick=False, triggers=f"with --demote: {CopyProbe.exercise.workload.split(' (')[0]}")
 def demotion_nt(ctx) -> CheckResult:
     from nttrace.probes.tracer import Tracer
     from nttrace.workloads import demotion
@@ -98,31 +97,33 @@ def demotion_nt(ctx) -> CheckResult:
         return CheckResult(cid, SKIP, f"no lower memory tier to demote to: {tiers.detail}")
     if not ctx.options.demote:
         return CheckResult(cid, SKIP, "demotion changes system state; run with --demote to exercise it")
-    probes = demotion.probes(ctx.caps)
+    probes = demotion_probes(ctx.caps)
     try:
         demotion.cgroup2_root()
     except demotion.DemotionUnavailable as exc:
         return CheckResult(cid, SKIP, f"cannot run a scratch demotion: {exc}")
     with Tracer(probes, caps=ctx.caps, meta=ctx.kernel) as tracer:
-        before = vmstat.read()
-        run = demotion.demote_scratch(ctx.options.demote_mib)
-        after = vmstat.read()
+        run = CopyProbe.exercise.run(ctx.options.demote_mib)
         snap = tracer.snapshot()
-    rows = [r for r in snap["migrate"].get("rows", []) if r["reason"] == "MR_DEMOTION"]
-    demoted = demotion.demoted_pages(before, after)
+    rows = [r for r in snap[MigrateProbe.name].get("rows", []) if r["reason"] == "MR_DEMOTION"]
+    demoted = run["pgdemote"]
     probe_pages = sum(r["succeeded"] for r in rows)
-    reclaim = snap.get("reclaim", {})
+    reclaim = snap.get(ReclaimProbe.name, {})
     # demotion runs inside reclaim: memory.reclaim's episodes hold every demoted page
     in_reclaim = sum(r["demoted"] for r in reclaim.get("rows", [])) if reclaim.get("status") == "attached" else None
+    copy = snap.get(CopyProbe.name)
+    copies = compare(CopyProbe.name, CopyProbe.exercise, run, copy) if copy and copy.get("status") == "attached" else None
     ev = {"rows": rows, "pgdemote_delta": demoted, "probe_succeeded_pages": probe_pages, "run": run,
-          "copy": snap.get("copy"), "reclaim": reclaim, "demoted_inside_reclaim": in_reclaim,
-          "nt_revision": ctx.kernel.nt_revision}
+          CopyProbe.name: copy, ReclaimProbe.name: reclaim, "demoted_inside_reclaim": in_reclaim,
+          "copied_pages": copies.seen if copies else None, "nt_revision": ctx.kernel.nt_revision}
     if not rows or probe_pages == 0:
         return CheckResult(cid, FAIL, f"memory.reclaim of {run['scratch_mib']} MiB ran but no MR_DEMOTION migration was seen", ev)
     if probe_pages != demoted:
         return CheckResult(cid, FAIL, f"probe saw {probe_pages} demoted pages, /proc/vmstat pgdemote_* {demoted}", ev)
     if in_reclaim is not None and in_reclaim != demoted:
         return CheckResult(cid, FAIL, f"reclaim episodes held {in_reclaim} demoted pages, /proc/vmstat pgdemote_* {demoted}", ev)
+    if copies is not None and not copies.agrees:
+        return CheckResult(cid, FAIL, f"the copy routines copied {copies.describe()} pages", ev)
     cached = [r for r in rows if not r["nt"]]
     modes = ", ".join(sorted({r["mode"] for r in rows}))
     if ctx.kernel.nt_revision == "none":

@@ -1,0 +1,64 @@
+"""No probe is known by its name outside tracer/probes/: code that needs a
+probe takes it from the registry or its class (nttrace.probes.PROBES,
+DEFAULT, DEMOTION_WATCH, `SomeProbe.name`), so renaming or adding a probe
+touches the probe's own files. A string literal that equals a probe name
+(or lists probe names, "a,b") is a hard-coded name; one that names
+something else spelled the same (a tracepoint system, a lab scenario set)
+says so on its line with `# not a probe: <what it is>`."""
+import ast
+from pathlib import Path
+
+from nttrace.probes import PROBES
+
+REPO = Path(__file__).resolve().parents[1]
+# the code that could name a probe: the package (its probes aside), the
+# exporters, the lab, the benchmarks' renderer, the tools, and the tests
+ROOTS = ("tracer", "exporters", "lab", "benchmarks", "tools", "tests")
+OWN = REPO / "tracer" / "probes"
+MARK = "# not a probe:"
+
+
+def hard_coded_names(path: Path, names: set[str]) -> list[str]:
+    """'path:line: literal' for each string literal naming a probe."""
+    text = path.read_text()
+    lines = text.splitlines()
+    out = []
+    for node in ast.walk(ast.parse(text, str(path))):
+        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+            continue
+        parts = [p.strip() for p in node.value.split(",")]
+        if not (node.value in names or (len(parts) > 1 and all(p in names for p in parts))):
+            continue
+        if MARK in lines[node.lineno - 1]:
+            continue
+        where = path.relative_to(REPO) if REPO in path.parents else path
+        out.append(f"{where}:{node.lineno}: {node.value!r}")
+    return out
+
+
+def scan(roots: list[Path], names: set[str]) -> list[str]:
+    found = []
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if OWN in path.parents or path.resolve() == Path(__file__).resolve():
+                continue
+            found += hard_coded_names(path, names)
+    return found
+
+
+def test_no_probe_name_is_written_outside_the_probes():
+    found = scan([REPO / r for r in ROOTS if (REPO / r).is_dir()], set(PROBES))
+    assert not found, "probe names written outside tracer/probes/ (take them from the registry or the probe " \
+                      "class):\n" + "\n".join(found)
+
+
+def test_the_scan_finds_a_planted_name_and_honours_the_mark(tmp_path):
+    (tmp_path / "planted.py").write_text(
+        "from x import Tracer\n"
+        "with Tracer(['reclaim']) as t:\n"
+        "    pass\n"
+        "probes = 'migrate,memmap'\n"
+        "system = 'migrate'   # not a probe: a tracepoint system\n"
+        "words = 'copy the migrate rows'\n")
+    found = scan([tmp_path], set(PROBES))
+    assert sorted(f.split(": ", 1)[1] for f in found) == ["'migrate,memmap'", "'reclaim'"], found
