@@ -182,7 +182,8 @@ def trace_start():
     from nttrace.workloads import triggers
     from nttrace.probes import PROBES
     before = bpftool_ids()
-    proc = subprocess.Popen([NTTRACE, "trace", "--probes", ",".join(PROBES), "--json", "--interval", "3600"],
+    proc = subprocess.Popen([NTTRACE, "trace", "--probes", ",".join(PROBES), "--json", "--interval", "3600",
+                             "--record-maps", str(RESULTS / "trace-maps.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _TRACE["proc"] = proc
     deadline = time.monotonic() + 600

@@ -1,6 +1,7 @@
 """Golden text outputs from snapshots and reports recorded on real kernels
 (tests/fixtures/recorded/<kernel>/: this host's 6.18, and the lab's 7.2
-builds, base and nt-v3 with the seed series): the `trace` table, every
+builds, base and nt-v3 with the seed series; where a recording kept the
+probes' raw maps, maps.json, the snapshot is decoded from those): the `trace` table, every
 probe's metrics, `validate`'s text and markdown, and the A/B of base against
 nt-v3. Regenerate a golden file only after reading the diff:
 NTTRACE_UPDATE_GOLDEN=1 pytest tests/test_golden_outputs.py"""
@@ -15,6 +16,7 @@ from nttrace.validate import runner as validate
 from nttrace.validate.baseline import merge
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.probes import PROBES
+from nttrace.probes.tracer import replay
 from nttrace.trace_cmd import print_table
 from test_exporter_golden import RecordedTracer, check_golden, render
 
@@ -23,8 +25,44 @@ TRACES = sorted(p.parent.name for p in RECORDED.glob("*/trace.json"))
 REPORTS = sorted({p.parent.name for p in RECORDED.glob("*/*.report.json")})
 
 
+MAPS = sorted(p.parent.name for p in RECORDED.glob("*/maps.json"))
+
+
 def recorded_trace(kernel: str) -> dict:
-    return json.loads((RECORDED / kernel / "trace.json").read_text())
+    """A recorded `trace --json`; where the recording kept the raw maps
+    (`trace --record-maps`: maps.json), the attached probes' entries are
+    decoded from them here, offline, by the daemon's decoder."""
+    trace = json.loads((RECORDED / kernel / "trace.json").read_text())
+    if kernel in MAPS:
+        trace["probes"] = {**trace["probes"], **replay(recorded_maps(kernel))}
+    return trace
+
+
+def recorded_maps(kernel: str) -> dict:
+    return json.loads((RECORDED / kernel / "maps.json").read_text())
+
+
+@pytest.mark.parametrize("kernel", MAPS)
+def test_raw_maps_decode_offline_to_what_the_kernel_showed(kernel):
+    """The maps' bytes, replayed through bpf_maps' tables and the probes'
+    snapshot(), give exactly the snapshot taken from the live maps when they
+    were recorded, and the recorded `trace --json` output."""
+    rec = recorded_maps(kernel)
+    live = json.loads((RECORDED / kernel / "trace.json").read_text())["probes"]
+    assert rec["settled"] and rec["probes"], "a recording whose maps moved while they were dumped"
+    replayed = replay(rec)
+    for name, entry in rec["probes"].items():
+        assert replayed[name] == entry["snapshot"] == live[name], name
+        assert any(r.get("calls") or r.get("episodes") or r.get("events") for r in replayed[name]["rows"]), name
+
+
+def test_a_recording_whose_layout_no_longer_matches_its_c_is_refused():
+    rec = recorded_maps(MAPS[0])
+    name, probe = next(iter(rec["probes"].items()))
+    table = next(iter(probe["maps"]))
+    probe["maps"][table]["value_size"] += 8
+    with pytest.raises(ValueError, match=f"map {table}: recorded with key/value sizes"):
+        replay(rec)
 
 
 def reports(kernel: str) -> list:

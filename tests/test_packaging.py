@@ -22,8 +22,10 @@ def test_bpf_sources_and_native_library_are_installed():
     from nttrace import bpf
     from nttrace.reference import native
     pkg = Path(nttrace.__file__).parent
-    assert (pkg / "bpf" / "migrate.bpf.c").is_file()
-    assert bpf.source("migrate.bpf.c").strip()
+    from nttrace.probes import PROBES
+    for probe in PROBES.values():    # every probe's program, and the header they share
+        assert (pkg / "bpf" / probe.source).is_file() and bpf.source(probe.source).strip()
+    assert bpf.source("common.h").strip()
     lib = Path(native.library_path())
     assert lib.parent == pkg and lib.name.startswith("_native")
     # the installed library runs: the model initialises descriptors and counts its refcount stores

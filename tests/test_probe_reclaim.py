@@ -35,7 +35,7 @@ def test_memcg_reclaim_pages_are_the_cgroups_own_count(reclaimed):
     rows = {r["kind"]: r for r in snap["rows"]}
     # a row for each kind the program counts, named as its RECLAIM_* #defines
     assert list(rows) == [k.removeprefix("RECLAIM_").lower() for k, _v in sorted(
-        ((k, v) for k, v in bpf_sources.defines("reclaim.bpf.c").items() if k.startswith("RECLAIM_")), key=lambda kv: kv[1])]
+        ((k, v) for k, v in bpf_sources.defines(ReclaimProbe.source).items() if k.startswith("RECLAIM_")), key=lambda kv: kv[1])]
     memcg = rows["memcg"]
     # the file's 32 MiB were cached in the cgroup and reclaimed from it
     assert run["cached_pages"] >= 32 * 256 and memcg["episodes"] >= 1

@@ -100,13 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("trace", help="attach the probes and print live aggregates",
                        epilog=TRACE_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
-    from nttrace.probes import PROBES
-    t.add_argument("--probes", default=next(iter(PROBES)),
-                   help=f"comma-separated: {','.join(PROBES)} (default {next(iter(PROBES))})")
+    from nttrace.probes import DEFAULT, PROBES
+    t.add_argument("--probes", default=",".join(DEFAULT),
+                   help=f"comma-separated: {','.join(PROBES)} (default {','.join(DEFAULT)})")
     t.add_argument("--duration", type=float, help="seconds to trace (default: until Ctrl-C)")
     t.add_argument("--interval", type=float, default=1.0, help="seconds between table updates (default 1)")
     t.add_argument("--json", action="store_true", help="print only a final JSON summary")
     t.add_argument("--record", metavar="FILE", help="write per-call events as JSON Lines")
+    t.add_argument("--record-maps", metavar="FILE", help="at the end, write the probes' BPF maps as the kernel "
+                   "holds them (bytes), with what decodes them: a recording the goldens replay offline")
     t.add_argument("--ebpf", action="store_true", help="print the generated BPF programs and exit")
 
     b = sub.add_parser("bench", help="benchmarks: the native reference and the probes' cost",

@@ -3,6 +3,7 @@ or a final JSON summary, optionally recording per-call events as JSON Lines."""
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 
@@ -76,6 +77,12 @@ def main(args) -> int:
         for name, text in tracer.programs().items():
             print(f"/* ===== {name} ===== */\n{text}")
         return EXIT_OK
+    maps_file = None
+    if args.record_maps:
+        try:   # opened now, so a bad path is a usage error before anything attaches
+            maps_file = open(args.record_maps + ".tmp", "w")
+        except OSError as exc:
+            raise UsageError(f"--record-maps {args.record_maps}: {exc.strerror}") from None
     record_file = None
     if args.record:
         try:
@@ -104,10 +111,18 @@ def main(args) -> int:
             tracer.poll(timeout_ms=1)
             _write_records(tracer, record_file)
             snap = tracer.snapshot()
+            if maps_file is not None:
+                json.dump(tracer.record_maps(), maps_file)
+                maps_file.close()
+                os.replace(args.record_maps + ".tmp", args.record_maps)
+                maps_file = None
         finally:
             tracer.detach()
             if record_file:
                 record_file.close()
+            if maps_file is not None:   # interrupted before the maps were written: no half file left
+                maps_file.close()
+                os.unlink(args.record_maps + ".tmp")
     summary = {"probes": snap, "duration_s": round(time.monotonic() - start, 3)}
     if args.json:
         json.dump(summary, sys.stdout, indent=2)

@@ -61,7 +61,9 @@ def possible_cpus(path: str = "/sys/devices/system/cpu/possible") -> int:
 
 
 class Table:
-    """One map, read by its descriptor."""
+    """One map, read by its descriptor. A lookup returns the value bytes the
+    kernel copies out (one slot per possible CPU for a per-CPU map, each
+    8-byte aligned), decoded by decode(): the one decoding of a map value."""
 
     def __init__(self, name: str, fd: int, macro: str, key_t, value_t):
         self.name, self.fd, self.macro = name, fd, macro
@@ -71,20 +73,41 @@ class Table:
             raise ValueError(f"map {name}: the kernel has key/value sizes {info.key_size}/{info.value_size}, "
                              f"its C declaration {ctypes.sizeof(key_t)}/{ctypes.sizeof(value_t)}")
         self.ncpus = possible_cpus() if macro in PERCPU else 1
-        self._stride = (ctypes.sizeof(value_t) + 7) & ~7
+
+    @property
+    def _stride(self) -> int:
+        return (ctypes.sizeof(self.value_t) + 7) & ~7
 
     def _key(self, key):
         return key if isinstance(key, self.key_t) else self.key_t(key.value if hasattr(key, "value") else key)
 
-    def __getitem__(self, key):
+    def lookup(self, key) -> bytes:
+        """The value bytes of `key` as bpf(BPF_MAP_LOOKUP_ELEM) copies them out."""
         k = self._key(key)
         buf = (ctypes.c_char * (self._stride * self.ncpus))()
         try:
             _bpf(BPF_MAP_LOOKUP_ELEM, _ElemAttr(self.fd, 0, ctypes.addressof(k), ctypes.addressof(buf), 0))
         except FileNotFoundError:
             raise KeyError(key) from None
-        values = [self.value_t.from_buffer_copy(buf, i * self._stride) for i in range(self.ncpus)]
+        return bytes(buf)
+
+    def decode(self, raw: bytes):
+        values = [self.value_t.from_buffer_copy(raw, i * self._stride) for i in range(self.ncpus)]
         return values if self.macro in PERCPU else values[0]
+
+    def __getitem__(self, key):
+        return self.decode(self.lookup(key))
+
+    def dump(self) -> dict:
+        """Every entry's key and value bytes, as the kernel holds them (hex)."""
+        entries = []
+        for k in list(self.keys()):
+            try:
+                entries.append([bytes(k).hex(), self.lookup(k).hex()])
+            except KeyError:      # deleted between the walk and the lookup
+                continue
+        return {"macro": self.macro, "ncpus": self.ncpus, "key_size": ctypes.sizeof(self.key_t),
+                "value_size": ctypes.sizeof(self.value_t), "entries": entries}
 
     def keys(self):
         prev, key = None, self.key_t()
@@ -107,6 +130,31 @@ class Table:
         return out
 
 
+class RecordedTable(Table):
+    """A map as Table.dump() recorded it: the same lookups and the same
+    decode(), from the recorded bytes instead of a descriptor."""
+
+    def __init__(self, name: str, macro: str, key_t, value_t, recorded: dict):
+        self.name, self.fd, self.macro = name, -1, macro
+        self.key_t, self.value_t = key_t, value_t
+        if (recorded["key_size"], recorded["value_size"]) != (ctypes.sizeof(key_t), ctypes.sizeof(value_t)):
+            raise ValueError(f"map {name}: recorded with key/value sizes {recorded['key_size']}/"
+                             f"{recorded['value_size']}, its C declaration now {ctypes.sizeof(key_t)}/"
+                             f"{ctypes.sizeof(value_t)}")
+        self.ncpus = recorded["ncpus"]
+        self._entries = {bytes.fromhex(k): bytes.fromhex(v) for k, v in recorded["entries"]}
+
+    def lookup(self, key) -> bytes:
+        try:
+            return self._entries[bytes(self._key(key))]
+        except KeyError:
+            raise KeyError(key) from None
+
+    def keys(self):
+        for k in self._entries:
+            yield self.key_t.from_buffer_copy(k)
+
+
 class MapSet:
     """A probe's maps and the descriptors that keep its programs attached,
     standing in for bcc's BPF object once the loader has exited; or (of_bcc)
@@ -117,6 +165,7 @@ class MapSet:
     def __init__(self, source: str, maps: dict[str, int], attachments: list[int], owns: bool = True):
         decls = bpf_sources.map_decls(source)
         self.tables: dict[str, Table] = {}
+        self.read: set[str] = set()      # the maps lookups went to (what dump() keeps)
         self.attachments = list(attachments)
         self._fds = (list(maps.values()) + self.attachments) if owns else []
         try:
@@ -142,7 +191,26 @@ class MapSet:
                 continue
         return cls(source, fds, [], owns=False)
 
+    @classmethod
+    def replay(cls, source: str, recorded: dict[str, dict]) -> "MapSet":
+        """The maps of a recording (dump()), read through the same tables
+        and decode as live maps: what a snapshot of them decodes offline is
+        what it decoded on the kernel that filled them."""
+        self = cls.__new__(cls)
+        self.attachments, self._fds, self.tables, self.read = [], [], {}, set()
+        decls = bpf_sources.map_decls(source)
+        for name, rec in recorded.items():
+            macro, key_t, value_t = decls[name]
+            self.tables[name] = RecordedTable(name, macro, key_t, value_t, rec)
+        return self
+
+    def dump(self) -> dict[str, dict]:
+        """The maps a snapshot read (the in-kernel scratch maps, such as the
+        in-flight slots, are never read and not kept), as the kernel holds them."""
+        return {name: self.tables[name].dump() for name in sorted(self.read)}
+
     def __getitem__(self, name: str) -> Table:
+        self.read.add(name)
         return self.tables[name]
 
     def cleanup(self) -> None:

@@ -14,9 +14,11 @@ from nttrace.probes.contract import Column, Metric
 from nttrace.probes.exercise import PGSTEAL, USAGE_DROP, Exercise, GroundTruth, memcg_reclaimed
 from nttrace.workloads import triggers
 
+SOURCE = "reclaim.bpf.c"
+
 # row index = the program's RECLAIM_* value, named as the C names it
 KINDS = tuple(name.removeprefix("RECLAIM_").lower() for name, _v in
-              sorted(((k, v) for k, v in bpf_sources.defines("reclaim.bpf.c").items() if k.startswith("RECLAIM_")),
+              sorted(((k, v) for k, v in bpf_sources.defines(SOURCE).items() if k.startswith("RECLAIM_")),
                      key=lambda kv: kv[1]))
 # (event, program): begin, then end, of each kind
 EPISODES = (
@@ -52,7 +54,7 @@ MEMCG_RECLAIM = Exercise(
 
 class ReclaimProbe(TracepointProbe):
     name = "reclaim"
-    source = "reclaim.bpf.c"
+    source = SOURCE
     programs = ATTACHMENTS
     exercise = MEMCG_RECLAIM
     columns = (

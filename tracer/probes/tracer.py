@@ -12,6 +12,7 @@ and no probe is detached under a reader.
 from __future__ import annotations
 
 import signal
+import tempfile
 import threading
 import time
 
@@ -148,19 +149,28 @@ class Tracer:
         return out
 
     def snapshot(self) -> dict:
-        result = {}
         with self._lock:
-            for name, p in self.probes.items():
-                st = self.status.get(name, {"status": "detached"})
-                entry = dict(st)
-                if st["status"] == "attached":
-                    entry.update(p.snapshot())
-                    entry.update(p.fallback_note())
-                    notes = p.notes()
-                    if notes:
-                        entry["notes"] = notes
-                result[name] = entry
-        return result
+            return {name: snapshot_entry(p, self.status.get(name, {"status": "detached"}))
+                    for name, p in self.probes.items()}
+
+    def record_maps(self, attempts: int = 20) -> dict:
+        """The attached probes' maps as the kernel holds them (bytes), with
+        what a replay needs to decode them (kernel facts, capabilities, each
+        probe's options and handover state) and the snapshot they decode to
+        here. The dump is taken between two snapshots that agree, so the
+        maps did not move under it (up to `attempts` tries, then the last)."""
+        with self._lock:
+            attached = {n: p for n, p in self.probes.items() if self.attached(n)}
+            for _ in range(attempts):
+                before = self.snapshot()
+                maps = {n: p.maps.dump() for n, p in attached.items()}
+                after = self.snapshot()
+                if before == after:
+                    break
+            return {"kernel": self.meta.as_json(), "caps": {k: v.as_json() for k, v in self.caps.items()},
+                    "settled": before == after,
+                    "probes": {n: {"options": p.options, "status": self.status[n], "state": p.state(),
+                                   "maps": maps[n], "snapshot": after[n]} for n, p in attached.items()}}
 
     def status_view(self) -> dict[str, dict]:
         """The probes' status as one consistent copy (for /healthz)."""
@@ -186,3 +196,35 @@ class Tracer:
 
     def __exit__(self, *exc):
         self.detach()
+
+
+def snapshot_entry(probe, status: dict) -> dict:
+    """A probe's entry in a snapshot: its status, and when attached its rows,
+    fallback note and notes."""
+    entry = dict(status)
+    if status["status"] == "attached":
+        entry.update(probe.snapshot())
+        entry.update(probe.fallback_note())
+        notes = probe.notes()
+        if notes:
+            entry["notes"] = notes
+    return entry
+
+
+def replay(recording: dict) -> dict:
+    """The snapshot a recording's maps (Tracer.record_maps) decode to, read
+    through the daemon's decoder (bpf_maps.MapSet over the recorded bytes)
+    by probes restored from their handover state, as the daemon's are."""
+    from nttrace.probes.bpf_maps import MapSet
+    from nttrace.probes.capabilities import Capability
+    meta = kernel_meta.KernelMetadata.from_json(recording["kernel"])
+    caps = {k: Capability.from_json(v) for k, v in recording["caps"].items()}
+    out = {}
+    with tempfile.TemporaryDirectory() as empty:   # nothing of this host's kernel is read
+        for name, rec in recording["probes"].items():
+            probe = PROBES[name](meta, caps, rec["options"], Sysroot(empty))
+            probe.bpf = MapSet.replay(probe.source, rec["maps"])
+            probe.restore(rec["state"])
+            out[name] = snapshot_entry(probe, rec["status"])
+    return out
+

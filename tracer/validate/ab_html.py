@@ -18,6 +18,8 @@ import io
 import statistics
 from pathlib import Path
 
+from nttrace.probes.contract import row_value
+from nttrace.probes.copy import CopyProbe
 from nttrace.validate import baseline as ab
 
 BASE_COLOR, CUR_COLOR = "#4c72b0", "#dd8452"
@@ -94,7 +96,7 @@ def _demotion(side_reports: list[list[dict]]) -> tuple[dict, dict]:
                 ev = c.get("evidence") or {}
                 for row in ev.get("rows") or []:
                     modes[i][row.get("mode", "?")] = modes[i].get(row.get("mode", "?"), 0) + row.get("succeeded", 0)
-                for row in ab._get(ev, "copy.rows") or []:
+                for row in row_value(ev, f"{CopyProbe.name}.rows") or []:
                     routines[i][row["routine"]] = routines[i].get(row["routine"], 0) + row.get("calls", 0)
     return modes, routines
 

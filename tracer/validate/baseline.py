@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from nttrace.errors import UsageError
 from nttrace.kernel import machine
 from nttrace.probes.contract import row_value
+from nttrace.probes.copy import CopyProbe
 from nttrace.validate import checks
 
 
@@ -119,7 +120,8 @@ def _demotion(ev: dict) -> list[Figure]:
     pages = sum(r.get("succeeded", 0) for r in rows)
     nt_pages = sum(r.get("succeeded", 0) for r in rows if r.get("nt"))
     modes = ", ".join(sorted({r["mode"] for r in rows if "mode" in r})) or None
-    copy_rows = (row_value(ev, "copy.rows") or [])
+    copy = ev.get(CopyProbe.name) or {}
+    copy_rows = copy.get("rows") or []
     routines = ", ".join(f"{r['routine']} {r['calls']}" for r in copy_rows if r.get("calls")) or None
     calls = sum(r.get("calls", 0) for r in rows)
     lat = [r.get("latency_ns", {}).get("mean") for r in rows if isinstance(r.get("latency_ns"), dict)]
@@ -130,7 +132,7 @@ def _demotion(ev: dict) -> list[Figure]:
            Figure("copy_routines", "copy routines (calls)", routines),
            Figure("migrate_pages_mean_us", "migrate_pages() mean, us",
                   (sum(lat) / len(lat) / 1000.0) if lat and calls else None)]
-    untraceable = row_value(ev, "copy.untraceable")
+    untraceable = copy.get("untraceable")
     if untraceable:
         out.append(Figure("copy_untraceable", "copy routines not traceable", ", ".join(sorted(untraceable))))
     return out
