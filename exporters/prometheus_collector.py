@@ -17,10 +17,9 @@ from nttrace.probes import PROBES, histogram
 from nttrace.probes.contract import label_value, row_value
 
 
-def _add_hist(fam: HistogramMetricFamily, labels: list[str], lat: dict) -> None:
-    buckets = {int(k): v for k, v in lat["log2_buckets"].items()}
-    cum = histogram.cumulative(buckets, divisor=1e9)
-    fam.add_metric(labels, [(_le(le), c) for le, c in cum], sum_value=lat["sum"] / 1e9)
+def _add_hist(fam: HistogramMetricFamily, labels: list[str], lat: histogram.Latency) -> None:
+    cum = histogram.cumulative(lat.buckets, divisor=1e9)
+    fam.add_metric(labels, [(_le(le), c) for le, c in cum], sum_value=lat.sum_ns / 1e9)
 
 
 def _le(value: float) -> str:
@@ -35,7 +34,7 @@ class ProbeCollector:
         self.release = kernel_release or os.uname().release
 
     def collect(self):
-        snap = self.tracer.snapshot()
+        snap = self.tracer.snapshot(summarise=False)   # histograms as the maps hold them
         up = GaugeMetricFamily("nttrace_probe_up", "1 when the probe is attached to the kernel", labels=["probe", "via"])
         lost = CounterMetricFamily("nttrace_events_lost", "Events or records a probe could not record", labels=["probe"])
         for name, entry in snap.items():

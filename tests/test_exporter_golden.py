@@ -50,8 +50,8 @@ class RecordedTracer:
         self._snap = probes
         self.meta = types.SimpleNamespace(nt_revision="none")
 
-    def snapshot(self):
-        return self._snap
+    def snapshot(self, summarise: bool = True):
+        return self._snap if summarise else histogram.latencies_of(self._snap)
 
 
 def test_probe_collector_golden_from_a_recorded_kernel_snapshot():

@@ -15,6 +15,8 @@ Prometheus' histogram_quantile() picks.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 LATENCY_SLOTS = (10, 35)   # first and last log2 slot exported
 
 
@@ -112,3 +114,49 @@ def summary(buckets: dict[int, int], count: int, sum_ns: int, max_ns: int) -> di
         "log2_buckets": {str(k): v for k, v in sorted(buckets.items())},
         "percentiles": f"interpolated within the exported log2 buckets (slots {LATENCY_SLOTS[0]}..{LATENCY_SLOTS[1]})",
     }
+
+
+@dataclass(frozen=True)
+class Latency:
+    """A latency histogram as the maps hold it: calls, their sum and maximum
+    in ns, and {log2 slot: count} with int slots. Probes' snapshot rows carry
+    it; the exporter reads its slots as they are, and what writes text or
+    JSON takes its summary() (summarised()), where the percentiles are
+    computed and the slots become JSON's string keys."""
+    count: int
+    sum_ns: int
+    max_ns: int
+    buckets: dict
+
+    def summary(self) -> dict:
+        return summary(self.buckets, self.count, self.sum_ns, self.max_ns)
+
+    @classmethod
+    def from_summary(cls, d: dict) -> "Latency":
+        """A summary() read back (a recorded snapshot's)."""
+        return cls(d["count"], d["sum"], d["max"] or 0, {int(k): v for k, v in d["log2_buckets"].items()})
+
+
+def summarised(value):
+    """`value` (a snapshot, an entry, a row) with every Latency in it
+    replaced by its summary(): the form output takes."""
+    if isinstance(value, Latency):
+        return value.summary()
+    if isinstance(value, dict):
+        return {k: summarised(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [summarised(v) for v in value]
+    return value
+
+
+def latencies_of(value):
+    """The inverse of summarised() for a recorded snapshot: every latency
+    summary in it read back as a Latency."""
+    if isinstance(value, dict):
+        if "log2_buckets" in value and "count" in value:
+            return Latency.from_summary(value)
+        return {k: latencies_of(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [latencies_of(v) for v in value]
+    return value
+

@@ -153,7 +153,7 @@ class MemmapProbe(Probe):
             rows.append({
                 "pgmap_type": self.type_name(ptype), "nid": nid, "calls": s.calls, "pages": s.pages,
                 "ns_per_page": (s.sum_ns / s.pages) if s.pages else None,
-                "latency_ns": histogram.summary(hists.get((ptype, nid), {}), s.calls, s.sum_ns, s.max_ns),
+                "latency_ns": histogram.Latency(s.calls, s.sum_ns, s.max_ns, hists.get((ptype, nid), {})),
                 **({"page_ref_sets": s.page_ref_sets} if self.page_ref else {}),
             })
         lost = self.maps["memmap_lost"][ctypes.c_int(0)].value + self._lost_records

@@ -146,6 +146,6 @@ class MigrateProbe(TracepointProbe):
                 "thp_failed": s["thp_failed"],
                 "unpaired": s["unpaired"],
                 "errors": s["errors"],
-                "latency_ns": histogram.summary(buckets, s["calls"], s["sum_ns"], s["max_ns"]),
+                "latency_ns": histogram.Latency(s["calls"], s["sum_ns"], s["max_ns"], buckets),
             })
         return {"via": self.via, "rows": rows, "events_lost": raw["lost"]}

@@ -100,5 +100,5 @@ class ReclaimProbe(TracepointProbe):
             s, buckets = histogram.per_cpu(table[ctypes.c_int(i)], ("episodes", "reclaimed", "demoted", "unpaired"))
             rows.append({"kind": kind, "episodes": s["episodes"], "reclaimed": s["reclaimed"], "demoted": s["demoted"],
                          "unpaired": s["unpaired"],
-                         "latency_ns": histogram.summary(buckets, s["episodes"], s["sum_ns"], s["max_ns"])})
+                         "latency_ns": histogram.Latency(s["episodes"], s["sum_ns"], s["max_ns"], buckets)})
         return {"via": self.via, "rows": rows}

@@ -21,6 +21,7 @@ from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.probes import PROBES, check_names
 from nttrace.probes import capabilities as capmod
+from nttrace.probes import histogram
 
 
 class Terminated(Exception):
@@ -148,10 +149,14 @@ class Tracer:
                     out.extend(p.records())
         return out
 
-    def snapshot(self) -> dict:
+    def snapshot(self, summarise: bool = True) -> dict:
+        """Every probe's entry; latency histograms as their summaries (the
+        output form), or with summarise=False as histogram.Latency (the
+        exporter's form: int slots, no percentiles computed)."""
         with self._lock:
-            return {name: snapshot_entry(p, self.status.get(name, {"status": "detached"}))
+            snap = {name: snapshot_entry(p, self.status.get(name, {"status": "detached"}))
                     for name, p in self.probes.items()}
+        return histogram.summarised(snap) if summarise else snap
 
     def record_maps(self, attempts: int = 20) -> dict:
         """The attached probes' maps as the kernel holds them (bytes), with
@@ -226,5 +231,5 @@ def replay(recording: dict) -> dict:
             probe.bpf = MapSet.replay(probe.source, rec["maps"])
             probe.restore(rec["state"])
             out[name] = snapshot_entry(probe, rec["status"])
-    return out
+    return histogram.summarised(out)
 
