@@ -10,9 +10,9 @@ document and its raw data disagree.
     python3 benchmarks/render.py           # rewrite BENCHMARKS.md's generated blocks
     python3 benchmarks/render.py --check   # exit 1 when a block differs from its raw data
 
-The sections written by hand before this script (native, probe cost,
-overhead, daemon, lab) are not generated yet; their raw files are named in
-their text.
+Each block's raw files are named in its first line; the script that made a
+raw file is named in the block (nttrace's own `bench` commands, or the
+scripts beside this one: whole_command.py, ci_run.py, snapshot_read_ab.py).
 """
 from __future__ import annotations
 
@@ -95,7 +95,302 @@ def lab_ab(raw: dict) -> str:
     return "\n".join(lines)
 
 
+MEMMAP_VARIANTS = (("slow", "slow path (per-field stores, kernel order)"), ("template_cached", "template, cached stores"),
+                   ("template_nt", "template, NT streaming stores, drained"),
+                   ("template_nt_compound", "template NT, compound (order 9)"),
+                   ("nt_write_limit", "pure NT write limit over the same array"))
+
+
+def native_memmap(raw: dict) -> str:
+    m = raw["memmap_model"]
+    rows = [f"{m['namespace_bytes'] >> 30} GiB namespace = {m['descriptors']:,} descriptors of "
+            f"{m['descriptor_size']} bytes, pgmap {m['pgmap_type']}. Median of {m['runs_ms']['slow']['n']} (min..max):",
+            "", "| variant | ms | |", "|---|---:|---|"]
+    for key, label in MEMMAP_VARIANTS:
+        r = m["runs_ms"][key]
+        note = ""
+        if key == "template_nt":
+            note = f"{m['reduction_pct']:.1f}% shorter than slow"
+        elif key == "nt_write_limit":
+            note = f"template NT = limit x{m['template_nt_over_limit']:.2f}"
+        value = f"**{r['median']:.1f}**" if key == "template_nt" else f"{r['median']:.1f}"
+        rows.append(f"| {label} | {value} ({r['min']:.1f}..{r['max']:.1f}) | {note} |")
+    seeds = "; ".join(f"{k}: {v['base']} -> {v['series']} ms, {v['reduction_pct']}%" for k, v in m["seed"].items())
+    rows += ["", f"The seeds, measured in the kernel: {seeds}."]
+    return "\n".join(rows)
+
+
+PAGE_COPY_LABELS = {
+    "memcpy": "memcpy", "rep_movsb": "rep movsb",
+    "movnti_prefetchnta/per_page": "MOVNTI + prefetchnta (copy_mc_page_nt shape), drained per page",
+    "movnti_prefetchnta/per_folio": "MOVNTI + prefetchnta, drained once per folio",
+    "avx2_stream/per_page": "AVX2 streaming, drained per page", "avx512_stream/per_page": "AVX-512 streaming, drained per page",
+    "avx512_stream/per_folio": "AVX-512 streaming, drained once per folio"}
+
+
+def native_page_copy(raw: dict) -> str:
+    pc = raw["page_copy"]
+    rows = [f"{pc['bytes'] >> 30} GiB source and destination, an eviction pass before every variant, "
+            f"{pc['folio_pages'] * 4 // 1024} MiB folios ({pc['folio_pages']} pages) for \"per folio\":", "",
+            "| copy | GB/s median (min) | vs memcpy, same run |", "|---|---:|---:|"]
+    for r in pc["rows"]:
+        ratio = f"{r['vs_memcpy_median']:.2f}"
+        if r["primitive"].startswith("movnti"):
+            ratio = f"**{ratio}**"
+        rows.append(f"| {PAGE_COPY_LABELS.get(r['primitive'], r['primitive'])} | {r['gbps_median']:.2f} "
+                    f"({r['gbps_min']:.2f}) | {ratio} |")
+    return "\n".join(rows)
+
+
+def native_fixed_nt(raw: dict) -> str:
+    f = raw["fixed_size_nt"]
+    rows = [f"ns per copy to one destination, offsets {f['offsets']}:", "",
+            "| bytes | variant A (no alignment check) | variant B (unaligned -> generic) | B/A | seeds B/A |",
+            "|---:|---:|---:|---:|---:|"]
+    for size, r in f["rows"].items():
+        rows.append(f"| {size} | {r['variant_a_ns']:.2f} | {r['variant_b_ns']:.1f} | {r['b_over_a']:.1f} | "
+                    f"{r['seed_b_over_a']:.2f} |")
+    return "\n".join(rows)
+
+
+def native_hazards(raw: dict) -> str:
+    h = raw["hazards"]
+    mixed = ", ".join(f"{int(k) // 1024} KiB x{v['mixed_over_generic']:.2f}" if int(k) >= 1024 else
+                      f"{k} B x{v['mixed_over_generic']:.2f}" for k, v in h["mixed_nt"]["rows"].items())
+    sf = h["store_forwarding"]
+    ns = sf["ns_per_descriptor"]
+    return "\n".join([
+        f"* Mixed cached and NT stores in one line (`nt_mixed` against all-NT `nt_generic` with overlapping unaligned "
+        f"MOVNTI heads and tails), offsets {h['mixed_nt']['offsets']}: {mixed} slower. The reference's fast paths "
+        "never mix.",
+        f"* Refreshing PFN fields in an in-memory template and copying it with memcpy (16-byte loads over 8-byte "
+        f"stores), {sf['descriptors']} L2-resident descriptors: {ns['template_refresh_copy']:.2f} ns/descriptor against "
+        f"{ns['template_cached']:.2f} for the register template (x{sf['refresh_copy_over_register_template']:.1f}), and "
+        f"x{sf['refresh_copy_over_slow']:.2f} the slow path ({ns['slow']:.2f})."])
+
+
+def native_copy_table(raw: dict) -> str:
+    t = raw["copy_table"]
+    cols = ("movq_unrolled", "rep_movsq", "rep_movsb", "memcpy")
+    rows = [f"Copies walk forward through {t['span_bytes'] >> 20} MiB buffers (the reply's buffer size).", "",
+            "| size | movq unrolled | rep movsq | rep movsb | memcpy | seed movq / movsq / movsb / memcpy |",
+            "|---:|---:|---:|---:|---:|---|"]
+    for size, r in t["rows"].items():
+        rows.append(f"| {size} | " + " | ".join(f"{r[c]['gbps_median']:.2f}" for c in cols) + " | "
+                    + " / ".join(f"{r[c]['seed_zen5_gbps']:.2f}" for c in cols) + " |")
+    return "\n".join(rows)
+
+
+ORDER_NAMES = {"probe": "probe", "empty": "empty", "clock_only": "clock"}
+
+
+def probe_rounds(raw: dict) -> str:
+    """The migrate probe against its references, round by round."""
+    m = raw["migrate"]
+    rows = ["| round | order | migrate probe, ns/event (start / done) | empty | clock only | probe / clock only |",
+            "|---|---|---:|---:|---:|---:|"]
+    for i, r in enumerate(m["rounds"], 1):
+        per = " / ".join(f"{p['ns_per_event']:.0f}" for p in r["probe_programs"])
+        rows.append(f"| {i} | {', '.join(ORDER_NAMES[s] for s in r['order'])} | {r['probe']:.0f} ({per}) | "
+                    f"{r['empty']:.0f} | {r['clock_only']:.0f} | {r['ratio_to_clock_only']:.2f} |")
+    refs = m["reference_ns_per_event"]
+    rows.append(f"| **median** | | **{m['ns_per_event']:.0f}** | {refs['empty']:.0f} | {refs['clock_only']:.0f} | "
+                f"**{m['ratio_to_clock_only']:.2f}** |")
+    return "\n".join(rows)
+
+
+def probe_each(raw: dict) -> str:
+    """Every other probe alone under its exercise's benchmark workload."""
+    rows = ["| probe | status | ns/event, all its programs | programs (ns/event, runs) | workload |", "|---|---|--:|---|---|"]
+    for name, r in raw.items():
+        if "rounds" in r:
+            continue
+        if r.get("status") != "measured":
+            rows.append(f"| {name} | unavailable: {r.get('reason')} | | | |")
+            continue
+        progs = "; ".join(f"{p['name']} {p['ns_per_event']:.0f} ({p['run_cnt']})" if p["ns_per_event"] is not None
+                          else f"{p['name']} - (0)" for p in r["programs"])
+        rows.append(f"| {name}{' (uprobe)' if name.startswith('memmap') else ''} | measured | "
+                    f"{r['ns_per_event']:.0f} | {progs} | {r.get('workload', 'native memmap model calls')} |")
+    return "\n".join(rows)
+
+
+def _overhead_row(label: str, r: dict, bold: bool) -> str:
+    m, q = r["median_pages_per_s"], r["ratio_quartiles"]
+    ratio = f"**{r['median_ratio']:.3f}**" if bold else f"{r['median_ratio']:.3f}"
+    return (f"| {label} | {m['probes']:,.0f} / {m['none']:,.0f} | {ratio} ({q[0]:.3f} .. {q[2]:.3f}) | "
+            f"{r['slowdown_pct']:+.1f}% |")
+
+
+def overhead(raw: dict) -> str:
+    """Probes against none and the A/A, compaction on this host."""
+    rows = ["| run | median pages/s, probes / none | per-round ratio probes/none: median (quartiles) | "
+            "slower with the probes |", "|---|---:|---:|---:|",
+            _overhead_row("probes against none", raw["probes"], True),
+            _overhead_row("A/A: none against none", raw["aa"], False)]
+    return "\n".join(rows)
+
+
+def _one_demotion_ms(r: dict) -> str:
+    cells = []
+    for cond in ("probes", "none"):
+        s = sorted(run[1] * 1e3 for rnd in r["rounds"] for run in rnd[cond]["runs"])
+        cells.append(f"{s[0]:.0f} / {statistics.median(s):.0f} ms")
+    return ", ".join(cells)
+
+
+def overhead_demotion(raw: dict) -> str:
+    """Both runs of the lab's demotion overhead (one boot)."""
+    rows = ["| run | median pages/s, probes / none | per-round ratio: median (quartiles) | one demotion: fastest / "
+            "median, probes / none |", "|---|---:|---:|---:|"]
+    for label, r, bold in (("probes against none", raw["probes"], True), ("A/A: none against none", raw["aa"], False)):
+        m, q = r["median_pages_per_s"], r["ratio_quartiles"]
+        ratio = f"**{r['median_ratio']:.3f}**" if bold else f"{r['median_ratio']:.3f}"
+        rows.append(f"| {label} | {m['probes']:,.0f} / {m['none']:,.0f} | {ratio} ({q[0]:.3f} .. {q[2]:.3f}) | "
+                    f"{_one_demotion_ms(r)} |")
+    pages = sorted(run[0] for r in (raw["probes"], raw["aa"]) for rnd in r["rounds"] for c in ("probes", "none")
+                   for run in rnd[c]["runs"])
+    rows += ["", f"Pages demoted a demotion: {pages[0]:,} .. {pages[-1]:,}. One boot."]
+    return "\n".join(rows)
+
+
+def _daemon_cells(d: dict) -> dict:
+    return {"ready": f"{d['ready_s']:.2f} s", "idle": f"{100 * d['idle_cpu_share']:.2f}%",
+            "rss": f"{d['rss_kib_idle'] / 1024:.1f} / {d['rss_kib_after_load'] / 1024:.1f} MiB",
+            "lat": f"{d['scrape_ms']['p50']:.1f} / {d['scrape_ms']['p99']:.1f} / {d['scrape_ms']['max']:.1f} ms",
+            "rate": f"{d['scrapes_per_s']:.0f}"}
+
+
+def daemon_versions(raw: dict) -> str:
+    """The daemon's first version against the session-2 one (one run each)."""
+    a, b = _daemon_cells(raw["first"]), _daemon_cells(raw["current"])
+    labels = (("ready", "start to READY=1 (bcc compiling the program)"), ("idle", "idle CPU share over 10 s"),
+              ("rss", "resident memory, idle / after the load"), ("lat", "scrape latency p50 / p99 / max"),
+              ("rate", "scrapes per second"))
+    rows = ["| | first version | current |", "|---|---:|---:|"]
+    rows += [f"| {label} | {a[k]} | {b[k]} |" for k, label in labels]
+    rows += ["", f"One run each: {raw['current']['scrapes']} scrapes from {raw['current']['concurrency']} threads."]
+    return "\n".join(rows)
+
+
+def _med_range(values: list[float], fmt: str) -> str:
+    return f"{format(statistics.median(values), fmt)} [{format(min(values), fmt)}..{format(max(values), fmt)}]"
+
+
+def daemon_loader_ab(raw: dict) -> str:
+    before, after = raw["before_in_process_bcc"], raw["after_loader_handover"]
+    fields = (("start to READY=1", lambda d: d["ready_s"], ".2f", " s"),
+              ("resident memory, idle", lambda d: d["rss_kib_idle"] / 1024, ".1f", " MiB"),
+              ("resident memory, after the scrapes", lambda d: d["rss_kib_after_load"] / 1024, ".1f", " MiB"),
+              ("scrape latency p50", lambda d: d["scrape_ms"]["p50"], ".2f", " ms"),
+              ("scrape latency p99", lambda d: d["scrape_ms"]["p99"], ".2f", " ms"),
+              ("scrape latency max", lambda d: d["scrape_ms"]["max"], ".1f", " ms"),
+              ("scrapes per second (4 threads)", lambda d: d["scrapes_per_s"], ".0f", ""),
+              ("idle CPU share over 10 s", lambda d: 100 * d["idle_cpu_share"], ".1f", "%"))
+    rows = ["| | before | after | after / before |", "|---|---:|---:|---:|"]
+    for label, get, fmt, unit in fields:
+        b, a = [get(d) for d in before], [get(d) for d in after]
+        rows.append(f"| {label} | {_med_range(b, fmt)}{unit} | {_med_range(a, fmt)}{unit} | "
+                    f"{statistics.median(a) / statistics.median(b):.2f} |")
+    rows += ["", f"Medians [min..max] of {len(before)} and {len(after)} rounds. Command: {raw['command']}."]
+    return "\n".join(rows)
+
+
+def whole_command(raw: dict) -> str:
+    """A command timed as a whole process (benchmarks/whole_command.py)."""
+    s = raw["summary"]
+    rows = ["| | min | median | max |", "|---|---:|---:|---:|"]
+    for key, label, fmt in (("wall_s", "wall s", ".2f"), ("user_s", "user CPU s", ".2f"), ("sys_s", "system CPU s", ".2f"),
+                            ("peak_rss_mib", "peak RSS MiB", ".0f")):
+        rows.append(f"| {label} | {format(s[key]['min'], fmt)} | **{format(s[key]['median'], fmt)}** | "
+                    f"{format(s[key]['max'], fmt)} |")
+    rows += ["", f"{len(raw['runs'])} counted runs after {raw['warmup']} warm-up, {raw['taken']}, on "
+                 f"{raw['host']['cpu']} ({raw['host']['cpus']} CPUs), kernel {raw['host']['kernel']}. Command: "
+                 f"`python3 benchmarks/whole_command.py -- {raw['command']}`."]
+    return "\n".join(rows)
+
+
+def _mmss(s: float) -> str:
+    return f"{int(s // 60)} m {int(s % 60):02d} s"
+
+
+COST_NOTES = {
+    "defconfig-based": "the config the lab used before: x86_64 defconfig + kvm_guest.config + its trimming fragment",
+    "lab": "**lab.config on allnoconfig, KCFLAGS=-fno-var-tracking (what the lab builds)**",
+    "lab-with-var-tracking": "the same, with DWARF's variable locations (plain -g)",
+    "lab-no-debug-info": "the same without debug info, hence without BTF (not bootable for nttrace: its probes read BTF)",
+}
+
+
+def build_cost(raw: dict) -> str:
+    by = {c["config"]: c for c in raw["configs"]}
+    ref = by.get("defconfig-based")
+    rows = ["| config | build (`make -j2 bzImage modules`) | compile | link tail (vmlinux, BTF, bzImage) | objects | "
+            "options =y | / defconfig-based |", "|---|--:|--:|--:|--:|--:|--:|"]
+    for c in raw["configs"]:
+        rows.append(f"| {COST_NOTES.get(c['config'], c['config'])} | {_mmss(c['build_s'])} ({c['build_s']:.0f} s) | "
+                    f"{c['compile_s']:.0f} s | {c['link_tail_s']:.0f} s | {c['objects']} | {c['options_y']} | "
+                    + (f"{c['build_s'] / ref['build_s']:.2f}" if ref else "-") + " |")
+    rows.append("")
+    notes = []
+    if "lab" in by and "lab-no-debug-info" in by:
+        d = by["lab"]["build_s"] - by["lab-no-debug-info"]["build_s"]
+        notes.append(f"debug info and BTF cost {d:.0f} s of the lab build ({100 * d / by['lab']['build_s']:.0f}%; "
+                     f"the link tail {by['lab']['link_tail_s']:.0f} s against {by['lab-no-debug-info']['link_tail_s']:.0f} s)")
+    if "lab" in by and "lab-with-var-tracking" in by:
+        d = by["lab-with-var-tracking"]["build_s"] - by["lab"]["build_s"]
+        notes.append(f"variable locations, which BTF does not use, would add {d:.0f} s")
+    rows.append("; ".join(notes).capitalize() + ("." if notes else "") +
+                f" One build a config, from clean, one after another with nothing else running, on {raw['host']['cpu']} "
+                f"({raw['host']['cpus']} CPUs), {raw['compiler']}, source {raw['source']}. Command: `{raw['command']}`.")
+    return "\n".join(rows)
+
+
+def ci_run(raw: dict) -> str:
+    rows = ["| | |", "|---|--:|",
+            f"| `{raw['command']}`, commit {raw['commit'][:7]} | **{_mmss(raw['wall_s'])}** |",
+            f"| pytest | {raw['pytest']} |"]
+    for name, k in sorted(raw["kernels"].items()):
+        rows.append(f"| kernel {name}: build (make) / all steps | {_mmss(k['build_s'])} / {_mmss(k['total_s'])} |")
+    rows.append("")
+    rows.append(f"One run, on {raw['host']['cpu']} ({raw['host']['cpus']} CPUs), started {raw['started']} UTC.")
+    return "\n".join(rows)
+
+
+def slow_machine(raw: dict) -> str:
+    """The cold CI run scaled to the slow machine of the issue by the
+    side-by-side build ratio of the config both measured."""
+    slow, cost, cold = raw["slow"], raw["cost"], raw["cold"]
+    here = next(c for c in cost["configs"] if c["config"] == "defconfig-based")["build_s"]
+    lab = next(c for c in cost["configs"] if c["config"] == "lab")["build_s"]
+    ratio = slow["defconfig_based_base_build_s"] / here
+    rows = ["| | here | slow machine (here x ratio) | limit |", "|---|--:|--:|--:|",
+            f"| defconfig-based base kernel build | {_mmss(here)} | {_mmss(slow['defconfig_based_base_build_s'])} "
+            f"(measured there) | |",
+            f"| lab.config base kernel build | {_mmss(lab)} | {_mmss(lab * ratio)} | 8 m |",
+            f"| cold `.ci/run` | {_mmss(cold['wall_s'])} | {_mmss(cold['wall_s'] * ratio)} | 65 m |"]
+    rows.append("")
+    rows.append(f"Ratio x{ratio:.2f}: the slow machine's defconfig-based base build ({slow['source']}) over this "
+                f"machine's, same config and source. Every part of the cold run is scaled by it, the parts that do "
+                f"not compile too (an upper bound: a slower CPU does not slow a download).")
+    return "\n".join(rows)
+
+
+NATIVE = ["native-epyc-vm-2026-11-30.json"]
 BLOCKS = {
+    "daemon-versions": (daemon_versions, {"first": "daemon-epyc-vm-2026-11-30.json",
+                                          "current": "daemon-epyc-vm-2026-11-30-session2.json"}),
+    "daemon-loader-ab": (daemon_loader_ab, ["daemon-loader-ab-epyc-vm-2026-11-30.json"]),
+    "overhead-compaction": (overhead, {"probes": "overhead-epyc-vm-2026-11-30.json",
+                                       "aa": "overhead-aa-epyc-vm-2026-11-30.json"}),
+    "overhead-demotion": (lambda raw: overhead_demotion(raw["both"]),
+                          {"both": "overhead-demotion-lab-nt-v3-tcg-2026-11-30.json"}),
+    "probe-rounds": (probe_rounds, ["probes-epyc-vm-2026-11-30-rounds.json"]),
+    "native-memmap": (native_memmap, NATIVE),
+    "native-page-copy": (native_page_copy, NATIVE),
+    "native-fixed-nt": (native_fixed_nt, NATIVE),
+    "native-hazards": (native_hazards, NATIVE),
+    "native-copy-table": (native_copy_table, NATIVE),
     "daemon-idle-connections": (idle_connections, ["daemon-idle-connections-epyc-vm-2026-12-01.json"]),
     "perf-binding": (perf_binding, ["perf-binding-epyc-vm-2026-12-01.json"]),
     "lab-aa-base": (lab_ab, ["lab-aa-base-2026-12-01/ab.json", "lab-aa-base-2026-12-01/run.json"]),
@@ -109,7 +404,11 @@ BLOCKS = {
 
 def block(name: str) -> str:
     fn, files = BLOCKS[name]
-    raw = _load(files[0]) if len(files) == 1 else {"ab": _load(files[0]), "run": _load(files[1])}
+    if isinstance(files, dict):
+        raw = {key: _load(f) for key, f in files.items()}
+        files = list(files.values())
+    else:
+        raw = _load(files[0]) if len(files) == 1 else {"ab": _load(files[0]), "run": _load(files[1])}
     sources = ", ".join(f"`benchmarks/{f}`" for f in files)
     return f"<!-- generated: {name} -->\n_Generated by `python3 benchmarks/render.py` from {sources}._\n\n" \
            f"{fn(raw)}\n<!-- end generated: {name} -->"

@@ -1,0 +1,81 @@
+"""Time CI as CI runs it: `bash .ci/run` on a fresh clone of HEAD, and
+write what it took to a raw file for BENCHMARKS.md.
+
+    python3 benchmarks/ci_run.py --cold --json benchmarks/ci-cold-DATE.json
+    python3 benchmarks/ci_run.py --json benchmarks/ci-cached-DATE.json
+
+--cold empties the lab's caches first (kernels, the source package, the
+guest image, perf's binding: everything /var/cache/nttrace-* holds), so the
+run pays for all of it, as on a new machine. The file holds the wall time,
+pytest's summary line, each lab kernel's build.json (its build time), the
+image build's log time, and the host. One run: BENCHMARKS.md says so.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+CACHES = [Path(os.environ.get(var, default)) for var, default in (
+    ("NTTRACE_KERNEL_CACHE", "/var/cache/nttrace-kernel"), ("NTTRACE_LAB_CACHE", "/var/cache/nttrace-lab"),
+    ("NTTRACE_PERF_CACHE", "/var/cache/nttrace-perf"))]
+
+
+def _cpu() -> str:
+    m = re.search(r"model name\s*:\s*(.*)", Path("/proc/cpuinfo").read_text())
+    return m.group(1) if m else platform.processor()
+
+
+def kernels() -> dict:
+    out = {}
+    for info in sorted((CACHES[0] / "kernels").glob("*/build.json")):
+        b = json.loads(info.read_text())
+        out[b["variant"]] = {k: b.get(k) for k in ("key", "release", "build_s", "total_s", "jobs", "built_at")}
+    return out
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(prog="benchmarks/ci_run.py", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cold", action="store_true", help="empty the lab's caches first")
+    ap.add_argument("--json", type=Path, required=True)
+    args = ap.parse_args(argv)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True, check=True).stdout.strip()
+    if args.cold:
+        for c in CACHES:
+            shutil.rmtree(c, ignore_errors=True)
+    work = Path(tempfile.mkdtemp(prefix="nttrace-ci-"))
+    clone = work / "main"
+    subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
+    # the seeds sit beside the clone, as on CI
+    seeds = REPO.parent / "shared"
+    if seeds.exists():
+        os.symlink(seeds, work / "shared")
+    log = work / "ci.log"
+    t0 = time.monotonic()
+    with open(log, "w") as f:
+        rc = subprocess.run(["bash", ".ci/run"], cwd=clone, stdout=f, stderr=subprocess.STDOUT,
+                            env={**os.environ, "CI": "true"}).returncode
+    wall = time.monotonic() - t0
+    text = log.read_text(errors="replace")
+    summary = next((line.strip("= ") for line in reversed(text.splitlines())
+                    if re.search(r"\d+ (passed|failed)", line)), None)
+    report = {"command": "CI=true bash .ci/run (fresh clone)" + (", caches emptied first" if args.cold else ""),
+              "cold": args.cold, "commit": head, "rc": rc, "wall_s": round(wall, 1), "pytest": summary,
+              "kernels": kernels(), "host": {"cpu": _cpu(), "cpus": os.cpu_count(), "kernel": platform.release()},
+              "started": time.strftime("%F %T", time.gmtime(time.time() - wall)), "runs": 1, "log": str(log)}
+    args.json.write_text(json.dumps(report, indent=1) + "\n")
+    print(json.dumps({k: report[k] for k in ("rc", "wall_s", "pytest")}))
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
