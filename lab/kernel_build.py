@@ -32,6 +32,7 @@ test) does not rebuild a kernel.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -41,6 +42,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -417,16 +419,36 @@ def install(src: Path, build: Path, out: Path, log: Path, variant: str) -> str:
     return release
 
 
+@contextmanager
+def _locked(name: str):
+    """An exclusive lock on CACHE/locks/<name> (flock: released however the
+    holder ends, kill -9 included): one builder of a variant, and one fetch
+    and unpack of the source, at a time, across processes (the suite's
+    background prebuild and a test may ask for the same kernel)."""
+    d = CACHE / "locks"
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / name, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
+
+
 def build(name: str, timeout: float = 2700) -> Kernel:
     """The kernel of a variant: from the cache when its key is there, else
     built (incrementally in its kept build tree). Raises KernelBuildError
-    naming the step that failed."""
+    naming the step that failed. A build of the same variant under way in
+    another process is waited for, and its kernel taken."""
     variant = VARIANTS[name] if isinstance(name, str) else name
+    with _locked(f"variant-{variant.name}"):
+        return _build(variant, timeout)
+
+
+def _build(variant: Variant, timeout: float) -> Kernel:
     logs = CACHE / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{variant.name}.log"
     log.write_text(f"# {time.strftime('%F %T')} nttrace lab kernel {variant.name}\n")
-    deb = fetch_source(log)
+    with _locked("source"):
+        deb = fetch_source(log)
     try:
         key, plan = variant_key(variant, deb)
     except (mailing_list.SeriesError, OSError) as exc:
@@ -434,7 +456,8 @@ def build(name: str, timeout: float = 2700) -> Kernel:
     out = CACHE / "kernels" / f"{variant.name}-{key}"
     if (out / "complete").exists():
         return Kernel.read(out)
-    pristine = unpacked_source(deb, log)
+    with _locked("source"):
+        pristine = unpacked_source(deb, log)
     work = CACHE / "work" / variant.name
     previous = work / "patched-files.json"
     t0 = time.monotonic()
@@ -498,6 +521,9 @@ def variant_from_spec(spec: str) -> Variant:
 
 
 def main(argv: list[str]) -> int:
+    # a TERM (the suite ending its background prebuild) unwinds like Ctrl-C:
+    # the step under way kills its process group, no compiler is left behind
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if argv[:1] == ["--list"]:
         deb = fetch_source(CACHE / "logs" / "list.log")
         for v in VARIANTS.values():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from functools import lru_cache
@@ -123,6 +124,45 @@ def pytest_configure(config):
     unknown = required() - set(CAPABILITIES)
     if unknown:
         raise pytest.UsageError(f"NTTRACE_REQUIRE names unknown capabilities: {', '.join(sorted(unknown))}")
+
+
+# -- the lab's kernels, built in the background ---------------------------------
+# A cold run spends most of its time compiling the three lab kernels, and
+# most of the rest in single-threaded QEMU guests and tests that leave a core
+# idle. When the session holds the lab-kernel tests, their kernels start
+# building at once, niced (the tests keep the CPU whenever they want it), in
+# the order the tests ask for them; a test that needs a kernel still being
+# built waits on kernel_build's per-variant lock and takes it. The build is
+# ended at the session's end (TERM: its make is killed), whatever happened.
+_PREBUILD: subprocess.Popen | None = None
+
+
+def pytest_collection_finish(session):
+    global _PREBUILD
+    if os.environ.get("NTTRACE_LAB_PREBUILD", "1") == "0" or session.config.option.collectonly:
+        return
+    if not any("test_lab_kernels.py" in item.nodeid for item in session.items):
+        return
+    if os.geteuid() != 0 or not _kernel_build()[0] or not _seeds()[0]:
+        return      # the tests themselves skip (or fail, where required) saying why
+    from lab import kernel_build
+    variants = [v for v in os.environ.get("NTTRACE_LAB_VARIANTS", "base,nt-v3,nt-v2").split(",") if v]
+    (kernel_build.CACHE / "logs").mkdir(parents=True, exist_ok=True)
+    with open(kernel_build.CACHE / "logs" / "prebuild.log", "w") as log:
+        _PREBUILD = subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "lab.kernel_build", *variants],
+                                     cwd=Path(__file__).resolve().parents[1], stdout=log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if _PREBUILD is None or _PREBUILD.poll() is not None:
+        return
+    os.killpg(_PREBUILD.pid, signal.SIGTERM)
+    try:
+        _PREBUILD.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(_PREBUILD.pid, signal.SIGKILL)
+        _PREBUILD.wait()
 
 
 def pytest_runtest_setup(item):

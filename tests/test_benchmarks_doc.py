@@ -36,6 +36,7 @@ def test_a_changed_raw_figure_breaks_the_check(tmp_path):
             shutil.copytree(f, copy / "benchmarks" / f.name)
     shutil.copy2(REPO / "BENCHMARKS.md", copy / "BENCHMARKS.md")
     shutil.copytree(REPO / "lab", copy / "lab", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "tests" / "fixtures" / "golden", copy / "tests" / "fixtures" / "golden")
     raw = copy / "benchmarks" / "perf-binding-epyc-vm-2026-12-01.json"
     raw.write_text(raw.read_text().replace('"pages": 20000', '"pages": 20001', 1))
     proc = subprocess.run([sys.executable, str(copy / "benchmarks" / "render.py"), "--check"], capture_output=True,

@@ -193,3 +193,31 @@ def test_the_ab_command_refuses_bad_arguments_in_one_line(tmp_path, args, says):
                        env={"NTTRACE_KERNEL_CACHE": str(tmp_path / "cache"), "PATH": "/usr/bin:/bin"})
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and says in p.stderr, p.stderr
     assert not (tmp_path / "cache").exists()
+
+
+def test_one_builder_per_variant_across_processes(tmp_path, monkeypatch):
+    """kernel_build's lock: a second process asking for a variant another
+    one is building waits for it (the suite's background prebuild and a test
+    share the cache), and a holder killed with -9 does not leave it locked."""
+    monkeypatch.setattr(kernel_build, "CACHE", tmp_path)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); from pathlib import Path\n"
+        "from lab import kernel_build as kb\nkb.CACHE = Path(sys.argv[2])\n"
+        "with kb._locked('variant-x'):\n    print('held', flush=True); time.sleep(30)\n"),
+        str(Path(kernel_build.__file__).parents[1]), str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        import threading
+        got = threading.Event()
+
+        def take():
+            with kernel_build._locked("variant-x"):
+                got.set()
+        t = threading.Thread(target=take, daemon=True)
+        t.start()
+        assert not got.wait(1.0), "the lock was taken while another process held it"
+        holder.kill()                    # kill -9: the kernel drops its flock with the process
+        assert got.wait(10), "the lock stayed held after its holder died"
+    finally:
+        holder.kill()
+        holder.wait()
