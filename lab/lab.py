@@ -21,6 +21,7 @@ once and the harness reports it as a guest panic, with the scenario it hit.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -54,11 +56,31 @@ def image_key() -> str:
     return h.hexdigest()[:16]
 
 
+@contextmanager
+def _locked(name: str):
+    """An exclusive flock on CACHE/<name>.lock, across threads and processes
+    (two guests booting at once share the image and the wheel's build)."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{name}.lock", "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def image(build_timeout: float = 1800) -> Path:
-    """The cached image directory, built first when missing."""
+    """The cached image directory, built first when missing (one builder at a time)."""
     d = CACHE / image_key()
     if (d / "complete").exists():
         return d
+    with _locked("image"):
+        if (d / "complete").exists():   # built while we waited
+            return d
+        return _build_image(d, build_timeout)
+
+
+def _build_image(d: Path, build_timeout: float) -> Path:
     shutil.rmtree(d, ignore_errors=True)
     d.parent.mkdir(parents=True, exist_ok=True)
     log = d.parent / f"{d.name}.build.log"
@@ -76,7 +98,13 @@ def image(build_timeout: float = 1800) -> Path:
 
 def build_wheel(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
-    # /usr/bin/python3 is Debian 12's 3.11, the guest's Python too.
+    # /usr/bin/python3 is Debian 12's 3.11, the guest's Python too. setuptools
+    # builds in the tree (build/, *.egg-info): one build at a time.
+    with _locked("wheel"):
+        return _build_wheel(dest)
+
+
+def _build_wheel(dest: Path) -> Path:
     p = subprocess.run(["/usr/bin/python3", "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
                         "-w", str(dest), str(TREE)], capture_output=True, text=True, timeout=600)
     if p.returncode != 0:

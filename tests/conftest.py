@@ -135,10 +135,12 @@ def pytest_configure(config):
 # built waits on kernel_build's per-variant lock and takes it. The build is
 # ended at the session's end (TERM: its make is killed), whatever happened.
 _PREBUILD: subprocess.Popen | None = None
+SELECTED: set[str] = set()     # the session's test ids (what a lab test may prepare ahead for)
 
 
 def pytest_collection_finish(session):
     global _PREBUILD
+    SELECTED.update(item.nodeid for item in session.items)
     if os.environ.get("NTTRACE_LAB_PREBUILD", "1") == "0" or session.config.option.collectonly:
         return
     if not any("test_lab_kernels.py" in item.nodeid for item in session.items):

@@ -15,7 +15,8 @@ import shutil
 import subprocess
 import sys
 import time
-from functools import lru_cache
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,7 @@ import pytest
 from lab import kernel_build, lab_checks
 from lab import lab as labmod
 from lab.ab import save_reports
+from conftest import SELECTED
 from lab.lab_checks import checks
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe
@@ -49,9 +51,8 @@ KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", "/var/cache/nttrace-lab/kernels-l
 BOOT_TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
 
 
-@lru_cache(maxsize=None)
 def _boot(variant: str):
-    """(kernel, LabRun) or the error that stopped it; each variant boots once."""
+    """(kernel, LabRun) or the error that stopped it."""
     try:
         kernel = kernel_build.build(variant)
         results = KEEP / variant
@@ -61,10 +62,36 @@ def _boot(variant: str):
         return exc, None
 
 
+# Each variant boots once. A guest runs single-threaded TCG, one core of the
+# two: while one variant boots, the next one (in VARIANTS order) boots beside
+# it, so two guests share the machine and the suite waits for the pair, not
+# for each in turn. NTTRACE_LAB_PARALLEL=1 boots one at a time.
+_POOL = ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("NTTRACE_LAB_PARALLEL", "2"))))
+_FUTURES: dict = {}
+_FUTURES_LOCK = threading.Lock()
+
+
+def _boot_future(variant: str):
+    with _FUTURES_LOCK:
+        if variant not in _FUTURES:
+            _FUTURES[variant] = _POOL.submit(_boot, variant)
+        return _FUTURES[variant]
+
+
+def _wanted(variant: str) -> bool:
+    """Whether a test of this session boots the variant (nothing boots ahead for nothing)."""
+    here = [n for n in SELECTED if "test_lab_kernels.py" in n]
+    return any(variant in n or variant.replace("-", "_") in n for n in here)
+
+
 def booted(variant: str):
     if variant not in VARIANTS:
         pytest.skip(f"NTTRACE_LAB_VARIANTS leaves out {variant}")
-    kernel, lab = _boot(variant)
+    later = [v for v in VARIANTS[VARIANTS.index(variant) + 1:] if _wanted(v)]
+    future = _boot_future(variant)
+    if later and _POOL._max_workers > 1:
+        _boot_future(later[0])
+    kernel, lab = future.result()
     if lab is None:
         raise kernel  # the build or boot error, with its step and log
     return kernel, lab
