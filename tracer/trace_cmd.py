@@ -112,7 +112,10 @@ def main(args) -> int:
             _write_records(tracer, record_file)
             snap = tracer.snapshot()
             if maps_file is not None:
-                json.dump(tracer.record_maps(), maps_file)
+                recording = tracer.record_maps()
+                # what is printed is what the recorded maps decode to
+                snap.update({name: rec["snapshot"] for name, rec in recording["probes"].items()})
+                json.dump(recording, maps_file)
                 maps_file.close()
                 os.replace(args.record_maps + ".tmp", args.record_maps)
                 maps_file = None
