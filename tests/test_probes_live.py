@@ -2,7 +2,9 @@
 import json
 import os
 import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -331,3 +333,26 @@ def test_bench_overhead_on_demotion_runs_where_the_host_can_demote_else_says_why
 def test_bench_overhead_rejects_nonpositive_counts():
     proc = run_nttrace("bench", "overhead", "--per-round", "0")
     assert proc.returncode == 2 and "--per-round" in one_line_error(proc)
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc")
+def test_trace_records_its_maps_and_they_replay_to_what_it_printed(tmp_path):
+    from nttrace.probes.tracer import replay
+    out = tmp_path / "maps.json"
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("nttrace")), "trace", "--probes", MigrateProbe.name,
+                             "--duration", "4", "--json", "--record-maps", str(out)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    time.sleep(2)
+    triggers.compaction(scratch_mib=32)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr
+    printed = json.loads(stdout)["probes"][MigrateProbe.name]
+    recording = json.loads(out.read_text())
+    assert recording["settled"] and sum(r["calls"] for r in printed["rows"]) > 0
+    assert replay(recording)[MigrateProbe.name] == printed
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_trace_record_maps_to_a_bad_path_is_one_line_and_exit_2(tmp_path):
+    proc = run_nttrace("trace", "--duration", "1", "--record-maps", str(tmp_path / "no" / "such" / "maps.json"))
+    assert proc.returncode == 2 and "--record-maps" in one_line_error(proc)
