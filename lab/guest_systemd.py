@@ -15,6 +15,8 @@ from pathlib import Path
 
 from guest_scenarios import NTTRACE, RESULTS, sh  # noqa: E402  (same directory, same argv)
 from lab_checks import wait_until  # noqa: E402
+from nttrace.probes.copy import CopyProbe  # noqa: E402  (the wheel installed in the guest's venv)
+from nttrace.probes.migrate import MigrateProbe  # noqa: E402
 CONFIG = Path("/etc/nttrace/nttrace.toml")
 # The lab shortens the watchdog so a hang is caught in seconds, not 30 s;
 # everything else is the shipped unit.
@@ -51,7 +53,7 @@ def journal() -> str:
 def main() -> dict:
     out: dict = {"pid1": Path("/proc/1/comm").read_text().strip()}
     out["install"] = sh(NTTRACE, "install-service").stdout.splitlines()
-    CONFIG.write_text('listen = "0.0.0.0:9435"\nprobes = ["migrate"]\nperf = []\n')
+    CONFIG.write_text(f'listen = "0.0.0.0:9435"\nprobes = ["{MigrateProbe.name}"]\nperf = []\n')
     d = Path("/etc/systemd/system/nttrace.service.d")
     d.mkdir(parents=True, exist_ok=True)
     (d / "lab.conf").write_text(DROPIN)
@@ -101,7 +103,7 @@ def main() -> dict:
     out["host_scraped"] = bool(wait_until(lambda: (RESULTS / "host-scraped").exists(), 300))
 
     # reload applies a probe change
-    CONFIG.write_text('listen = "0.0.0.0:9435"\nprobes = ["migrate", "copy"]\nperf = []\n')
+    CONFIG.write_text(f'listen = "0.0.0.0:9435"\nprobes = ["{MigrateProbe.name}", "{CopyProbe.name}"]\nperf = []\n')
     t0 = time.monotonic()
     out["reload_rc"] = sh("systemctl", "reload", "nttrace", check=False).returncode
     out["reload_s"] = time.monotonic() - t0
