@@ -14,10 +14,6 @@ from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.page_ref import PageRefProbe
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.kernel.tracefs import read_format
-from nttrace.probes.copy import CopyProbe
-from nttrace.probes.memmap import MemmapProbe
-from nttrace.probes.migrate import MigrateProbe
-from nttrace.probes.page_ref import PageRefProbe
 
 
 @pytest.fixture(scope="module")

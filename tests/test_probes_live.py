@@ -10,7 +10,6 @@ import pytest
 
 from conftest import bpftool_prog_ids, one_line_error, run_nttrace
 from nttrace.probes import PROBES, capabilities
-from nttrace.probes.memmap import MemmapProbe
 from nttrace.kernel import vmstat
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.reference import native

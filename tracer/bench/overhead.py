@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import statistics
 import sys
-import time
 
 from nttrace.errors import EXIT_OK, CapabilityError
 from nttrace.probes import DEFAULT, demotion_probes

@@ -87,11 +87,16 @@ def _per_event(progs: list[dict]) -> float | None:
 def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float, each: bool = True) -> dict:
     from nttrace.probes.tracer import Tracer
     before = set(bpftool_progs())
-    with Tracer([probe], options={probe: options}) as t:
-        if not t.attached(probe):
-            return {"status": "unavailable", "reason": t.status[probe].get("reason")}
+    t = Tracer([probe], options={probe: options})
+    try:
+        t.attach()
+    except CapabilityError:  # alone, a probe that cannot attach leaves the tracer with nothing attached
+        return {"status": "unavailable", "reason": t.status[probe].get("reason")}
+    try:
         ours = set(bpftool_progs()) - before
         rounds, progs = _drive(ours, drive, min_events, max_s, each)
+    finally:
+        t.detach()
     return {"status": "measured", "workload_rounds": rounds, "programs": progs, "ns_per_event": _per_event(progs)}
 
 
