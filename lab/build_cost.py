@@ -112,6 +112,18 @@ def main(argv: list[str]) -> int:
     src = kb.unpacked_source(kb.fetch_source(log), log)
     results = []
     t0 = time.monotonic()
+
+    def report(complete: bool) -> str:
+        """The figures so far; written after every config, so a failed build keeps the ones before it."""
+        text = json.dumps({"host": {"cpu": _cpu(), "cpus": os.cpu_count(), "kernel": platform.release()},
+                           "jobs": args.jobs, "source": src.parent.name, "compiler": kb.compiler_version(),
+                           "runs_per_config": 1, "wall_s": round(time.monotonic() - t0, 1), "complete": complete,
+                           "command": "python3 -m lab.build_cost " + " ".join(argv), "configs": results},
+                          indent=1) + "\n"
+        if args.json:
+            args.json.write_text(text)
+        return text
+
     for i, name in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {name}: {known[name].recipe()} ...", flush=True)
         try:
@@ -119,18 +131,13 @@ def main(argv: list[str]) -> int:
         except kb.KernelBuildError as exc:
             print(exc, file=sys.stderr)
             return 1
+        finally:
+            shutil.rmtree(root / name / "build", ignore_errors=True)   # several GB each
         results.append(r)
+        report(complete=False)
         print(f"[{i}/{len(chosen)}] {name}: built in {r['build_s']:.0f} s (compile {r['compile_s']:.0f} s, "
               f"link tail {r['link_tail_s']:.0f} s), {r['objects']} objects", flush=True)
-        shutil.rmtree(root / name / "build", ignore_errors=True)   # several GB each
-    report = {"host": {"cpu": _cpu(), "cpus": os.cpu_count(), "kernel": platform.release()},
-              "jobs": args.jobs, "source": src.parent.name, "compiler": kb.compiler_version(),
-              "runs_per_config": 1, "wall_s": round(time.monotonic() - t0, 1),
-              "command": "python3 -m lab.build_cost " + " ".join(argv), "configs": results}
-    text = json.dumps(report, indent=1) + "\n"
-    if args.json:
-        args.json.write_text(text)
-    print(text, end="")
+    print(report(complete=True), end="")
     return 0
 
 
