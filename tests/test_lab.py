@@ -93,6 +93,8 @@ def test_demotion_to_the_cpuless_node(lab):
     assert c["status"] == "warn" and "cached" in c["summary"]  # Debian 6.1 has no NT mode
     copy = {row["routine"]: row for row in ev[CopyProbe.name]["rows"]}
     assert sum(copy[r]["calls"] for r in ("folio_mc_copy", "folio_copy") if r in copy) > 0, copy
+    # THPs count at their size: the copied bytes are the demoted pages' bytes
+    assert ev["copied_pages"] == ev["pgdemote_delta"], ev
 
 
 def test_daemon_in_the_guest_scraped_from_the_host(lab):

@@ -32,10 +32,12 @@ ROUTINES = [
 
 def folio_layout(btf: Btf) -> dict[str, int]:
     """Offsets for folio_order() from BTF: 6.1 has folio._folio_order,
-    later kernels keep the order in the low byte of folio._flags_1."""
+    later kernels keep the order in the low byte of folio._flags_1. 6.1's
+    folio has a _flags_1 too (the first tail page's flags, not the order),
+    so _folio_order is looked for first."""
     out = {"NTTRACE_FOLIO_FLAGS": btf.member_offset("folio", "flags"),
            "NTTRACE_PG_HEAD": btf.enum("pageflags")["PG_head"]}
-    for member in ("_flags_1", "_folio_order"):
+    for member in ("_folio_order", "_flags_1"):
         try:
             out["NTTRACE_FOLIO_ORDER"] = btf.member_offset("folio", member)
             return out
