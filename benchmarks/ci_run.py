@@ -68,10 +68,15 @@ def main(argv: list[str]) -> int:
     text = log.read_text(errors="replace")
     summary = next((line.strip("= ") for line in reversed(text.splitlines())
                     if re.search(r"\d+ (passed|failed)", line)), None)
-    report = {"command": "CI=true bash .ci/run (fresh clone)" + (", caches emptied first" if args.cold else ""),
+    # pytest's --durations lines (PYTEST_ARGS=--durations=N in the environment): "12.34s call  tests/x.py::t"
+    slowest = [{"s": float(m[1]), "when": m[2], "test": m[3]}
+               for m in re.finditer(r"^(\d+\.\d+)s (setup|call|teardown)\s+(\S+)$", text, re.M)]
+    command = "CI=true " + (f"PYTEST_ARGS='{os.environ['PYTEST_ARGS']}' " if os.environ.get("PYTEST_ARGS") else "")
+    report = {"command": command + "bash .ci/run (fresh clone)" + (", caches emptied first" if args.cold else ""),
               "cold": args.cold, "commit": head, "rc": rc, "wall_s": round(wall, 1), "pytest": summary,
               "kernels": kernels(), "host": {"cpu": _cpu(), "cpus": os.cpu_count(), "kernel": platform.release()},
-              "started": time.strftime("%F %T", time.gmtime(time.time() - wall)), "runs": 1, "log": str(log)}
+              "started": time.strftime("%F %T", time.gmtime(time.time() - wall)), "runs": 1, "log": str(log),
+              "slowest": slowest}
     args.json.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: report[k] for k in ("rc", "wall_s", "pytest")}))
     return rc

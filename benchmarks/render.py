@@ -27,7 +27,8 @@ DOC = HERE.parent / "BENCHMARKS.md"
 
 
 def _load(name: str):
-    return json.loads((HERE / name).read_text())
+    text = (HERE / name).read_text()
+    return json.loads(text) if name.endswith(".json") else text
 
 
 def _ms(x: float) -> str:
@@ -215,6 +216,35 @@ def probe_each(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def migrate_program_ab(raw: dict) -> str:
+    """The previous migrate program against the current one (benchmarks/migrate_program_ab.py)."""
+    labels = {"7923064:bpf/migrate.bpf.c": "previous (LRU hash in-flight map, histogram in a second per-CPU array)",
+              "bpf/migrate.bpf.c": "current (direct-mapped in-flight array, one per-CPU row)",
+              "clock_only": "clock only"}
+    floor = raw["clock_only"]["median"]
+    rows = ["| | rounds, ns/event | median | vs clock only |", "|---|---|---:|---:|"]
+    for key, r in raw.items():
+        bold = key == "bpf/migrate.bpf.c"
+        med, ratio = f"{r['median']:.0f}", f"{r['median'] / floor:.2f}"
+        rows.append(f"| {labels.get(key, key)} | {', '.join(f'{x:.0f}' for x in r['rounds'])} | "
+                    + (f"**{med}** | **{ratio}** |" if bold else f"{med} | {ratio} |"))
+    cur, prev = raw["bpf/migrate.bpf.c"]["median"], raw["7923064:bpf/migrate.bpf.c"]["median"]
+    rows += ["", f"The current program costs {cur / prev:.2f} of the previous one ({len(raw['clock_only']['rounds'])} "
+                 "rounds, medians)."]
+    return "\n".join(rows)
+
+
+def snapshot_read(raw: dict) -> str:
+    """A migrate snapshot read through the handed-over descriptors against bcc's tables."""
+    per = raw["us_per_snapshot"]
+    med = {k: statistics.median(v) for k, v in per.items()}
+    rows = ["| reader | rounds, us a snapshot | median |", "|---|---|--:|"]
+    rows += [f"| {k} | {', '.join(f'{x:.0f}' for x in v)} | {med[k]:.0f} |" for k, v in per.items()]
+    rows += ["", f"handover / bcc: x{med['handover'] / med['bcc']:.2f} ({len(per['bcc'])} alternating rounds, one "
+                 f"process holding both, the same rows read by both). Command: `.venv/bin/python {raw['command']}`."]
+    return "\n".join(rows)
+
+
 def _overhead_row(label: str, r: dict, bold: bool) -> str:
     m, q = r["median_pages_per_s"], r["ratio_quartiles"]
     ratio = f"**{r['median_ratio']:.3f}**" if bold else f"{r['median_ratio']:.3f}"
@@ -296,6 +326,21 @@ def daemon_loader_ab(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def memory_floor(raw: dict) -> str:
+    """The daemon's resident memory against the least a Python exporter holds."""
+    bare = raw["bare"]["summary"]["peak_rss_mib"]["median"]
+    floor = raw["exporter"]["summary"]["peak_rss_mib"]["median"]
+    daemon = statistics.median(d["rss_kib_idle"] for d in raw["daemon"]["after_loader_handover"]) / 1024
+    rows = ["| process | resident MiB (median) |", "|---|--:|",
+            f"| a bare Python (`{raw['bare']['command']}`), peak | {bare:.1f} |",
+            f"| Python importing what an exporter needs (`{raw['exporter']['command']}`), peak | {floor:.1f} |",
+            f"| the daemon, idle, default probe set (the loader A/B's 'after' rounds) | {daemon:.1f} |", "",
+            f"The daemon is x{daemon / floor:.2f} that floor. Floors: {len(raw['bare']['runs'])} runs each "
+            f"(`python3 benchmarks/whole_command.py`), {raw['bare']['taken']}; the daemon's figure is from "
+            "`nttrace bench daemon`, 2026-11-30."]
+    return "\n".join(rows)
+
+
 def whole_command(raw: dict) -> str:
     """A command timed as a whole process (benchmarks/whole_command.py)."""
     s = raw["summary"]
@@ -344,7 +389,8 @@ def build_cost(raw: dict) -> str:
     if "lab" in by and "lab-with-var-tracking" in by:
         d = by["lab-with-var-tracking"]["build_s"] - by["lab"]["build_s"]
         notes.append(f"variable locations, which BTF does not use, would add {d:.0f} s")
-    rows.append("; ".join(notes).capitalize() + ("." if notes else "") +
+    said = "; ".join(notes)
+    rows.append(said[:1].upper() + said[1:] + ("." if notes else "") +
                 f" One build a config, from clean, one after another with nothing else running, on {raw['host']['cpu']} "
                 f"({raw['host']['cpus']} CPUs), {raw['compiler']}, source {raw['source']}. Command: `{raw['command']}`.")
     return "\n".join(rows)
@@ -356,8 +402,63 @@ def ci_run(raw: dict) -> str:
             f"| pytest | {raw['pytest']} |"]
     for name, k in sorted(raw["kernels"].items()):
         rows.append(f"| kernel {name}: build (make) / all steps | {_mmss(k['build_s'])} / {_mmss(k['total_s'])} |")
+    slowest = sorted(raw.get("slowest", []), key=lambda d: -d["s"])[:12]
+    if slowest:
+        rows += ["", "Its slowest steps (pytest `--durations`; a lab fixture's setup is its guest's boot and "
+                     "scenarios, and the kernel build where the kernel was not cached):", "",
+                 "| step | test | time |", "|---|---|--:|"]
+        rows += [f"| {d['when']} | `{d['test']}` | {_mmss(d['s'])} |" for d in slowest]
     rows.append("")
     rows.append(f"One run, on {raw['host']['cpu']} ({raw['host']['cpus']} CPUs), started {raw['started']} UTC.")
+    return "\n".join(rows)
+
+
+def lab_scenarios(raw: str) -> str:
+    """Each scenario's time inside the stock guest, from its guest-run.log."""
+    done = re.findall(r"^scenario (\S+): done in (\d+)s$", raw, re.M)
+    rows = ["| scenario | seconds |", "|---|--:|"] + [f"| {name} | {s} |" for name, s in done]
+    rows += [f"| all {len(done)} | {sum(int(s) for _n, s in done)} |", "",
+             "One boot of the Debian 12 guest (kernel 6.1, single-threaded QEMU TCG: emulated times), as "
+             "`make test PYTEST_ARGS=\"-m lab\"` runs it; the raw file is the guest's own log."]
+    return "\n".join(rows)
+
+
+def _memmap_evidence(report: dict) -> dict:
+    return next(c for c in report["checks"] if c["id"] == "kernel.memmap_latency")["evidence"]
+
+
+def page_ref_observer(raw: dict) -> str:
+    """Each lab kernel's rebinds without and with the page_ref_set probe
+    (the guest's memmap_<mode>.json: its report and its page_ref_report)."""
+    rows = ["| kernel | mode | rebind median, no page_ref (n) | with page_ref_set attached (n) | page_ref_set per page "
+            "initialised | path nttrace infers |", "|---|---|--:|--:|--:|---|"]
+    for key, r in raw.items():
+        kernel, mode = key.rsplit("-", 1)
+        plain, ref = _memmap_evidence(r["report"]), _memmap_evidence(r["page_ref_report"])
+        rows.append(f"| {kernel} | {mode} | {plain['rebind_ms']['median']:.1f} ms ({plain['rebind_ms']['n']}) | "
+                    f"{ref['rebind_ms']['median']:.1f} ms ({ref['rebind_ms']['n']}) | "
+                    f"{ref['page_ref_sets_per_page']['median']:.2g} | {', '.join(ref['template_path'])} |")
+    rows += ["", "One boot a kernel (QEMU TCG: emulated times; compare within a row), as the lab's kernel tests run it "
+                 "(`make test PYTEST_ARGS=\"-m lab\"`); the raw files are the guests' memmap scenario outputs."]
+    return "\n".join(rows)
+
+
+def systemd_unit(raw: dict) -> str:
+    """The shipped unit under the lab guest's systemd (lab/guest_systemd.py)."""
+    caps = raw["caps"]
+    rows = ["| | seconds |", "|---|--:|",
+            f"| `systemctl start` to active (READY=1; bcc compiling the migrate probe under TCG is most of it) | "
+            f"{raw['start_s']:.1f} |",
+            f"| `systemctl reload` (returns at once; the copy probe attaches in the background) | {raw['reload_s']:.2f} |",
+            f"| SIGSTOP of the main process to a new main process active (watchdog, SIGABRT, restart, compile) | "
+            f"{raw['watchdog_restart_s']:.1f} |",
+            f"| `systemctl stop` to inactive, {len(raw['programs_after_stop'])} BPF programs left | {raw['stop_s']:.2f} |",
+            f"| start refused under `perf_event_paranoid={raw['perf_event_paranoid']}` (exit with the reason) | "
+            f"{raw['paranoid_start_s']:.1f} |",
+            "",
+            f"One boot (QEMU TCG: emulated times). The service's CapEff = CapBnd = CapPrm = {caps['CapEff']:#x} "
+            f"(CAP_PERFMON, CAP_BPF); programs while running: {', '.join(raw['programs_running'])}. "
+            "Command: `make test PYTEST_ARGS=\"-m lab\"` (the raw file is the guest's systemd.json)."]
     return "\n".join(rows)
 
 
@@ -373,6 +474,9 @@ def slow_machine(raw: dict) -> str:
             f"(measured there) | |",
             f"| lab.config base kernel build | {_mmss(lab)} | {_mmss(lab * ratio)} | 8 m |",
             f"| cold `.ci/run` | {_mmss(cold['wall_s'])} | {_mmss(cold['wall_s'] * ratio)} | 65 m |"]
+    if "cached" in raw:
+        rows.append(f"| cached `.ci/run` (kernels and image in the cache) | {_mmss(raw['cached']['wall_s'])} | "
+                    f"{_mmss(raw['cached']['wall_s'] * ratio)} | 25 m |")
     rows.append("")
     rows.append(f"Ratio x{ratio:.2f}: the slow machine's defconfig-based base build ({slow['source']}) over this "
                 f"machine's, same config and source. Every part of the cold run is scaled by it, the parts that do "
@@ -382,6 +486,13 @@ def slow_machine(raw: dict) -> str:
 
 NATIVE = ["native-epyc-vm-2026-11-30.json"]
 BLOCKS = {
+    "validate-quick": (whole_command, ["validate-quick-epyc-vm-2026-12-01.json"]),
+    "trace-cpu": (whole_command, ["trace-4s-epyc-vm-2026-12-01.json"]),
+    "build-cost": (build_cost, ["lab-kernel-build-cost-2026-12-01.json"]),
+    "lab-scenarios": (lab_scenarios, ["lab-stock-guest-run-2026-12-01.log"]),
+    "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
+                                              for k in ("base", "nt-v3") for m in ("fsdax", "devdax")}),
+    "systemd-unit": (systemd_unit, ["systemd-lab-debian12-tcg-2026-12-01.json"]),
     # the A/B of the recorded base and nt-v3 boots, as tests/test_golden_outputs.py holds it to them
     "ab-one-boot": (text_file, ["tests/fixtures/golden/ab-base-nt-v3.md"]),
     "daemon-versions": (daemon_versions, {"first": "daemon-epyc-vm-2026-11-30.json",
@@ -391,6 +502,11 @@ BLOCKS = {
                                        "aa": "overhead-aa-epyc-vm-2026-11-30.json"}),
     "overhead-demotion": (lambda raw: overhead_demotion(raw["both"]),
                           {"both": "overhead-demotion-lab-nt-v3-tcg-2026-11-30.json"}),
+    "memory-floor": (memory_floor, {"bare": "python-floor-bare-epyc-vm-2026-12-01.json",
+                                     "exporter": "python-floor-exporter-imports-epyc-vm-2026-12-01.json",
+                                     "daemon": "daemon-loader-ab-epyc-vm-2026-11-30.json"}),
+    "snapshot-read": (snapshot_read, ["snapshot-read-epyc-vm-2026-12-01.json"]),
+    "migrate-program-ab": (migrate_program_ab, ["migrate-program-ab-epyc-vm-2026-11-30.json"]),
     "probe-rounds": (probe_rounds, ["probes-epyc-vm-2026-11-30-rounds.json"]),
     "native-memmap": (native_memmap, NATIVE),
     "native-page-copy": (native_page_copy, NATIVE),

@@ -4,9 +4,12 @@ bcc's tables (as `nttrace trace` reads them). One process holds both sets of
 programs, attached to the same tracepoints, so both count the same
 compaction; prints us per snapshot per round and checks the counts agree.
 
-    .venv/bin/python benchmarks/snapshot_read_ab.py --rounds 5
+    .venv/bin/python benchmarks/snapshot_read_ab.py --rounds 5 [--json FILE]
 """
 import argparse
+import json
+import os
+import platform
 import statistics
 import time
 
@@ -24,6 +27,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--snapshots", type=int, default=200)
+    ap.add_argument("--json", help="write the rounds to this raw file for BENCHMARKS.md")
     args = ap.parse_args()
     opts = {NAME: {"records": False}}
     loaded = loader.load([NAME], opts)
@@ -49,6 +53,12 @@ def main() -> None:
         for name, us in per.items():
             print(f"{name:9} us/snapshot {' '.join(f'{u:.0f}' for u in us)}  median {statistics.median(us):.0f}")
         print(f"same rows: {rows['bcc']}")
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"command": "benchmarks/snapshot_read_ab.py --rounds %d --snapshots %d" % (args.rounds, args.snapshots),
+                           "taken": time.strftime("%F %T UTC", time.gmtime()),
+                           "host": {"cpus": os.cpu_count(), "kernel": platform.release()},
+                           "us_per_snapshot": per, "rows": rows["bcc"]}, f, indent=1)
     finally:
         for t in readers.values():
             t.detach()

@@ -18,7 +18,7 @@ def test_generated_tables_match_their_raw_files():
 def test_the_document_has_generated_blocks_and_every_named_raw_file_exists():
     text = (REPO / "BENCHMARKS.md").read_text()
     assert len(re.findall(r"<!-- generated: [\w-]+ -->", text)) >= 4
-    named = set(re.findall(r"`benchmarks/([\w./-]+\.json)`", text))
+    named = set(re.findall(r"`benchmarks/([\w./-]+\.(?:json|log))`", text))
     assert named
     missing = sorted(n for n in named if not (REPO / "benchmarks" / n).exists())
     assert not missing, missing
