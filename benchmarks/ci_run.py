@@ -53,6 +53,7 @@ def main(argv: list[str]) -> int:
         for c in CACHES:
             shutil.rmtree(c, ignore_errors=True)
     work = Path(tempfile.mkdtemp(prefix="nttrace-ci-"))
+    work.chmod(0o755)   # as a checkout is: the tests run nttrace as nobody from it
     clone = work / "main"
     subprocess.run(["git", "clone", "-q", str(REPO), str(clone)], check=True)
     # the seeds sit beside the clone, as on CI

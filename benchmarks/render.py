@@ -489,6 +489,9 @@ BLOCKS = {
     "validate-quick": (whole_command, ["validate-quick-epyc-vm-2026-12-01.json"]),
     "trace-cpu": (whole_command, ["trace-4s-epyc-vm-2026-12-01.json"]),
     "build-cost": (build_cost, ["lab-kernel-build-cost-2026-12-01.json"]),
+    "ci-cold": (ci_run, ["ci-cold-2026-12-01.json"]),
+    "slow-machine": (slow_machine, {"slow": "slow-machine-issue19.json", "cost": "lab-kernel-build-cost-2026-12-01.json",
+                                    "cold": "ci-cold-2026-12-01.json"}),
     "lab-scenarios": (lab_scenarios, ["lab-stock-guest-run-2026-12-01.log"]),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
                                               for k in ("base", "nt-v3") for m in ("fsdax", "devdax")}),
