@@ -152,12 +152,17 @@ def test_sigint_and_sigterm_detach(tmp_path):
     for sig in (signal.SIGINT, signal.SIGTERM):
         proc = subprocess.Popen([exe, "trace", "--probes", MigrateProbe.name, "--json"], stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and bpftool_prog_ids() == before:
-            time.sleep(0.1)
-        assert bpftool_prog_ids() != before, "trace never attached"
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=60)  # a bound, not a speed: CI builds a kernel beside it
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and bpftool_prog_ids() == before:
+                time.sleep(0.1)
+            assert bpftool_prog_ids() != before, "trace never attached"
+            proc.send_signal(sig)
+            out, err = proc.communicate(timeout=60)  # a bound, not a speed: CI builds a kernel beside it
+        finally:
+            if proc.poll() is None:     # a trace that ignored the signal must not outlive the test
+                proc.kill()
+                proc.wait()
         assert proc.returncode == 0, err
         assert json.loads(out)["probes"][MigrateProbe.name]["status"] == "attached"
         assert bpftool_prog_ids() == before
