@@ -423,18 +423,16 @@ def lab_scenarios(raw: str) -> str:
     return "\n".join(rows)
 
 
-def _memmap_evidence(report: dict) -> dict:
-    return next(c for c in report["checks"] if c["id"] == "kernel.memmap_latency")["evidence"]
-
-
 def page_ref_observer(raw: dict) -> str:
     """Each lab kernel's rebinds without and with the page_ref_set probe
     (the guest's memmap_<mode>.json: its report and its page_ref_report)."""
+    sys.path.insert(0, str(HERE.parent))     # the checkout: the lab's reading of a report's checks
+    from lab.lab_checks import checks
     rows = ["| kernel | mode | rebind median, no page_ref (n) | with page_ref_set attached (n) | page_ref_set per page "
             "initialised | path nttrace infers |", "|---|---|--:|--:|--:|---|"]
     for key, r in raw.items():
         kernel, mode = key.rsplit("-", 1)
-        plain, ref = _memmap_evidence(r["report"]), _memmap_evidence(r["page_ref_report"])
+        plain, ref = (checks(r[k])["kernel.memmap_latency"]["evidence"] for k in ("report", "page_ref_report"))
         rows.append(f"| {kernel} | {mode} | {plain['rebind_ms']['median']:.1f} ms ({plain['rebind_ms']['n']}) | "
                     f"{ref['rebind_ms']['median']:.1f} ms ({ref['rebind_ms']['n']}) | "
                     f"{ref['page_ref_sets_per_page']['median']:.2g} | {', '.join(ref['template_path'])} |")
