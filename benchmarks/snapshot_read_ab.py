@@ -34,9 +34,9 @@ def main() -> None:
     caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
     meta = KernelMetadata.from_json(loaded.meta)
     readers = {
-        "handover": Tracer([NAME], opts, caps=caps, meta=meta, handle_sigterm=False,
+        "handover": Tracer([NAME], opts, caps=caps, meta=meta, handle_signals=False,
                            handover=loader.Handover(loaded)).attach(),
-        "bcc": Tracer([NAME], opts, caps=caps, meta=meta, handle_sigterm=False).attach(),
+        "bcc": Tracer([NAME], opts, caps=caps, meta=meta, handle_signals=False).attach(),
     }
     try:
         triggers.compaction(32)

@@ -94,7 +94,7 @@ def serve(sock: socket.socket) -> int:
         lacking = capabilities.missing_privilege(caps)
         if lacking:
             raise CapabilityError(lacking)
-        tracer = Tracer(request["probes"], request.get("options", {}), caps=caps, meta=meta, handle_sigterm=False)
+        tracer = Tracer(request["probes"], request.get("options", {}), caps=caps, meta=meta, handle_signals=False)
         _send(sock, {"caps": {k: v.as_json() for k, v in caps.items()}, "meta": meta.as_json()})
         for name, probe in tracer.probes.items():
             status = Tracer._attach_probe(probe)

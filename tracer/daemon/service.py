@@ -116,7 +116,7 @@ class Daemon:
                      loaded.peak_rss_kib / 1024)
             caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
             self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),
-                                 handle_sigterm=False, handover=loader.Handover(loaded)).attach()
+                                 handle_signals=False, handover=loader.Handover(loaded)).attach()
             self.perf = PerfCollector(self.cfg.perf)
         except BaseException:
             self.shutdown()

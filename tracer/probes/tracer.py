@@ -1,6 +1,13 @@
 """The Tracer: attaches a set of probes, snapshots their kernel-side
 aggregates, and always detaches (normal exit, SIGINT, SIGTERM, exceptions).
 
+Signals: while attached, SIGINT raises KeyboardInterrupt and SIGTERM
+Terminated, even where the process was started with SIGINT ignored (a job a
+non-interactive shell put in the background inherits that). A signal that
+lands while bcc polls a perf buffer is held until the poll returns: raised
+inside bcc's ctypes callback, the exception would be printed and dropped, and
+the loop around it would run on with the probes attached.
+
 Concurrency: the daemon's scrape threads call snapshot() while its main
 thread reloads (set_probes) and drains records (poll, records). The probe set
 is two dicts replaced as a whole under one lock, never changed in place; a
@@ -28,13 +35,16 @@ class Terminated(Exception):
     """SIGTERM, turned into an exception so every `finally` runs."""
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated()
+def _stop_exception(signum: int) -> BaseException:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 class Tracer:
     def __init__(self, probe_names: list[str], options: dict | None = None, caps=None, meta=None,
-                 handle_sigterm: bool = True, handover=None):
+                 handle_signals: bool = True, handover=None):
         check_names(probe_names)
         self.options = options or {}
         self.sysroot = Sysroot("/")
@@ -46,9 +56,17 @@ class Tracer:
         self.probes = {name: self._make(name) for name in probe_names}
         self.status: dict[str, dict] = {}
         self._lock = threading.RLock()
-        self.handle_sigterm = handle_sigterm
+        self.handle_signals = handle_signals   # False: the caller (the daemon) handles SIGINT and SIGTERM
         self.handover = handover   # nttrace.daemon.loader.Handover: a loader process attaches; None: this process, with bcc
-        self._old_term = None
+        self._old_handlers: dict[int, object] = {}
+        self._holding = False      # inside a probe's poll: a stop signal waits in _held until it returns
+        self._held: int | None = None
+
+    def _on_stop_signal(self, signum, frame):
+        if self._holding:
+            self._held = signum
+            return
+        raise _stop_exception(signum)
 
     def _make(self, name: str):
         return PROBES[name](self.meta, self.caps, self.options.get(name, {}), self.sysroot)
@@ -84,8 +102,8 @@ class Tracer:
         return {name: self._attach_probe(p) for name, p in probes.items()}
 
     def attach(self) -> "Tracer":
-        if self.handle_sigterm:
-            self._old_term = signal.signal(signal.SIGTERM, _raise_terminated)
+        if self.handle_signals and not self._old_handlers:
+            self._old_handlers = {sig: signal.signal(sig, self._on_stop_signal) for sig in STOP_SIGNALS}
         try:
             self.status = dict(self._attach_all(self.probes))
         except BaseException:
@@ -135,9 +153,16 @@ class Tracer:
         t0 = time.monotonic()
         waited = False
         with self._lock:
-            for name, p in self.probes.items():
-                if self.attached(name):
-                    waited |= p.poll(0 if waited else timeout_ms)
+            self._holding = True
+            try:
+                for name, p in self.probes.items():
+                    if self.attached(name):
+                        waited |= p.poll(0 if waited else timeout_ms)
+            finally:
+                self._holding = False
+        held, self._held = self._held, None
+        if held is not None:
+            raise _stop_exception(held)
         if not waited and timeout_ms > 0:
             time.sleep(max(0.0, timeout_ms / 1000 - (time.monotonic() - t0)))
 
@@ -192,9 +217,9 @@ class Tracer:
                     p.detach()
                 except Exception:
                     pass
-        if self._old_term is not None:
-            signal.signal(signal.SIGTERM, self._old_term)
-            self._old_term = None
+        for sig, old in self._old_handlers.items():
+            signal.signal(sig, signal.SIG_DFL if old is None else old)   # None: set outside Python
+        self._old_handlers = {}
 
     def __enter__(self):
         return self.attach()
