@@ -432,6 +432,16 @@ def _locked(name: str):
         yield
 
 
+def cached(name: str) -> bool:
+    """Whether the variant's kernel, as its inputs stand now, is in the cache
+    (False while the source package is not here yet: nothing is fetched)."""
+    found = sorted((CACHE / "dl").glob(f"{SOURCE_PACKAGE}_*_all.deb"))
+    if not found:
+        return False
+    key, _plan = variant_key(VARIANTS[name], found[-1])
+    return (CACHE / "kernels" / f"{name}-{key}" / "complete").exists()
+
+
 def build(name: str, timeout: float = 2700) -> Kernel:
     """The kernel of a variant: from the cache when its key is there, else
     built (incrementally in its kept build tree). Raises KernelBuildError
@@ -528,8 +538,7 @@ def main(argv: list[str]) -> int:
         deb = fetch_source(CACHE / "logs" / "list.log")
         for v in VARIANTS.values():
             key, plan = variant_key(v, deb)
-            state = "cached" if (CACHE / "kernels" / f"{v.name}-{key}" / "complete").exists() else "not built"
-            print(f"{v.name:<6} {key} {len(plan)} patches, {state}")
+            print(f"{v.name:<6} {key} {len(plan)} patches, {'cached' if cached(v.name) else 'not built'}")
         return 0
     variants: list[Variant] = []
     for arg in argv or list(VARIANTS):

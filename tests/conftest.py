@@ -138,9 +138,19 @@ _PREBUILD: subprocess.Popen | None = None
 SELECTED: set[str] = set()     # the session's test ids (what a lab test may prepare ahead for)
 
 
+def pytest_collection_modifyitems(session, config, items):
+    """The lab's tests last: their guests boot while the rest run (tests/lab_boots.py)."""
+    items.sort(key=lambda item: item.get_closest_marker("lab") is not None)   # stable: order kept otherwise
+
+
 def pytest_collection_finish(session):
-    global _PREBUILD
     SELECTED.update(item.nodeid for item in session.items)
+    _start_prebuild(session)
+    _start_lab_boots(session)    # after: a lab kernel's boot waits for the prebuild to build it
+
+
+def _start_prebuild(session) -> None:
+    global _PREBUILD
     if os.environ.get("NTTRACE_LAB_PREBUILD", "1") == "0" or session.config.option.collectonly:
         return
     if not any("test_lab_kernels.py" in item.nodeid for item in session.items):
@@ -156,7 +166,30 @@ def pytest_collection_finish(session):
                                      start_new_session=True)
 
 
+def prebuild_running() -> bool:
+    """Whether the background build of the lab kernels is still going."""
+    return _PREBUILD is not None and _PREBUILD.poll() is None
+
+
+def has(*caps: str) -> bool:
+    """Whether the host has every one of the capabilities (what `needs` checks)."""
+    return all(CAPABILITIES[c]()[0] for c in caps)
+
+
+def _start_lab_boots(session) -> None:
+    if "lab_boots" not in sys.modules or session.config.option.collectonly:
+        return      # no lab module collected
+    if not has("root", "qemu"):
+        return      # the lab tests skip (or fail, where required) saying why
+    from lab_boots import EARLY, POOL
+    POOL.tmp = session.config._tmp_path_factory
+    if EARLY:
+        POOL.start_wanted()
+
+
 def pytest_sessionfinish(session, exitstatus):
+    if "lab_boots" in sys.modules:
+        sys.modules["lab_boots"].POOL.close()
     if _PREBUILD is None or _PREBUILD.poll() is not None:
         return
     os.killpg(_PREBUILD.pid, signal.SIGTERM)

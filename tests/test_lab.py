@@ -5,8 +5,6 @@ scenario; the tests below read its results. Select with -m lab, skip with
 import os
 import re
 import subprocess
-import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -14,6 +12,7 @@ from lab import lab as labmod
 from lab import lab_checks
 from lab.lab_checks import checks
 from conftest import SELECTED
+from lab_boots import POOL, Boot
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe
 from nttrace.probes.migrate import MigrateProbe
@@ -22,19 +21,14 @@ from nttrace.probes.migrate_fn import MigrateFunctionProbe
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu")]
 
 LAB_TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
-# The guests this module's tests read, and how each is run. A guest runs
-# single-threaded TCG on one core of the two, so they boot two at a time
-# (NTTRACE_LAB_PARALLEL=1: one at a time), all started when the first test
-# asks for one; each test waits for its own.
+# The guests this module's tests read, and how each is run; they boot in
+# tests/lab_boots.py's pool, from the end of collection.
 GUESTS = {
     "lab": {"timeout": LAB_TIMEOUT},
     "systemd": {"systemd": True, "timeout": LAB_TIMEOUT},
     "hang": {"timeout": 90, "append": "nttrace.inject=hang"},
     "panic": {"timeout": 90, "append": "nttrace.inject=panic"},
 }
-_POOL = ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("NTTRACE_LAB_PARALLEL", "2"))))
-_STARTED: dict = {}
-_LOCK = threading.Lock()
 
 
 def _wanted(guest: str) -> bool:
@@ -46,37 +40,29 @@ def _wanted(guest: str) -> bool:
     return any("systemd" not in n and "failing_guest" not in n for n in here)
 
 
-def _run(guest: str, results):
-    """The guest's LabRun, or the LabError that ended it."""
+def _run(guest: str):
+    """(results directory, the guest's LabRun or the LabError that ended it)."""
+    results = POOL.tmp.mktemp(guest)
     try:
-        return labmod.run(results, **GUESTS[guest])
+        return results, labmod.run(results, **GUESTS[guest])
     except labmod.LabError as exc:
-        return exc
+        return results, exc
 
 
-def guest(name: str, tmp_path_factory):
-    """(results directory, future of _run) for the guest, starting every wanted guest the first time."""
-    with _LOCK:
-        if not _STARTED:
-            for g in [g for g in GUESTS if _wanted(g)]:
-                path = tmp_path_factory.mktemp(g)
-                _STARTED[g] = (path, _POOL.submit(_run, g, path))
-        if name not in _STARTED:
-            path = tmp_path_factory.mktemp(name)
-            _STARTED[name] = (path, _POOL.submit(_run, name, path))
-        return _STARTED[name]
+for _name in GUESTS:
+    POOL.register(Boot(_name, lambda g=_name: _wanted(g), lambda _prepared, g=_name: _run(g)))
 
 
-def finished(name: str, tmp_path_factory):
-    run = guest(name, tmp_path_factory)[1].result()
+def finished(name: str):
+    _results, run = POOL.result(name)
     if isinstance(run, labmod.LabError):
         raise run
     return run
 
 
 @pytest.fixture(scope="module")
-def lab(tmp_path_factory):
-    return finished("lab", tmp_path_factory)
+def lab():
+    return finished("lab")
 
 
 def test_guest_kernel_has_what_this_host_lacks(lab):
@@ -163,9 +149,8 @@ def test_daemon_in_the_guest_scraped_from_the_host(lab):
 
 
 @pytest.mark.parametrize("inject,message", [("hang", "did not finish"), ("panic", "guest kernel panicked")])
-def test_a_failing_guest_fails_within_the_bound_and_leaves_no_qemu(tmp_path_factory, inject, message):
-    results, future = guest(inject, tmp_path_factory)
-    err = future.result()
+def test_a_failing_guest_fails_within_the_bound_and_leaves_no_qemu(inject, message):
+    results, err = POOL.result(inject)
     assert isinstance(err, labmod.LabError), err
     assert re.search(message, str(err)) and "console" in str(err), err
     assert subprocess.run(["pgrep", "-f", str(results)], capture_output=True).returncode == 1
@@ -173,8 +158,8 @@ def test_a_failing_guest_fails_within_the_bound_and_leaves_no_qemu(tmp_path_fact
 
 # -- the daemon as a systemd service, in a guest whose PID 1 is systemd ---------------
 @pytest.fixture(scope="module")
-def systemd_lab(tmp_path_factory):
-    return finished("systemd", tmp_path_factory)
+def systemd_lab():
+    return finished("systemd")
 
 
 def test_systemd_starts_the_installed_unit_only_after_ready(systemd_lab):

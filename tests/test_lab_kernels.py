@@ -15,8 +15,6 @@ import shutil
 import subprocess
 import sys
 import time
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -24,7 +22,8 @@ import pytest
 from lab import kernel_build, lab_checks
 from lab import lab as labmod
 from lab.ab import save_reports
-from conftest import SELECTED
+from conftest import SELECTED, has, prebuild_running
+from lab_boots import POOL, Boot
 from lab.lab_checks import checks
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe
@@ -51,47 +50,55 @@ KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", "/var/cache/nttrace-lab/kernels-l
 BOOT_TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
 
 
-def _boot(variant: str):
-    """(kernel, LabRun) or the error that stopped it."""
+def _build(variant: str):
+    """The variant's kernel, or the error that stopped its build (outside the
+    pool's slots). While the background build runs, it is left to build the
+    variant (niced, one kernel at a time), not raced by a second build here."""
+    while _left_to_the_prebuild(variant):
+        time.sleep(5)
     try:
-        kernel = kernel_build.build(variant)
+        return kernel_build.build(variant)
+    except kernel_build.KernelBuildError as exc:
+        return exc
+
+
+def _left_to_the_prebuild(variant: str) -> bool:
+    try:
+        return prebuild_running() and not kernel_build.cached(variant)
+    except Exception:   # a series that cannot be read: build() reports it as its step
+        return False
+
+
+def _boot(variant: str, kernel):
+    """(kernel, LabRun), or (the error that stopped the build or the boot, None)."""
+    if isinstance(kernel, Exception):
+        return kernel, None
+    try:
         results = KEEP / variant
         shutil.rmtree(results, ignore_errors=True)
         return kernel, labmod.run(results, timeout=BOOT_TIMEOUT, kernel=kernel, scenarios=SCENARIOS[variant])
-    except (kernel_build.KernelBuildError, labmod.LabError) as exc:
+    except labmod.LabError as exc:
         return exc, None
-
-
-# Each variant boots once. A guest runs single-threaded TCG, one core of the
-# two: while one variant boots, the next one (in VARIANTS order) boots beside
-# it, so two guests share the machine and the suite waits for the pair, not
-# for each in turn. NTTRACE_LAB_PARALLEL=1 boots one at a time.
-_POOL = ThreadPoolExecutor(max_workers=max(1, int(os.environ.get("NTTRACE_LAB_PARALLEL", "2"))))
-_FUTURES: dict = {}
-_FUTURES_LOCK = threading.Lock()
-
-
-def _boot_future(variant: str):
-    with _FUTURES_LOCK:
-        if variant not in _FUTURES:
-            _FUTURES[variant] = _POOL.submit(_boot, variant)
-        return _FUTURES[variant]
 
 
 def _wanted(variant: str) -> bool:
     """Whether a test of this session boots the variant (nothing boots ahead for nothing)."""
     here = [n for n in SELECTED if "test_lab_kernels.py" in n]
-    return any(variant in n or variant.replace("-", "_") in n for n in here)
+    return variant in VARIANTS and any(variant in n or variant.replace("-", "_") in n for n in here) \
+        and has("kernel-build", "seeds")
+
+
+# Each variant boots once, in tests/lab_boots.py's pool (after test_lab.py's
+# guests, in VARIANTS order).
+for _variant in VARIANTS:
+    POOL.register(Boot(_variant, lambda v=_variant: _wanted(v), lambda kernel, v=_variant: _boot(v, kernel),
+                       prepare=lambda v=_variant: _build(v)))
 
 
 def booted(variant: str):
     if variant not in VARIANTS:
         pytest.skip(f"NTTRACE_LAB_VARIANTS leaves out {variant}")
-    later = [v for v in VARIANTS[VARIANTS.index(variant) + 1:] if _wanted(v)]
-    future = _boot_future(variant)
-    if later and _POOL._max_workers > 1:
-        _boot_future(later[0])
-    kernel, lab = future.result()
+    kernel, lab = POOL.result(variant)
     if lab is None:
         raise kernel  # the build or boot error, with its step and log
     return kernel, lab

@@ -1,0 +1,126 @@
+"""The session's lab guests, booted by one pool: the stock guests of
+test_lab.py and the lab kernels of test_lab_kernels.py.
+
+A guest is single-threaded QEMU TCG: one core of the two. The lab's tests
+run last (conftest orders them so); their guests start booting as soon as
+collection ends, one at a time while the rest of the suite runs on the other
+core, then two at a time once a lab test asks for one (NTTRACE_LAB_PARALLEL
+sets that number; 1 boots one at a time throughout). NTTRACE_LAB_EARLY=0
+starts nothing before a lab test asks.
+
+A boot is registered by its module at import (`register`): a name, whether
+this session's tests want it, a `prepare` that runs outside the pool's slots
+(a lab kernel's build, which must not hold a core's slot while it waits for
+the background build), and `run` that boots. Slots go to the waiting boot
+registered first, so guests come up in the order the tests read them.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Callable
+
+PARALLEL = max(1, int(os.environ.get("NTTRACE_LAB_PARALLEL", "2")))
+EARLY = os.environ.get("NTTRACE_LAB_EARLY", "1") != "0"
+
+
+@dataclass
+class Boot:
+    name: str
+    wanted: Callable[[], bool]
+    run: Callable[[object], object]            # (prepared) -> result; holds a slot
+    prepare: Callable[[], object] = lambda: None   # runs before a slot is taken
+
+
+class _Slots:
+    """Counting slots handed out in registration order among the boots waiting."""
+
+    def __init__(self, n: int):
+        self.free = n
+        self.cond = threading.Condition()
+        self.waiting: list[int] = []
+
+    def acquire(self, rank: int) -> None:
+        with self.cond:
+            self.waiting.append(rank)
+            while not (self.free > 0 and min(self.waiting) == rank):
+                self.cond.wait()
+            self.waiting.remove(rank)
+            self.free -= 1
+            self.cond.notify_all()
+
+    def release(self, n: int = 1) -> None:
+        with self.cond:
+            self.free += n
+            self.cond.notify_all()
+
+
+class BootPool:
+    def __init__(self, parallel: int = PARALLEL):
+        self.parallel = parallel
+        self.boots: list[Boot] = []
+        self.futures: dict[str, Future] = {}
+        self.lock = threading.Lock()
+        self.slots = _Slots(1)          # one while other tests run; widened when a lab test asks
+        self.widened = False
+        self.executor: ThreadPoolExecutor | None = None
+        self.tmp = None                 # the session's TempPathFactory (conftest sets it): guests' result directories
+        self.closed = False
+
+    def register(self, boot: Boot) -> None:
+        with self.lock:
+            if all(b.name != boot.name for b in self.boots):
+                self.boots.append(boot)
+
+    def _job(self, boot: Boot, rank: int):
+        prepared = boot.prepare()
+        self.slots.acquire(rank)
+        try:
+            if self.closed:
+                raise RuntimeError(f"lab boot {boot.name}: the session ended before it started")
+            return boot.run(prepared)
+        finally:
+            self.slots.release()
+
+    def close(self) -> None:
+        """The session's end: boots not yet started never start, and the
+        guests still running (this process's QEMU children) are killed, so
+        the interpreter's exit does not wait for them."""
+        self.closed = True
+        if any(not f.done() for f in self.futures.values()):
+            subprocess.run(["pkill", "-KILL", "-P", str(os.getpid()), "-f", "qemu-system"], check=False)
+
+    def start(self, name: str) -> Future:
+        """The boot's future, submitting it if it is not under way."""
+        with self.lock:
+            if name not in self.futures:
+                if self.executor is None:   # a thread a boot: one waiting on its kernel holds no slot
+                    self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lab-boot")
+                rank, boot = next((i, b) for i, b in enumerate(self.boots) if b.name == name)
+                self.futures[name] = self.executor.submit(self._job, boot, rank)
+            return self.futures[name]
+
+    def start_wanted(self) -> list[str]:
+        """Submit every registered boot this session's tests want (the end of collection)."""
+        names = [b.name for b in self.boots if b.wanted()]
+        for name in names:
+            self.start(name)
+        return names
+
+    def result(self, name: str):
+        """What the boot returned, waiting for it. The first lab test to ask
+        starts every wanted boot (if collection did not) and widens the pool."""
+        with self.lock:
+            first = not self.widened
+            self.widened = True
+        if first:
+            self.start_wanted()
+            if self.parallel > 1:
+                self.slots.release(self.parallel - 1)
+        return self.start(name).result()
+
+
+POOL = BootPool()

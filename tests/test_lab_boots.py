@@ -1,0 +1,99 @@
+"""The lab's boot pool (tests/lab_boots.py), with boots that only record
+what ran when: one boot at a time until a lab test asks, then two; slots in
+registration order; a boot's prepare step (a kernel build) holds no slot."""
+import threading
+import time
+
+from lab_boots import Boot, BootPool
+
+
+def _pool(names, log, gates, prepare_gate=None, parallel=2):
+    pool = BootPool(parallel)
+    for name in names:
+        def run(_prepared, n=name):
+            log.append(("start", n))
+            gates[n].wait(10)
+            log.append(("end", n))
+            return n
+        prep = (lambda n=name: prepare_gate.wait(10) if n == "slow-prepare" else None) if prepare_gate else (lambda: None)
+        pool.register(Boot(name, lambda: True, run, prepare=prep))
+    return pool
+
+
+def _running(log):
+    started = {n for e, n in log if e == "start"}
+    ended = {n for e, n in log if e == "end"}
+    return started - ended
+
+
+def _until(cond, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return cond()
+
+
+def test_one_boot_at_a_time_until_a_test_asks_then_two_in_registration_order():
+    names = ["a", "b", "c", "d"]
+    log, gates = [], {n: threading.Event() for n in names}
+    pool = _pool(names, log, gates)
+    assert pool.start_wanted() == names
+    assert _until(lambda: _running(log) == {"a"})
+    time.sleep(0.2)
+    assert _running(log) == {"a"}, "a second boot started before any lab test asked"
+    asker = threading.Thread(target=pool.result, args=("c",))
+    asker.start()                       # a lab test asks: the pool widens to two
+    assert _until(lambda: _running(log) == {"a", "b"})
+    gates["a"].set()
+    assert _until(lambda: _running(log) == {"b", "c"}), log
+    for g in gates.values():
+        g.set()
+    asker.join(10)
+    assert pool.result("d") == "d"
+    assert [n for e, n in log if e == "start"] == names
+
+
+def test_a_boot_waiting_in_prepare_holds_no_slot():
+    names = ["slow-prepare", "b", "c"]
+    log, gates = [], {n: threading.Event() for n in names}
+    prepare_gate = threading.Event()
+    pool = _pool(names, log, gates, prepare_gate)
+    pool.start_wanted()
+    # the first boot is still preparing (its kernel building): the next one boots
+    assert _until(lambda: _running(log) == {"b"})
+    prepare_gate.set()
+    assert _until(lambda: 0 in pool.slots.waiting)      # prepared, waiting for b's slot
+    gates["b"].set()
+    # once prepared, the first boot comes before c (registered earlier)
+    assert _until(lambda: _running(log) == {"slow-prepare"}), log
+    for g in gates.values():
+        g.set()
+    assert pool.result("c") == "c"
+
+
+def test_one_at_a_time_throughout_when_parallel_is_one():
+    names = ["a", "b"]
+    log, gates = [], {n: threading.Event() for n in names}
+    pool = _pool(names, log, gates, parallel=1)
+    asker = threading.Thread(target=pool.result, args=("b",))
+    asker.start()
+    assert _until(lambda: _running(log) == {"a"})
+    time.sleep(0.2)
+    assert _running(log) == {"a"}
+    for g in gates.values():
+        g.set()
+    asker.join(10)
+    assert [n for e, n in log if e == "start"] == names
+
+
+def test_closing_the_pool_keeps_unstarted_boots_from_starting():
+    names = ["a", "b"]
+    log, gates = [], {n: threading.Event() for n in names}
+    pool = _pool(names, log, gates, parallel=1)
+    pool.start_wanted()
+    assert _until(lambda: _running(log) == {"a"})
+    pool.closed = True          # what close() sets (without its pkill: no QEMU here)
+    gates["a"].set()
+    err = pool.start("b").exception(10)
+    assert isinstance(err, RuntimeError) and "session ended" in str(err)
+    assert ("start", "b") not in log
