@@ -368,6 +368,8 @@ COST_NOTES = {
     "lab": "**lab.config on allnoconfig, KCFLAGS=-fno-var-tracking (what the lab builds)**",
     "lab-with-var-tracking": "the same, with DWARF's variable locations (plain -g)",
     "lab-no-debug-info": "the same without debug info, hence without BTF (not bootable for nttrace: its probes read BTF)",
+    "lab-defaults-on": "the same with lab.config's \"Off\" section left on (allnoconfig's defaults: io_uring, ethtool netlink, "
+                       "cpufreq/cpuidle, ACPI processor/thermal/battery, VT, input, Intel PMU drivers, ...)",
 }
 
 
@@ -389,6 +391,10 @@ def build_cost(raw: dict) -> str:
     if "lab" in by and "lab-with-var-tracking" in by:
         d = by["lab-with-var-tracking"]["build_s"] - by["lab"]["build_s"]
         notes.append(f"variable locations, which BTF does not use, would add {d:.0f} s")
+    if "lab" in by and "lab-defaults-on" in by:
+        d = by["lab-defaults-on"]["build_s"] - by["lab"]["build_s"]
+        notes.append(f"the defaults lab.config switches off would add {d:.0f} s "
+                     f"({by['lab-defaults-on']['objects'] - by['lab']['objects']} objects)")
     said = "; ".join(notes)
     rows.append(said[:1].upper() + said[1:] + ("." if notes else "") +
                 f" One build a config, from clean, one after another with nothing else running, on {raw['host']['cpu']} "

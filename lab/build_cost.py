@@ -29,6 +29,22 @@ from pathlib import Path
 from lab import kernel_build as kb
 
 NO_DEBUG_INFO = kb.HERE / "kernel" / "cost-no-debug-info.config"
+OFF_SECTION = "# --- Off:"
+
+
+def defaults_on_fragment() -> Path:
+    """lab.config's "Off" section turned back on: each `# CONFIG_X is not
+    set` there as CONFIG_X=y (what allnoconfig's defaults would have built).
+    Written beside the build-cost trees, as the fragment is derived."""
+    text = kb.CONFIG_FRAGMENT.read_text()
+    off = text[text.index(OFF_SECTION):]
+    names = [line.split()[1] for line in off.splitlines() if line.startswith("# CONFIG_") and line.endswith(" is not set")]
+    out = kb.CACHE / "build-cost" / "lab-defaults-on.config"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    body = "".join(f"{name}=y\n" for name in names)
+    if not out.exists() or out.read_text() != body:
+        out.write_text(body)
+    return out
 
 
 def configs() -> dict[str, kb.KernelConfig]:
@@ -40,6 +56,8 @@ def configs() -> dict[str, kb.KernelConfig]:
         "lab-with-var-tracking": replace(lab, name="lab-with-var-tracking", kcflags=""),
         # the same without debug info, hence without BTF: what BTF costs in all
         "lab-no-debug-info": replace(lab, name="lab-no-debug-info", fragments=(*lab.fragments, NO_DEBUG_INFO)),
+        # the same with what lab.config switches off left on: what those defaults cost
+        "lab-defaults-on": replace(lab, name="lab-defaults-on", fragments=(*lab.fragments, defaults_on_fragment())),
     }
 
 
