@@ -375,16 +375,31 @@ def test_bench_overhead_rejects_nonpositive_counts():
     assert proc.returncode == 2 and "--per-round" in one_line_error(proc)
 
 
-@pytest.mark.needs("root", "tracepoint", "bcc")
+@pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
 def test_trace_records_its_maps_and_they_replay_to_what_it_printed(tmp_path):
     from nttrace.probes.tracer import replay
+    import signal
     out = tmp_path / "maps.json"
+    before = bpftool_prog_ids()
+    # stopped by Ctrl-C once it has seen compactions: under load (a guest
+    # booting beside the suite) attaching can take longer than any fixed sleep
     proc = subprocess.Popen([str(Path(sys.executable).with_name("nttrace")), "trace", "--probes", MigrateProbe.name,
-                             "--duration", "4", "--json", "--record-maps", str(out)], stdout=subprocess.PIPE,
+                             "--json", "--record-maps", str(out)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-    time.sleep(2)
-    triggers.compaction(scratch_mib=32)
-    stdout, stderr = proc.communicate(timeout=120)
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and bpftool_prog_ids() == before:
+            time.sleep(0.1)
+        assert bpftool_prog_ids() != before, "trace never attached"
+        time.sleep(1)   # the programs load one by one: let the last one attach
+        for _ in range(2):
+            triggers.compaction(scratch_mib=32)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     assert proc.returncode == 0, stderr
     printed = json.loads(stdout)["probes"][MigrateProbe.name]
     recording = json.loads(out.read_text())
