@@ -162,10 +162,7 @@ def test_sigint_and_sigterm_detach(sig, ignored_at_start):
     proc = subprocess.Popen([exe, "trace", "--probes", MigrateProbe.name, "--json"], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, preexec_fn=start)
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and bpftool_prog_ids() == before:
-            time.sleep(0.1)
-        assert bpftool_prog_ids() != before, "trace never attached"
+        wait_attached(proc, before)
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)  # a bound, not a speed: CI builds a kernel beside it
     finally:
@@ -387,11 +384,7 @@ def test_trace_records_its_maps_and_they_replay_to_what_it_printed(tmp_path):
                              "--json", "--record-maps", str(out)], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and bpftool_prog_ids() == before:
-            time.sleep(0.1)
-        assert bpftool_prog_ids() != before, "trace never attached"
-        time.sleep(1)   # the programs load one by one: let the last one attach
+        wait_attached(proc, before)
         for _ in range(2):
             triggers.compaction(scratch_mib=32)
         proc.send_signal(signal.SIGINT)
