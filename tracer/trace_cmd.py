@@ -92,6 +92,7 @@ def main(args) -> int:
     start = time.monotonic()
     try:
         tracer.attach()
+        start = time.monotonic()     # --duration and the table's clock count from attached, not from compiling
         next_print = start + args.interval
         end = start + args.duration if args.duration is not None else None
         while True:
