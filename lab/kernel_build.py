@@ -178,13 +178,18 @@ def _apt_options() -> list[str]:
             "-o", "Dir::State::Status=/dev/null", "-o", "Debug::NoLocking=1"]
 
 
+def _downloaded_source() -> Path | None:
+    """The linux-source .deb in the cache, the newest if several; None before the first fetch."""
+    found = sorted((CACHE / "dl").glob(f"{SOURCE_PACKAGE}_*_all.deb"))
+    return found[-1] if found else None
+
+
 def fetch_source(log: Path) -> Path:
     """The linux-source .deb, fetched through a private sources list and
     state directory. Reused while present."""
     dl = CACHE / "dl"
-    found = sorted(dl.glob(f"{SOURCE_PACKAGE}_*_all.deb"))
-    if found:
-        return found[-1]
+    if deb := _downloaded_source():
+        return deb
     a = CACHE / "apt"
     for sub in ("lists/partial", "cache/archives/partial"):
         (a / sub).mkdir(parents=True, exist_ok=True)
@@ -193,10 +198,9 @@ def fetch_source(log: Path) -> Path:
     _run(["apt-get", *_apt_options(), "update"], log, "source", "apt-get update (private state)", timeout=600)
     _run(["apt-get", *_apt_options(), "download", SOURCE_PACKAGE], log, "source", "apt-get download", cwd=dl,
          timeout=1200)
-    found = sorted(dl.glob(f"{SOURCE_PACKAGE}_*_all.deb"))
-    if not found:
+    if not (deb := _downloaded_source()):
         raise KernelBuildError("source", "apt-get download", log, f"no {SOURCE_PACKAGE} .deb arrived")
-    return found[-1]
+    return deb
 
 
 def unpacked_source(deb: Path, log: Path) -> Path:
@@ -432,14 +436,18 @@ def _locked(name: str):
         yield
 
 
+def _kernel_dir(name: str, key: str) -> Path:
+    """Where the kernel of a variant with this key is kept (complete once it holds `complete`)."""
+    return CACHE / "kernels" / f"{name}-{key}"
+
+
 def cached(name: str) -> bool:
     """Whether the variant's kernel, as its inputs stand now, is in the cache
     (False while the source package is not here yet: nothing is fetched)."""
-    found = sorted((CACHE / "dl").glob(f"{SOURCE_PACKAGE}_*_all.deb"))
-    if not found:
+    if not (deb := _downloaded_source()):
         return False
-    key, _plan = variant_key(VARIANTS[name], found[-1])
-    return (CACHE / "kernels" / f"{name}-{key}" / "complete").exists()
+    key, _plan = variant_key(VARIANTS[name], deb)
+    return (_kernel_dir(name, key) / "complete").exists()
 
 
 def build(name: str, timeout: float = 2700) -> Kernel:
@@ -463,7 +471,7 @@ def _build(variant: Variant, timeout: float) -> Kernel:
         key, plan = variant_key(variant, deb)
     except (mailing_list.SeriesError, OSError) as exc:
         raise KernelBuildError(variant.name, "read the series", log, str(exc)) from None
-    out = CACHE / "kernels" / f"{variant.name}-{key}"
+    out = _kernel_dir(variant.name, key)
     if (out / "complete").exists():
         return Kernel.read(out)
     with _locked("source"):
@@ -538,7 +546,8 @@ def main(argv: list[str]) -> int:
         deb = fetch_source(CACHE / "logs" / "list.log")
         for v in VARIANTS.values():
             key, plan = variant_key(v, deb)
-            print(f"{v.name:<6} {key} {len(plan)} patches, {'cached' if cached(v.name) else 'not built'}")
+            state = "cached" if (_kernel_dir(v.name, key) / "complete").exists() else "not built"
+            print(f"{v.name:<6} {key} {len(plan)} patches, {state}")
         return 0
     variants: list[Variant] = []
     for arg in argv or list(VARIANTS):

@@ -155,7 +155,7 @@ def _start_prebuild(session) -> None:
         return
     if not any("test_lab_kernels.py" in item.nodeid for item in session.items):
         return
-    if os.geteuid() != 0 or not _kernel_build()[0] or not _seeds()[0]:
+    if not has("root", "kernel-build", "seeds"):
         return      # the tests themselves skip (or fail, where required) saying why
     from lab import kernel_build
     variants = [v for v in os.environ.get("NTTRACE_LAB_VARIANTS", "base,nt-v3,nt-v2").split(",") if v]
