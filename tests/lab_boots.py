@@ -11,8 +11,12 @@ starts nothing before a lab test asks.
 A boot is registered by its module at import (`register`): a name, whether
 this session's tests want it, a `prepare` that runs outside the pool's slots
 (a lab kernel's build, which must not hold a core's slot while it waits for
-the background build), and `run` that boots. Slots go to the waiting boot
-registered first, so guests come up in the order the tests read them.
+the background build), `run` that boots, and how long it is expected to take.
+Slots go to the longest waiting boot first (ties: registration order): two
+cores finish a set of guests soonest when the long ones start first, and the
+short ones fill in beside them. A guest that mostly waits (`idle`: the hang
+guest boots in seconds, then sleeps until its bound) holds no slot; it starts
+when the pool widens, so it never shares the cores with the other tests.
 """
 from __future__ import annotations
 
@@ -33,17 +37,19 @@ class Boot:
     wanted: Callable[[], bool]
     run: Callable[[object], object]            # (prepared) -> result; holds a slot
     prepare: Callable[[], object] = lambda: None   # runs before a slot is taken
+    seconds: float = 0.0       # expected run time: the longest waiting boot gets a slot first
+    idle: bool = False         # mostly waits: takes no slot, starts once the pool widens
 
 
 class _Slots:
-    """Counting slots handed out in registration order among the boots waiting."""
+    """Counting slots handed out by rank (lowest first) among the boots waiting."""
 
     def __init__(self, n: int):
         self.free = n
         self.cond = threading.Condition()
-        self.waiting: list[int] = []
+        self.waiting: list[tuple] = []
 
-    def acquire(self, rank: int) -> None:
+    def acquire(self, rank: tuple) -> None:
         with self.cond:
             self.waiting.append(rank)
             while not (self.free > 0 and min(self.waiting) == rank):
@@ -65,31 +71,38 @@ class BootPool:
         self.futures: dict[str, Future] = {}
         self.lock = threading.Lock()
         self.slots = _Slots(1)          # one while other tests run; widened when a lab test asks
-        self.widened = False
         self.executor: ThreadPoolExecutor | None = None
         self.tmp = None                 # the session's TempPathFactory (conftest sets it): guests' result directories
         self.closed = False
+        self.wide = threading.Event()   # set when a lab test first asks: the pool is widened
 
     def register(self, boot: Boot) -> None:
         with self.lock:
             if all(b.name != boot.name for b in self.boots):
                 self.boots.append(boot)
 
-    def _job(self, boot: Boot, rank: int):
+    def _job(self, boot: Boot, rank: tuple):
         prepared = boot.prepare()
+        if boot.idle:
+            self.wide.wait()
+            return self._run(boot, prepared)
         self.slots.acquire(rank)
         try:
-            if self.closed:
-                raise RuntimeError(f"lab boot {boot.name}: the session ended before it started")
-            return boot.run(prepared)
+            return self._run(boot, prepared)
         finally:
             self.slots.release()
+
+    def _run(self, boot: Boot, prepared):
+        if self.closed:
+            raise RuntimeError(f"lab boot {boot.name}: the session ended before it started")
+        return boot.run(prepared)
 
     def close(self) -> None:
         """The session's end: boots not yet started never start, and the
         guests still running (this process's QEMU children) are killed, so
         the interpreter's exit does not wait for them."""
         self.closed = True
+        self.wide.set()             # idle boots still waiting wake to find the pool closed
         if any(not f.done() for f in self.futures.values()):
             subprocess.run(["pkill", "-KILL", "-P", str(os.getpid()), "-f", "qemu-system"], check=False)
 
@@ -99,13 +112,14 @@ class BootPool:
             if name not in self.futures:
                 if self.executor is None:   # a thread a boot: one waiting on its kernel holds no slot
                     self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lab-boot")
-                rank, boot = next((i, b) for i, b in enumerate(self.boots) if b.name == name)
-                self.futures[name] = self.executor.submit(self._job, boot, rank)
+                i, boot = next((i, b) for i, b in enumerate(self.boots) if b.name == name)
+                self.futures[name] = self.executor.submit(self._job, boot, (-boot.seconds, i))
             return self.futures[name]
 
     def start_wanted(self) -> list[str]:
-        """Submit every registered boot this session's tests want (the end of collection)."""
-        names = [b.name for b in self.boots if b.wanted()]
+        """Submit every registered boot this session's tests want (the end of
+        collection), the longest first: the first to come takes the free slot."""
+        names = [b.name for b in sorted(self.boots, key=lambda b: -b.seconds) if b.wanted()]
         for name in names:
             self.start(name)
         return names
@@ -114,8 +128,8 @@ class BootPool:
         """What the boot returned, waiting for it. The first lab test to ask
         starts every wanted boot (if collection did not) and widens the pool."""
         with self.lock:
-            first = not self.widened
-            self.widened = True
+            first = not self.wide.is_set()
+            self.wide.set()
         if first:
             self.start_wanted()
             if self.parallel > 1:

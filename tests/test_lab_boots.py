@@ -1,13 +1,15 @@
 """The lab's boot pool (tests/lab_boots.py), with boots that only record
-what ran when: one boot at a time until a lab test asks, then two; slots in
-registration order; a boot's prepare step (a kernel build) holds no slot."""
+what ran when: one boot at a time until a lab test asks, then two; slots to
+the longest boot first, ties in registration order; a boot's prepare step (a
+kernel build) holds no slot; an idle boot holds none and waits for the pool to
+widen."""
 import threading
 import time
 
 from lab_boots import Boot, BootPool
 
 
-def _pool(names, log, gates, prepare_gate=None, parallel=2):
+def _pool(names, log, gates, prepare_gate=None, parallel=2, seconds=None, idle=()):
     pool = BootPool(parallel)
     for name in names:
         def run(_prepared, n=name):
@@ -16,7 +18,8 @@ def _pool(names, log, gates, prepare_gate=None, parallel=2):
             log.append(("end", n))
             return n
         prep = (lambda n=name: prepare_gate.wait(10) if n == "slow-prepare" else None) if prepare_gate else (lambda: None)
-        pool.register(Boot(name, lambda: True, run, prepare=prep))
+        pool.register(Boot(name, lambda: True, run, prepare=prep, seconds=(seconds or {}).get(name, 0),
+                           idle=name in idle))
     return pool
 
 
@@ -62,7 +65,7 @@ def test_a_boot_waiting_in_prepare_holds_no_slot():
     # the first boot is still preparing (its kernel building): the next one boots
     assert _until(lambda: _running(log) == {"b"})
     prepare_gate.set()
-    assert _until(lambda: 0 in pool.slots.waiting)      # prepared, waiting for b's slot
+    assert _until(lambda: (0, 0) in pool.slots.waiting)      # prepared, waiting for b's slot
     gates["b"].set()
     # once prepared, the first boot comes before c (registered earlier)
     assert _until(lambda: _running(log) == {"slow-prepare"}), log
@@ -97,3 +100,36 @@ def test_closing_the_pool_keeps_unstarted_boots_from_starting():
     err = pool.start("b").exception(10)
     assert isinstance(err, RuntimeError) and "session ended" in str(err)
     assert ("start", "b") not in log
+
+
+def test_the_longest_boot_gets_a_slot_first_ties_in_registration_order():
+    names = ["short", "long", "mid-a", "mid-b"]
+    log, gates = [], {n: threading.Event() for n in names}
+    pool = _pool(names, log, gates, parallel=1, seconds={"short": 20, "long": 800, "mid-a": 300, "mid-b": 300})
+    pool.slots.acquire((-1e9, -1))      # hold the slot until all four queue: the order is then the ranks' alone
+    assert pool.start_wanted() == ["long", "mid-a", "mid-b", "short"]    # submitted longest first
+    assert _until(lambda: len(pool.slots.waiting) == 4)
+    pool.slots.release()
+    for n in ["long", "mid-a", "mid-b", "short"]:
+        assert _until(lambda n=n: _running(log) == {n}), log
+        gates[n].set()
+    assert pool.result("short") == "short"
+    assert [n for e, n in log if e == "start"] == ["long", "mid-a", "mid-b", "short"]
+
+
+def test_an_idle_boot_takes_no_slot_and_waits_for_a_lab_test_to_ask():
+    names = ["a", "hang"]
+    log, gates = [], {n: threading.Event() for n in names}
+    pool = _pool(names, log, gates, parallel=1, idle={"hang"})
+    pool.start_wanted()
+    assert _until(lambda: _running(log) == {"a"})
+    time.sleep(0.2)
+    assert _running(log) == {"a"}, "the idle boot started before any lab test asked"
+    asker = threading.Thread(target=pool.result, args=("hang",))
+    asker.start()
+    # one slot, held by a: the idle boot runs beside it all the same
+    assert _until(lambda: _running(log) == {"a", "hang"}), log
+    for g in gates.values():
+        g.set()
+    asker.join(10)
+    assert pool.result("a") == "a"
