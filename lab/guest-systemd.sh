@@ -13,8 +13,7 @@ R=/results
     nic=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
     ip link set lo up
     ip link set "$nic" up && ip addr add 10.0.2.15/24 dev "$nic" && ip route add default via 10.0.2.2
-    timeout 300 python3 -m venv --system-site-packages /opt/venv || exit 10
-    timeout 300 /opt/venv/bin/pip install -q --no-index --no-deps "$R"/wheel/nttrace-*.whl || exit 11
+    sh /nttrace/lab/guest-install.sh "$R" || exit $?
     timeout -k 10 1200 /opt/venv/bin/python /nttrace/lab/guest_systemd.py "$R"
 } > "$R/guest-run.log" 2>&1
 echo $? > "$R/guest-run.rc"
