@@ -402,6 +402,62 @@ def build_cost(raw: dict) -> str:
     return "\n".join(rows)
 
 
+# Why the lab kernel holds each subsystem: the need in lab.config that brings it.
+SUBSYSTEM_NEEDS = {
+    "mm": "the paths the lab times: memmap init (ZONE_DEVICE), migration and demotion (NUMA, THP)",
+    "arch/x86/kernel": "the x86-64 kernel proper: SMP, APIC, alternatives, ORC, ftrace",
+    "arch/x86/kernel/cpu": "CPU setup and the mitigations kept as defconfig has them",
+    "drivers/acpi/acpica": "ACPI's interpreter: QEMU's NFIT (the pmem namespace) and SRAT (node 1, the demotion target)",
+    "drivers/acpi": "ACPI: NFIT and NUMA, as above",
+    "kernel/bpf": "BPF: the syscall, verifier and BTF nttrace's probes load through",
+    "net/ipv4": "TCP/IP: the host scrapes the guest's daemon through a forwarded port",
+    "net/core": "networking's core, for the same",
+    "fs": "the VFS",
+    "kernel": "the core kernel",
+    "fs/ext4": "the guest image's root filesystem",
+    "lib": "library code the above call",
+    "kernel/trace": "ftrace, tracepoints and BPF's trace events",
+    "block": "the block layer (the root disk on virtio-blk)",
+    "drivers/pci": "PCI: QEMU's virtio devices",
+    "kernel/time": "timers and clocks",
+    "drivers/base": "the driver model",
+    "drivers/tty": "the serial console (the host reads results and panics there)",
+    "fs/proc": "/proc",
+    "kernel/sched": "the scheduler",
+    "fs/netfs": "9p's library: the shares (the tree, the results)",
+    "fs/9p": "the 9p shares",
+    "net/9p": "the 9p shares' virtio transport",
+    "kernel/cgroup": "cgroups: systemd, and the memcg reclaim and demotion scenarios",
+    "kernel/irq": "interrupts",
+    "drivers/nvdimm": "libnvdimm: the pmem namespaces the memmap scenarios rebind",
+    "kernel/events": "perf events: bcc's perf buffers, the perf counting checks",
+    "arch/x86/events": "perf events on x86, as above",
+    "arch/x86/mm": "x86 page tables, PAT, KASLR of memory",
+}
+
+
+def build_cost_per_object(raw: dict) -> str:
+    """Where one config's compile time goes, per subsystem, and why each is there."""
+    c = next(c for c in raw["configs"] if "per_object" in c)
+    po = c["per_object"]
+    total = po["compile_cpu_s"]
+    rows = [f"| subsystem | objects | compile CPU | share | in the lab kernel for |", "|---|--:|--:|--:|---|"]
+    shown = po["subsystems"][:24]
+    for r in shown:
+        rows.append(f"| `{r['path']}` | {r['objects']} | {r['cpu_s']:.0f} s | {100 * r['cpu_s'] / total:.1f}% | "
+                    f"{SUBSYSTEM_NEEDS.get(r['path'], '')} |")
+    rest = po["subsystems"][len(shown):]
+    rows.append(f"| {len(rest)} others | {sum(r['objects'] for r in rest)} | {sum(r['cpu_s'] for r in rest):.0f} s | "
+                f"{100 * sum(r['cpu_s'] for r in rest) / total:.1f}% | |")
+    top = ", ".join(f"`{o['object']}` {o['cpu_s']:.1f} s" for o in po["costliest"][:8])
+    rows += ["", f"{po['compiles']} compiles, {total:.0f} CPU-seconds in all (the build: {_mmss(c['build_s'])} at "
+                 f"-j{raw['jobs']}, compile phase {c['compile_s']:.0f} s, link tail {c['link_tail_s']:.0f} s). "
+                 f"Costliest objects: {top}. Config `{c['config']}` ({c['recipe']}), one build, each compile timed "
+                 f"by a wrapper around gcc, on {raw['host']['cpu']} ({raw['host']['cpus']} CPUs). "
+                 f"Command: `{raw['command']}`."]
+    return "\n".join(rows)
+
+
 def ci_runs(raw: dict) -> str:
     """CI runs side by side, one column each (label: its raw file), and the
     slowest steps of the last one."""
@@ -516,6 +572,7 @@ BLOCKS = {
     "trace-cpu": (whole_command, ["trace-4s-epyc-vm-2026-12-01.json"]),
     "build-cost": (build_cost, ["lab-kernel-build-cost-2026-12-02.json"]),
     "build-cost-debug-info": (build_cost, ["lab-kernel-build-cost-2026-12-01.json"]),
+    "build-cost-per-object": (build_cost_per_object, ["lab-kernel-build-cost-per-object-2026-12-02.json"]),
     "ci-cold": (ci_runs, {"cold, earlier machine": "ci-cold-2026-12-01.json",
                           "cold": "ci-cold-2026-12-01-session10.json",
                           "cached": "ci-cached-2026-12-02-session10.json"}),

@@ -12,6 +12,13 @@ other with nothing else running; the step timed is the build proper
 time-stamped line by line, so the report also splits each build into its
 compile phase and its link tail (vmlinux's links, BTF encoding, bzImage).
 One build a config: a figure from one run, and BENCHMARKS.md says so.
+
+With --per-object, each compile runs through a wrapper (CC="WRAPPER gcc")
+that notes its start, end and object file (bash's $EPOCHREALTIME: no fork
+per compile), and the report says where the compile time goes: seconds and
+objects per subsystem (the tree's directories, two levels deep; drivers/acpi's
+ACPICA apart) and the costliest objects. Each subsystem is there because
+lab.config asks for something it holds; this is what keeping it costs.
 """
 from __future__ import annotations
 
@@ -61,6 +68,47 @@ def configs() -> dict[str, kb.KernelConfig]:
     }
 
 
+# A compile's wrapper: runs the compiler and appends "start end object" to $1's log.
+CC_WRAPPER = r"""#!/bin/bash
+log=$1; shift
+out=; prev=
+for a in "$@"; do [ "$prev" = -o ] && out=$a; prev=$a; done
+start=$EPOCHREALTIME
+"$@"; rc=$?
+[ "${out%.o}" != "$out" ] && echo "$start $EPOCHREALTIME $out" >> "$log"
+exit $rc
+"""
+# Directories split one level further: they hold parts that lab.config asks for one by one.
+DEEPER = ("drivers/acpi/acpica", "arch/x86/kernel/cpu", "arch/x86/events", "net/ipv4", "kernel/bpf", "kernel/trace")
+
+
+def subsystem(obj: str) -> str:
+    """Where an object's cost is counted: its directory two levels deep
+    (`mm`, `fs/ext4`, `arch/x86`: three there), one deeper under DEEPER."""
+    parts = obj.split("/")[:-1]
+    for deeper in DEEPER:
+        if obj.startswith(deeper + "/"):
+            return deeper
+    depth = 3 if parts[:1] == ["arch"] else 2
+    return "/".join(parts[:depth]) or "."
+
+
+def per_object(log: Path, top: int = 25) -> dict:
+    """The compile log's seconds, per subsystem and for the costliest objects."""
+    objs = []
+    for line in log.read_text().splitlines():
+        start, end, obj = line.split(maxsplit=2)
+        objs.append((float(end) - float(start), obj))
+    by: dict[str, list] = {}
+    for sec, obj in objs:
+        by.setdefault(subsystem(obj), []).append(sec)
+    total = sum(sec for sec, _ in objs)
+    return {"compiles": len(objs), "compile_cpu_s": round(total, 1),
+            "subsystems": sorted(({"path": k, "objects": len(v), "cpu_s": round(sum(v), 1)} for k, v in by.items()),
+                                 key=lambda r: -r["cpu_s"]),
+            "costliest": [{"object": o, "cpu_s": round(sec, 2)} for sec, o in sorted(objs, reverse=True)[:top]]}
+
+
 def _cpu() -> str:
     for line in Path("/proc/cpuinfo").read_text().splitlines():
         if line.startswith("model name"):
@@ -68,8 +116,9 @@ def _cpu() -> str:
     return platform.processor()
 
 
-def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int) -> dict:
-    """Build one config from clean; returns its figures."""
+def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int, objects: bool = False) -> dict:
+    """Build one config from clean; returns its figures (and, with objects,
+    where its compile time went)."""
     build = root / config.name / "build"
     log = root / config.name / "build.log"
     shutil.rmtree(build.parent, ignore_errors=True)
@@ -78,6 +127,12 @@ def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int) -> dict:
     kb.configure(src, build, log, config.name, config)
     configure_s = time.monotonic() - t0
     cmd = kb.make_command(build, config, jobs)
+    cc_log = root / config.name / "compiles.log"
+    if objects:
+        wrapper = root / config.name / "cc-timed"
+        wrapper.write_text(CC_WRAPPER)
+        wrapper.chmod(0o755)
+        cmd.insert(2, f"CC={wrapper} {cc_log} gcc")
     stamps: list[tuple[float, str]] = []
     t_build = time.monotonic()
     with open(log, "a") as f:
@@ -108,7 +163,8 @@ def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int) -> dict:
             "vmlinux_bytes": (build / "vmlinux").stat().st_size,
             "bzimage_bytes": (build / "arch/x86/boot/bzImage").stat().st_size,
             "debug_info": "CONFIG_DEBUG_INFO=y" in cfg, "btf": "CONFIG_DEBUG_INFO_BTF=y" in cfg,
-            "command": " ".join(cmd[:1] + cmd[1:2] + cmd[3:])}
+            "command": " ".join(c for c in cmd if not c.startswith("O=")),
+            **({"per_object": per_object(cc_log)} if objects else {})}
 
 
 def main(argv: list[str]) -> int:
@@ -117,6 +173,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--configs", default=",".join(configs()), help="comma-separated, in build order "
                     f"(default: all: {', '.join(configs())})")
     ap.add_argument("--jobs", type=int, default=kb.JOBS)
+    ap.add_argument("--per-object", action="store_true", help="time each compile: where the time goes, per subsystem")
     ap.add_argument("--json", type=Path, help="write the figures here (benchmarks/lab-kernel-build-cost.json)")
     args = ap.parse_args(argv)
     known = configs()
@@ -145,7 +202,7 @@ def main(argv: list[str]) -> int:
     for i, name in enumerate(chosen, 1):
         print(f"[{i}/{len(chosen)}] {name}: {known[name].recipe()} ...", flush=True)
         try:
-            r = measure(known[name], src, root, args.jobs)
+            r = measure(known[name], src, root, args.jobs, objects=args.per_object)
         except kb.KernelBuildError as exc:
             print(exc, file=sys.stderr)
             return 1

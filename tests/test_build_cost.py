@@ -1,0 +1,39 @@
+"""lab/build_cost.py's per-object timing: its compiler wrapper around a real
+gcc, and how the compiles it logged are counted per subsystem."""
+import subprocess
+
+from lab.build_cost import CC_WRAPPER, per_object, subsystem
+
+
+def test_subsystems_are_two_levels_deep_three_under_arch_and_deeper_where_listed():
+    assert subsystem("mm/slub.o") == "mm"
+    assert subsystem("fs/ext4/super.o") == "fs/ext4"
+    assert subsystem("fs/ext4/sub/x.o") == "fs/ext4"
+    assert subsystem("arch/x86/kernel/setup.o") == "arch/x86/kernel"
+    assert subsystem("arch/x86/kernel/cpu/amd.o") == "arch/x86/kernel/cpu"
+    assert subsystem("drivers/acpi/acpica/exfield.o") == "drivers/acpi/acpica"
+    assert subsystem("drivers/acpi/nfit/core.o") == "drivers/acpi"
+    assert subsystem(".vmlinux.export.o") == "."
+
+
+def test_the_wrapper_logs_each_object_it_compiles_and_keeps_the_compilers_exit(tmp_path):
+    wrapper = tmp_path / "cc-timed"
+    wrapper.write_text(CC_WRAPPER)
+    wrapper.chmod(0o755)
+    log = tmp_path / "compiles.log"
+    (tmp_path / "mm").mkdir()
+    (tmp_path / "a.c").write_text("int a(int x) { return x * 3; }\n")
+    (tmp_path / "b.c").write_text("int b(void) { return undeclared; }\n")
+    ok = subprocess.run([wrapper, log, "gcc", "-O2", "-c", "a.c", "-o", "mm/a.o"], cwd=tmp_path)
+    bad = subprocess.run([wrapper, log, "gcc", "-c", "b.c", "-o", "mm/b.o"], cwd=tmp_path, capture_output=True)
+    version = subprocess.run([wrapper, log, "gcc", "--version"], cwd=tmp_path, capture_output=True, text=True)
+    assert ok.returncode == 0 and (tmp_path / "mm/a.o").exists()
+    assert bad.returncode != 0 and b"undeclared" in bad.stderr        # the compiler's error, as make needs it
+    assert version.returncode == 0 and "gcc" in version.stdout         # Kbuild reads the version through CC
+    lines = log.read_text().splitlines()
+    assert len(lines) == 2 and [line.split()[2] for line in lines] == ["mm/a.o", "mm/b.o"]
+    report = per_object(log)
+    assert report["compiles"] == 2 and report["subsystems"][0]["path"] == "mm"
+    assert report["subsystems"][0]["objects"] == 2 and 0 < report["compile_cpu_s"] < 30
+    assert [o["object"] for o in report["costliest"]] == sorted(
+        ["mm/a.o", "mm/b.o"], key=lambda o: -next(float(e) - float(s) for s, e, n in map(str.split, lines) if n == o))
