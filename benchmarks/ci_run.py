@@ -8,7 +8,8 @@ write what it took to a raw file for BENCHMARKS.md.
 guest image, perf's binding: everything /var/cache/nttrace-* holds), so the
 run pays for all of it, as on a new machine. The file holds the wall time,
 pytest's summary line, each lab kernel's build.json (its build time), the
-image build's log time, and the host. One run: BENCHMARKS.md says so.
+image build's log time, each lab guest's time, and the host. One run:
+BENCHMARKS.md says so.
 """
 from __future__ import annotations
 
@@ -43,6 +44,27 @@ def kernels() -> dict:
     return out
 
 
+def guests(since: float) -> dict:
+    """Each lab guest's time (its console's last uptime stamp, seconds) from
+    this run: the kernel variants' kept results, the stock guests' in the
+    pytest session's base directory (pytest-current, if this run made it)."""
+    keep = Path(os.environ.get("NTTRACE_LAB_KEEP", CACHES[1] / "kernels-last-run"))
+    consoles = {p.parent.name: p for p in keep.glob("*/console.log")}
+    session = Path(tempfile.gettempdir()) / f"pytest-of-{os.environ.get('USER', 'root')}" / "pytest-current"
+    if session.exists() and session.stat().st_mtime >= since:
+        for name in ("lab", "systemd", "hang", "panic"):
+            if (c := session / f"{name}0" / "console.log").exists():
+                consoles[name] = c
+    out = {}
+    for name, console in sorted(consoles.items()):
+        if console.stat().st_mtime < since:
+            continue            # an earlier run's
+        stamps = re.findall(r"^\[\s*(\d+\.\d+)\]", console.read_text(errors="replace"), re.M)
+        if stamps:
+            out[name] = round(float(stamps[-1]), 1)
+    return out
+
+
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="benchmarks/ci_run.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("--cold", action="store_true", help="empty the lab's caches first")
@@ -61,7 +83,7 @@ def main(argv: list[str]) -> int:
     if seeds.exists():
         os.symlink(seeds, work / "shared")
     log = work / "ci.log"
-    t0 = time.monotonic()
+    t0, started = time.monotonic(), time.time()
     with open(log, "w") as f:
         rc = subprocess.run(["bash", ".ci/run"], cwd=clone, stdout=f, stderr=subprocess.STDOUT,
                             env={**os.environ, "CI": "true"}).returncode
@@ -77,7 +99,7 @@ def main(argv: list[str]) -> int:
               "cold": args.cold, "commit": head, "rc": rc, "wall_s": round(wall, 1), "pytest": summary,
               "kernels": kernels(), "host": {"cpu": _cpu(), "cpus": os.cpu_count(), "kernel": platform.release()},
               "started": time.strftime("%F %T", time.gmtime(time.time() - wall)), "runs": 1, "log": str(log),
-              "slowest": slowest}
+              "slowest": slowest, "guests_s": guests(started)}
     args.json.write_text(json.dumps(report, indent=1) + "\n")
     print(json.dumps({k: report[k] for k in ("rc", "wall_s", "pytest")}))
     return rc
