@@ -1,4 +1,5 @@
 """The probes on this host's real kernel: tracepoints, uprobes, compaction."""
+import contextlib
 import json
 import os
 import subprocess
@@ -66,15 +67,29 @@ def wait_attached(proc, before: set, timeout: float = 60) -> None:
     raise AssertionError("nttrace trace attached nothing within the bound")
 
 
+@contextlib.contextmanager
+def attached_trace(*args: str, preexec_fn=None):
+    """`nttrace trace ARGS` started, waited for until its programs are loaded;
+    yields (the process, the programs before it). A trace still running when
+    the block ends (a test failed, or it ignored its signal) is killed, so
+    none outlives its test."""
+    before = bpftool_prog_ids()
+    proc = subprocess.Popen([str(Path(sys.executable).with_name("nttrace")), "trace", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, preexec_fn=preexec_fn)
+    try:
+        wait_attached(proc, before)
+        yield proc, before
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 @pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
 def test_trace_cli_json_during_compaction():
-    before = bpftool_prog_ids()
-    proc = subprocess.Popen([os.path.join(os.path.dirname(os.sys.executable), "nttrace"), "trace", "--probes",
-                             MigrateProbe.name, "--duration", "5", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    wait_attached(proc, before)
-    triggers.compaction()
-    out, err = proc.communicate(timeout=60)
+    with attached_trace("--probes", MigrateProbe.name, "--duration", "5", "--json") as (proc, _before):
+        triggers.compaction()
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     report = json.loads(out)
     assert report["duration_s"] >= 5
@@ -91,13 +106,9 @@ def test_trace_cli_json_during_compaction():
 @pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
 def test_trace_record_writes_json_lines(tmp_path):
     rec = tmp_path / "calls.jsonl"
-    before = bpftool_prog_ids()
-    proc = subprocess.Popen([os.path.join(os.path.dirname(os.sys.executable), "nttrace"), "trace", "--probes",
-                             MigrateProbe.name, "--duration", "4", "--json", "--record", str(rec)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_attached(proc, before)
-    triggers.compaction()
-    out, err = proc.communicate(timeout=60)
+    with attached_trace("--probes", MigrateProbe.name, "--duration", "4", "--json", "--record", str(rec)) as (proc, _):
+        triggers.compaction()
+        out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     lines = [json.loads(x) for x in rec.read_text().splitlines()]
     summary = json.loads(out)["probes"][MigrateProbe.name]
@@ -155,20 +166,11 @@ def test_no_program_stays_attached_after_trace():
 def test_sigint_and_sigterm_detach(sig, ignored_at_start):
     import signal
     sig = getattr(signal, sig)
-    before = bpftool_prog_ids()
-    exe = os.path.join(os.path.dirname(os.sys.executable), "nttrace")
     start = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored_at_start else \
         (lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))   # whatever pytest was started with
-    proc = subprocess.Popen([exe, "trace", "--probes", MigrateProbe.name, "--json"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, preexec_fn=start)
-    try:
-        wait_attached(proc, before)
+    with attached_trace("--probes", MigrateProbe.name, "--json", preexec_fn=start) as (proc, before):
         proc.send_signal(sig)
         out, err = proc.communicate(timeout=60)  # a bound, not a speed: CI builds a kernel beside it
-    finally:
-        if proc.poll() is None:     # a trace that ignored the signal must not outlive the test
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, err
     assert json.loads(out)["probes"][MigrateProbe.name]["status"] == "attached"
     assert bpftool_prog_ids() == before
@@ -377,22 +379,13 @@ def test_trace_records_its_maps_and_they_replay_to_what_it_printed(tmp_path):
     from nttrace.probes.tracer import replay
     import signal
     out = tmp_path / "maps.json"
-    before = bpftool_prog_ids()
     # stopped by Ctrl-C once it has seen compactions: under load (a guest
     # booting beside the suite) attaching can take longer than any fixed sleep
-    proc = subprocess.Popen([str(Path(sys.executable).with_name("nttrace")), "trace", "--probes", MigrateProbe.name,
-                             "--json", "--record-maps", str(out)], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        wait_attached(proc, before)
+    with attached_trace("--probes", MigrateProbe.name, "--json", "--record-maps", str(out)) as (proc, _):
         for _ in range(2):
             triggers.compaction(scratch_mib=32)
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
     assert proc.returncode == 0, stderr
     printed = json.loads(stdout)["probes"][MigrateProbe.name]
     recording = json.loads(out.read_text())
