@@ -158,12 +158,18 @@ def _start_prebuild(session) -> None:
     if not has("root", "kernel-build", "seeds"):
         return      # the tests themselves skip (or fail, where required) saying why
     from lab import kernel_build
-    variants = [v for v in os.environ.get("NTTRACE_LAB_VARIANTS", "base,nt-v3,nt-v2").split(",") if v]
+    variants = lab_variants()
     (kernel_build.CACHE / "logs").mkdir(parents=True, exist_ok=True)
     with open(kernel_build.CACHE / "logs" / "prebuild.log", "w") as log:
         _PREBUILD = subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "lab.kernel_build", *variants],
                                      cwd=Path(__file__).resolve().parents[1], stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
+
+
+def lab_variants() -> list[str]:
+    """The lab kernels this session builds and boots: NTTRACE_LAB_VARIANTS
+    (comma-separated), by default all three, in the order they are built."""
+    return [v for v in os.environ.get("NTTRACE_LAB_VARIANTS", "base,nt-v3,nt-v2").split(",") if v]
 
 
 def prebuild_running() -> bool:

@@ -22,7 +22,7 @@ import pytest
 from lab import kernel_build, lab_checks
 from lab import lab as labmod
 from lab.ab import save_reports
-from conftest import SELECTED, has, prebuild_running
+from conftest import SELECTED, has, lab_variants, prebuild_running
 from lab_boots import POOL, Boot
 from lab.lab_checks import checks
 from nttrace.probes.copy import CopyProbe
@@ -45,7 +45,7 @@ SCENARIOS = {
 # the series adds, and the revision nttrace must decode from the live BTF.
 NT = {"base": (None, "none"), "nt-v3": ("MIGRATE_ASYNC_NONTEMPORAL", "v3"),
       "nt-v2": ("MIGRATE_ASYNC_NON_TEMPORAL_STORES", "v2")}
-VARIANTS = [v for v in os.environ.get("NTTRACE_LAB_VARIANTS", "base,nt-v3,nt-v2").split(",") if v]
+VARIANTS = lab_variants()
 KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", "/var/cache/nttrace-lab/kernels-last-run"))
 BOOT_TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
 
