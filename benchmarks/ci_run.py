@@ -47,11 +47,14 @@ def kernels() -> dict:
 def guests(since: float) -> dict:
     """Each lab guest's time (its console's last uptime stamp, seconds) from
     this run: the kernel variants' kept results, the stock guests' in the
-    pytest session's base directory (pytest-current, if this run made it)."""
+    base directory of the first pytest session since the run started (pytest
+    numbers them; a later session, run by hand, must not stand in for it)."""
     keep = Path(os.environ.get("NTTRACE_LAB_KEEP", CACHES[1] / "kernels-last-run"))
     consoles = {p.parent.name: p for p in keep.glob("*/console.log")}
-    session = Path(tempfile.gettempdir()) / f"pytest-of-{os.environ.get('USER', 'root')}" / "pytest-current"
-    if session.exists() and session.stat().st_mtime >= since:
+    sessions = [d for d in (Path(tempfile.gettempdir()) / f"pytest-of-{os.environ.get('USER', 'root')}").glob("pytest-*")
+                if d.name[7:].isdigit() and d.stat().st_mtime >= since]
+    if sessions:
+        session = min(sessions, key=lambda d: int(d.name[7:]))
         for name in ("lab", "systemd", "hang", "panic"):
             if (c := session / f"{name}0" / "console.log").exists():
                 consoles[name] = c
