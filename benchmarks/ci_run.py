@@ -52,7 +52,7 @@ def guests(since: float) -> dict:
     keep = Path(os.environ.get("NTTRACE_LAB_KEEP", CACHES[1] / "kernels-last-run"))
     consoles = {p.parent.name: p for p in keep.glob("*/console.log")}
     sessions = [d for d in (Path(tempfile.gettempdir()) / f"pytest-of-{os.environ.get('USER', 'root')}").glob("pytest-*")
-                if d.name[7:].isdigit() and d.stat().st_mtime >= since]
+                if d.name[7:].isdigit() and d.stat().st_mtime >= since and any(d.glob("*0/console.log"))]
     if sessions:
         session = min(sessions, key=lambda d: int(d.name[7:]))
         for name in ("lab", "systemd", "hang", "panic"):

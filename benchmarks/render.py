@@ -474,6 +474,8 @@ def ci_runs(raw: dict) -> str:
             built_here = k and k["built_at"] >= r["started"]
             cells.append(f"{_mmss(k['build_s'])}" if built_here else "cached")
         rows.append(f"| kernel {name} built in (make, beside the tests) | " + " | ".join(cells) + " |")
+    rows.append("| lab guests' time, summed (one core each) | " + " | ".join(
+        f"{_mmss(sum(r['guests_s'].values()))}" if "guests_s" in r else "not recorded" for r in runs) + " |")
     rows.append("| started (UTC) | " + " | ".join(r["started"] for r in runs) + " |")
     last = runs[-1]
     slowest = sorted(last.get("slowest", []), key=lambda d: -d["s"])[:12]
@@ -587,8 +589,9 @@ def ci_floor(raw: dict) -> str:
     each = "; ".join(f"{k}: " + ", ".join(f"{g} {s:.0f} s" for g, s in r["guests_s"].items()) for k, r in runs.items())
     rows += ["", f"Each guest's time is its console's last uptime stamp (the hang guest's is its boot: it then "
                  f"sleeps until its 90 s bound, holding no core): {each}. The floor leaves out the rest of the suite "
-                 f"(about five minutes of one core), the guest image's build and the downloads of a cold run, so a "
-                 f"run can never reach it; the lab build alone is from `benchmarks/lab-kernel-build-cost-2026-12-02.json`."]
+                 f"(about five minutes of one core), the guest image's build and the downloads of a cold run; a "
+                 f"guest's time is its wall time, so where it shared its core (cold: beside the builds and the rest "
+                 f"of the suite) it overstates what the guest needs alone. The lab build alone is from `benchmarks/lab-kernel-build-cost-2026-12-02.json`."]
     return "\n".join(rows)
 
 
@@ -600,11 +603,17 @@ BLOCKS = {
     "build-cost-debug-info": (build_cost, ["lab-kernel-build-cost-2026-12-01.json"]),
     "build-cost-per-object": (build_cost_per_object, ["lab-kernel-build-cost-per-object-2026-12-02.json"]),
     "ci-cold": (ci_runs, {"cold, earlier machine": "ci-cold-2026-12-01.json",
-                          "cold": "ci-cold-2026-12-01-session10.json",
-                          "cached": "ci-cached-2026-12-02-session10.json"}),
+                          "cold, session 10": "ci-cold-2026-12-01-session10.json",
+                          "cached, session 10": "ci-cached-2026-12-02-session10.json",
+                          "cold, session 11": "ci-cold-2026-12-02-session11.json",
+                          "cached, session 11, first": "ci-cached-2026-12-02-session11-first.json",
+                          "cached, session 11": "ci-cached-2026-12-02-session11.json"}),
+    "ci-floor": (ci_floor, {"cost": "lab-kernel-build-cost-2026-12-02.json",
+                            "cold, session 11": "ci-cold-2026-12-02-session11.json",
+                            "cached, session 11": "ci-cached-2026-12-02-session11.json"}),
     "slow-machine": (slow_machine, {"slow": "slow-machine-issue19.json", "cost": "lab-kernel-build-cost-2026-12-02.json",
-                                    "cold": "ci-cold-2026-12-01-session10.json",
-                                    "cached": "ci-cached-2026-12-02-session10.json"}),
+                                    "cold": "ci-cold-2026-12-02-session11.json",
+                                    "cached": "ci-cached-2026-12-02-session11.json"}),
     "lab-scenarios": (lab_scenarios, ["lab-stock-guest-run-2026-12-01.log"]),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
                                               for k in ("base", "nt-v3") for m in ("fsdax", "devdax")}),
