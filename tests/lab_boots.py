@@ -106,20 +106,24 @@ class BootPool:
         if any(not f.done() for f in self.futures.values()):
             subprocess.run(["pkill", "-KILL", "-P", str(os.getpid()), "-f", "qemu-system"], check=False)
 
+    def _rank(self, boot: Boot) -> tuple:
+        """The order boots get slots in (lowest first): the longest, then the first registered."""
+        return -boot.seconds, self.boots.index(boot)
+
     def start(self, name: str) -> Future:
         """The boot's future, submitting it if it is not under way."""
         with self.lock:
             if name not in self.futures:
                 if self.executor is None:   # a thread a boot: one waiting on its kernel holds no slot
                     self.executor = ThreadPoolExecutor(max_workers=16, thread_name_prefix="lab-boot")
-                i, boot = next((i, b) for i, b in enumerate(self.boots) if b.name == name)
-                self.futures[name] = self.executor.submit(self._job, boot, (-boot.seconds, i))
+                boot = next(b for b in self.boots if b.name == name)
+                self.futures[name] = self.executor.submit(self._job, boot, self._rank(boot))
             return self.futures[name]
 
     def start_wanted(self) -> list[str]:
         """Submit every registered boot this session's tests want (the end of
         collection), the longest first: the first to come takes the free slot."""
-        names = [b.name for b in sorted(self.boots, key=lambda b: -b.seconds) if b.wanted()]
+        names = [b.name for b in sorted(self.boots, key=self._rank) if b.wanted()]
         for name in names:
             self.start(name)
         return names
