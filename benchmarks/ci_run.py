@@ -53,11 +53,9 @@ def guests(since: float) -> dict:
     consoles = {p.parent.name: p for p in keep.glob("*/console.log")}
     sessions = [d for d in (Path(tempfile.gettempdir()) / f"pytest-of-{os.environ.get('USER', 'root')}").glob("pytest-*")
                 if d.name[7:].isdigit() and d.stat().st_mtime >= since and any(d.glob("*0/console.log"))]
-    if sessions:
+    if sessions:     # a guest's results directory is its name and pytest's counter: lab0, systemd0, ...
         session = min(sessions, key=lambda d: int(d.name[7:]))
-        for name in ("lab", "systemd", "hang", "panic"):
-            if (c := session / f"{name}0" / "console.log").exists():
-                consoles[name] = c
+        consoles.update((c.parent.name[:-1], c) for c in session.glob("*0/console.log"))
     out = {}
     for name, console in sorted(consoles.items()):
         if console.stat().st_mtime < since:

@@ -458,6 +458,11 @@ def build_cost_per_object(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def _built_in(run: dict) -> dict:
+    """The kernels a CI run built itself (the others came from the cache)."""
+    return {name: k for name, k in run["kernels"].items() if k["built_at"] >= run["started"]}
+
+
 def ci_runs(raw: dict) -> str:
     """CI runs side by side, one column each (label: its raw file), and the
     slowest steps of the last one."""
@@ -468,11 +473,7 @@ def ci_runs(raw: dict) -> str:
             "| **wall time** | " + " | ".join(f"**{_mmss(r['wall_s'])}**" for r in runs) + " |",
             "| pytest | " + " | ".join(r["pytest"].split(" in ")[0] for r in runs) + " |"]
     for name in sorted(set().union(*(r["kernels"] for r in runs))):
-        cells = []
-        for r in runs:
-            k = r["kernels"].get(name)
-            built_here = k and k["built_at"] >= r["started"]
-            cells.append(f"{_mmss(k['build_s'])}" if built_here else "cached")
+        cells = [_mmss(_built_in(r)[name]["build_s"]) if name in _built_in(r) else "cached" for r in runs]
         rows.append(f"| kernel {name} built in (make, beside the tests) | " + " | ".join(cells) + " |")
     rows.append("| lab guests' time, summed (one core each) | " + " | ".join(
         f"{_mmss(sum(r['guests_s'].values()))}" if "guests_s" in r else "not recorded" for r in runs) + " |")
@@ -575,7 +576,7 @@ def ci_floor(raw: dict) -> str:
     cost, runs = raw["cost"], {k: v for k, v in raw.items() if k != "cost"}
     build = next(c for c in cost["configs"] if c["config"] == "lab")["build_s"]
     rows = ["| | " + " | ".join(runs) + " |", "|---|" + "--:|" * len(runs)]
-    built = {k: sum(1 for b in r["kernels"].values() if b["built_at"] >= r["started"]) for k, r in runs.items()}
+    built = {k: len(_built_in(r)) for k, r in runs.items()}
     floors = {k: built[k] * build + sum(r["guests_s"].values()) / 2 for k, r in runs.items()}
     rows.append("| kernels built in the run, at the lab build's time alone | "
                 + " | ".join(f"{built[k]} x {build:.0f} s = {_mmss(built[k] * build)}" for k in runs) + " |")
