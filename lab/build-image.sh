@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Builds the lab guest: a Debian 12 root filesystem with Debian's stock
 # kernel (from bookworm-security, with its matching headers for bcc) and
-# nttrace's runtime dependencies, as an ext4 image plus the kernel and
-# initramfs to boot it with.
+# nttrace's runtime dependencies, as an ext2 image plus the kernel and
+# initramfs to boot it with. ext2, not ext4: the guests boot it with
+# snapshot=on, so a journal buys nothing, and the lab's kernels then build
+# ext2 (a few small objects) instead of ext4 and jbd2 (~5% of their compile:
+# BENCHMARKS.md, "Lab kernel build time"); Debian's kernel mounts it with ext4.
 #
 #   build-image.sh OUT_DIR
 #
@@ -81,7 +84,7 @@ cp "$root/boot/vmlinuz-$kver" "$out/vmlinuz"
 cp "$root/boot/initrd.img-$kver" "$out/initrd.img"
 echo "$kver" > "$out/kernel-release"
 for m in proc sys dev/pts dev; do umount -l "$root/$m"; done
-echo "lab image: ext4 root image"
+echo "lab image: ext2 root image"
 rm -rf "$root/boot"/* "$root/var/cache/apt"/*.bin
-mkfs.ext4 -q -F -L nttrace-lab -d "$root" "$out/root.img" 3G
+mkfs.ext2 -q -F -L nttrace-lab -d "$root" "$out/root.img" 3G
 echo "lab image: done ($kver) in $out"

@@ -36,6 +36,7 @@ from pathlib import Path
 from lab import kernel_build as kb
 
 NO_DEBUG_INFO = kb.HERE / "kernel" / "cost-no-debug-info.config"
+EXT4_ROOT = kb.HERE / "kernel" / "cost-ext4-root.config"
 OFF_SECTION = "# --- Off:"
 
 
@@ -65,6 +66,8 @@ def configs() -> dict[str, kb.KernelConfig]:
         "lab-no-debug-info": replace(lab, name="lab-no-debug-info", fragments=(*lab.fragments, NO_DEBUG_INFO)),
         # the same with what lab.config switches off left on: what those defaults cost
         "lab-defaults-on": replace(lab, name="lab-defaults-on", fragments=(*lab.fragments, defaults_on_fragment())),
+        # the same with ext4 and jbd2 for an ext4 root, as before the image became ext2
+        "lab-ext4-root": replace(lab, name="lab-ext4-root", fragments=(*lab.fragments, EXT4_ROOT)),
     }
 
 

@@ -51,7 +51,7 @@ def _binary(name):
 
 
 def _qemu():
-    missing = [b for b in ("qemu-system-x86_64", "debootstrap", "mkfs.ext4") if not shutil.which(b)]
+    missing = [b for b in ("qemu-system-x86_64", "debootstrap", "mkfs.ext2") if not shutil.which(b)]
     return not missing, ("missing " + ", ".join(missing)) if missing else "qemu-system-x86_64, debootstrap"
 
 
