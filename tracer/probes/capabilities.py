@@ -38,17 +38,16 @@ def effective_caps(status_text: str) -> int:
     return int(m.group(1), 16) if m else 0
 
 
-def kallsyms_names(path: Path) -> set[str]:
-    names = set()
+def kallsyms_has(path: Path, wanted) -> set[str]:
+    """Which of `wanted` kallsyms lists ("ADDR TYPE NAME[\t[MODULE]]" lines):
+    a substring search for each, the name ending its line or followed by its
+    module. Splitting the ~120,000 lines in Python instead cost 0.3 s on the
+    host and seconds under the lab's TCG."""
     try:
-        with open(path) as f:
-            for line in f:
-                parts = line.split()
-                if len(parts) >= 3:
-                    names.add(parts[2])
+        text = Path(path).read_text(errors="replace")
     except OSError:
-        pass
-    return names
+        return set()
+    return {w for w in wanted if f" {w}\n" in text or f" {w}\t" in text or text.endswith(f" {w}")}
 
 
 def _try_bpf(text: bytes) -> str | None:
@@ -172,7 +171,7 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
         )
     caps["fentry"] = fentry_works() if live else Capability(False, LIVE_ONLY)
     caps["bcc"] = bcc_compiles() if live else Capability(False, LIVE_ONLY)
-    syms = kallsyms_names(sysroot.kallsyms())
+    syms = kallsyms_has(sysroot.kallsyms(), functions)
     for sym in functions:
         caps[f"ksym:{sym}"] = _have(sym in syms, "in kallsyms", "not in kallsyms")
     if live:
