@@ -63,10 +63,15 @@ def _try_bpf(text: bytes) -> str | None:
     return None
 
 
+COMPILE_TEST = b"int nttrace_probe_compile(void *ctx) { return 0; }"
+FENTRY_TEST = b"KFUNC_PROBE(vfs_read) { return 0; }"
+BCC_WORKS = "bcc compiled and loaded a test program"
+
+
 def bcc_compiles() -> Capability:
-    why = _try_bpf(b"int nttrace_probe_compile(void *ctx) { return 0; }")
+    why = _try_bpf(COMPILE_TEST)
     if why is None:
-        return Capability(True, "bcc compiled and loaded a test program")
+        return Capability(True, BCC_WORKS)
     build = Path(f"/lib/modules/{os.uname().release}/build")
     try:
         hint = "" if build.exists() else f"; {build} missing (run `make kernel-headers`)"
@@ -75,24 +80,47 @@ def bcc_compiles() -> Capability:
     return Capability(False, f"bcc cannot compile a program: {why}{hint}")
 
 
-def fentry_works() -> Capability:
+def _no_trampolines() -> str | None:
+    """Why the kernel has no BPF trampolines for fentry, or None if it has."""
     try:
         from bcc import BPF
         if not BPF.support_kfunc():
-            return Capability(False, "kernel lacks BPF trampolines (BPF.support_kfunc() is false)")
+            return "kernel lacks BPF trampolines (BPF.support_kfunc() is false)"
     except ImportError as exc:
-        return Capability(False, f"python3-bpfcc not importable: {exc}")
+        return f"python3-bpfcc not importable: {exc}"
     except Exception as exc:
-        return Capability(False, f"BPF.support_kfunc() failed: {exc}")
-    # support_kfunc() only looks for the trampoline symbol; load a real
-    # fentry program to know (some hosts refuse it with EPERM).
-    why = _try_bpf(b"KFUNC_PROBE(vfs_read) { return 0; }")
-    if why is None:
-        return Capability(True, "fentry program on vfs_read loaded")
+        return f"BPF.support_kfunc() failed: {exc}"
+    return None
+
+
+def _fentry_refused(why: str) -> Capability:
     if "super-user" in why and os.geteuid() == 0:
         # bcc words every EPERM this way, even for root.
         why = "the kernel refused it with EPERM although nttrace runs as root (lockdown, LSM or a hypervisor policy)"
     return Capability(False, f"support_kfunc() is true but loading an fentry program failed: {why}")
+
+
+def bcc_and_fentry() -> tuple[Capability, Capability]:
+    """(bcc, fentry). support_kfunc() only looks for the trampoline symbol,
+    so fentry is known only by loading a real fentry program (some hosts
+    refuse it with EPERM). Where there are trampolines, one program holds
+    both tests: that it compiles answers for bcc, that its fentry function
+    loads answers for fentry. Each compile costs ~0.5 s on the host and
+    ~10 s under the lab's TCG, and every validate, trace and daemon start
+    asks. Only a failed compile is looked at again, with the plain test
+    alone, to say which of the two failed."""
+    no_trampolines = _no_trampolines()
+    if no_trampolines is not None:
+        return bcc_compiles(), Capability(False, no_trampolines)
+    why = _try_bpf(COMPILE_TEST + b"\n" + FENTRY_TEST)
+    if why is None:
+        return Capability(True, BCC_WORKS), Capability(True, "fentry program on vfs_read loaded")
+    if not why.startswith("Failed to compile"):   # compiled; the fentry program did not load or attach
+        return Capability(True, BCC_WORKS), _fentry_refused(why)
+    bcc = bcc_compiles()
+    if not bcc.available:
+        return bcc, Capability(False, f"no fentry test: {bcc.detail}")
+    return bcc, _fentry_refused(why)
 
 
 class _quiet_stderr:
@@ -169,8 +197,8 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
             f"{kind} PMU or {kind}_events present",
             f"no {kind} PMU in {devices} and no {kind}_events in tracefs (kernel built without CONFIG_{kind.upper()}_EVENTS)",
         )
-    caps["fentry"] = fentry_works() if live else Capability(False, LIVE_ONLY)
-    caps["bcc"] = bcc_compiles() if live else Capability(False, LIVE_ONLY)
+    bcc, fentry = bcc_and_fentry() if live else (Capability(False, LIVE_ONLY),) * 2
+    caps["fentry"], caps["bcc"] = fentry, bcc
     syms = kallsyms_has(sysroot.kallsyms(), functions)
     for sym in functions:
         caps[f"ksym:{sym}"] = _have(sym in syms, "in kallsyms", "not in kallsyms")

@@ -1,0 +1,64 @@
+"""Parts of the capability report: which kernel functions kallsyms lists,
+and bcc and fentry told apart from one test compile."""
+from pathlib import Path
+
+import pytest
+
+from nttrace.probes import capabilities
+from nttrace.probes.capabilities import kallsyms_has
+
+
+def test_whole_names_only_in_the_kernel_or_a_module(tmp_path):
+    ks = tmp_path / "kallsyms"
+    ks.write_text("ffffffff81000000 T copy_page\n"
+                  "ffffffff81000010 T __copy_page_nt\n"
+                  "ffffffffc0200000 t nd_pmem_probe\t[nd_pmem]\n"
+                  "ffffffff81000020 T folio_mc_copy")          # a last line without its newline
+    wanted = ["copy_page", "copy_page_nt", "nd_pmem_probe", "folio_mc_copy", "copy", "page"]
+    assert kallsyms_has(ks, wanted) == {"copy_page", "nd_pmem_probe", "folio_mc_copy"}
+    assert kallsyms_has(tmp_path / "missing", wanted) == set()
+
+
+@pytest.mark.needs("root")
+def test_agrees_with_every_line_split_on_this_host():
+    lines = Path("/proc/kallsyms").read_text().splitlines()
+    names = {line.split()[2] for line in lines if len(line.split()) >= 3}
+    wanted = sorted(names)[::997] + ["nttrace_no_such_function", "vfs_read", "copy_page"]
+    assert kallsyms_has("/proc/kallsyms", wanted) == set(wanted) & names
+
+
+@pytest.mark.needs("root", "bcc")
+def test_bcc_and_fentry_from_one_compile_on_this_host():
+    """This host has trampolines but refuses fentry (EPERM): bcc works and
+    fentry says why, as two separate test programs would have said."""
+    bcc, fentry = capabilities.bcc_and_fentry()
+    assert bcc.available and bcc.detail == capabilities.bcc_compiles().detail
+    if capabilities._no_trampolines() is None:
+        alone = capabilities._try_bpf(capabilities.FENTRY_TEST)
+        assert fentry.available == (alone is None)
+        if alone is not None:
+            assert fentry.detail == capabilities._fentry_refused(alone).detail
+
+
+@pytest.mark.parametrize("combined,plain,bcc_ok,fentry_says", [
+    # the one program compiled and its fentry function loaded
+    (None, None, True, "loaded"),
+    # compiled, the fentry function refused: bcc works
+    ("Failed to load BPF program b'kfunc__vmlinux__vfs_read': Invalid argument", None, True, "Invalid argument"),
+    # did not compile, the plain test does: the fentry text is what failed
+    ("Failed to compile BPF module <text>", None, True, "Failed to compile"),
+    # neither compiles: bcc is broken, and so no fentry test
+    ("Failed to compile BPF module <text>", "Failed to compile BPF module <text>", False, "no fentry test"),
+])
+def test_which_of_bcc_and_fentry_failed(monkeypatch, combined, plain, bcc_ok, fentry_says):
+    monkeypatch.setattr(capabilities, "_no_trampolines", lambda: None)
+    tried = []
+
+    def try_bpf(text):
+        tried.append(text)
+        return combined if text != capabilities.COMPILE_TEST else plain
+    monkeypatch.setattr(capabilities, "_try_bpf", try_bpf)
+    bcc, fentry = capabilities.bcc_and_fentry()
+    assert bcc.available is bcc_ok and fentry.available is (combined is None)
+    assert fentry_says in fentry.detail
+    assert len(tried) == (1 if combined is None or not combined.startswith("Failed to compile") else 2)
