@@ -31,9 +31,11 @@ def test_agrees_with_every_line_split_on_this_host():
 def test_bcc_and_fentry_from_one_compile_on_this_host():
     """This host has trampolines but refuses fentry (EPERM): bcc works and
     fentry says why, as two separate test programs would have said."""
-    bcc, fentry = capabilities.bcc_and_fentry()
+    trampolines = capabilities.TRAMPOLINE in kallsyms_has("/proc/kallsyms", [capabilities.TRAMPOLINE])
+    no = capabilities.no_trampolines(trampolines, Path("/sys/kernel/btf/vmlinux").exists())
+    bcc, fentry = capabilities.bcc_and_fentry(no)
     assert bcc.available and bcc.detail == capabilities.bcc_compiles().detail
-    if capabilities._no_trampolines() is None:
+    if no is None:
         alone = capabilities._try_bpf(capabilities.FENTRY_TEST)
         assert fentry.available == (alone is None)
         if alone is not None:
@@ -51,14 +53,29 @@ def test_bcc_and_fentry_from_one_compile_on_this_host():
     ("Failed to compile BPF module <text>", "Failed to compile BPF module <text>", False, "no fentry test"),
 ])
 def test_which_of_bcc_and_fentry_failed(monkeypatch, combined, plain, bcc_ok, fentry_says):
-    monkeypatch.setattr(capabilities, "_no_trampolines", lambda: None)
     tried = []
 
     def try_bpf(text):
         tried.append(text)
         return combined if text != capabilities.COMPILE_TEST else plain
     monkeypatch.setattr(capabilities, "_try_bpf", try_bpf)
-    bcc, fentry = capabilities.bcc_and_fentry()
+    bcc, fentry = capabilities.bcc_and_fentry(None)
     assert bcc.available is bcc_ok and fentry.available is (combined is None)
     assert fentry_says in fentry.detail
     assert len(tried) == (1 if combined is None or not combined.startswith("Failed to compile") else 2)
+
+
+def test_no_trampolines_by_bccs_rule_from_kallsyms_and_btf(monkeypatch):
+    monkeypatch.setattr(capabilities.platform, "machine", lambda: "x86_64")
+    assert capabilities.no_trampolines(True, True) is None
+    assert "bpf_trampoline_link_prog not in kallsyms" in capabilities.no_trampolines(False, True)
+    assert "no kernel BTF" in capabilities.no_trampolines(True, False)
+    monkeypatch.setattr(capabilities.platform, "machine", lambda: "aarch64")
+    assert "aarch64" in capabilities.no_trampolines(True, True)
+
+
+@pytest.mark.needs("root", "bcc")
+def test_trampolines_as_bcc_itself_finds_them():
+    from bcc import BPF
+    have = capabilities.TRAMPOLINE in kallsyms_has("/proc/kallsyms", [capabilities.TRAMPOLINE])
+    assert (capabilities.no_trampolines(have, Path("/sys/kernel/btf/vmlinux").exists()) is None) == BPF.support_kfunc()
