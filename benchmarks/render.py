@@ -355,6 +355,25 @@ def whole_command(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def whole_command_vs(raw: dict) -> str:
+    """Two commands timed in turn as whole processes (whole_command.py --vs):
+    `labels` names them (this command, the other), the ratio is pair by pair."""
+    this, other = raw["labels"]
+    s, v, r = raw["summary"], raw["summary_vs"], raw["ratio"]
+
+    def cell(d, fmt):
+        return f"{format(d['median'], fmt)} [{format(d['min'], fmt)}..{format(d['max'], fmt)}]"
+    rows = [f"| | {other} | {this} | {this} / {other} |", "|---|--:|--:|--:|"]
+    for key, label, fmt in (("wall_s", "wall s", ".2f"), ("user_s", "user CPU s", ".2f"), ("sys_s", "system CPU s", ".2f"),
+                            ("peak_rss_mib", "peak RSS MiB", ".0f")):
+        rows.append(f"| {label} | {cell(v[key], fmt)} | {cell(s[key], fmt)} | {cell(r[key], '.2f') if r[key] else '-'} |")
+    rows += ["", f"Medians [min..max] of {len(raw['runs'])} runs each, in turn, after {raw['warmup']} warm-up of each, "
+                 f"{raw['taken']}, on {raw['host']['cpu']} ({raw['host']['cpus']} CPUs), kernel {raw['host']['kernel']}; "
+                 f"the ratio pair by pair. Command: `python3 benchmarks/whole_command.py --vs '{raw['vs']}' -- "
+                 f"{raw['command']}`."]
+    return "\n".join(rows)
+
+
 def text_file(raw: str) -> str:
     return raw.rstrip("\n")
 
@@ -368,6 +387,7 @@ COST_NOTES = {
     "lab": "**lab.config on allnoconfig, KCFLAGS=-fno-var-tracking (what the lab builds)**",
     "lab-with-var-tracking": "the same, with DWARF's variable locations (plain -g)",
     "lab-no-debug-info": "the same without debug info, hence without BTF (not bootable for nttrace: its probes read BTF)",
+    "lab-ext4-root": "the same with ext4 and jbd2 built in for an ext4 root, as before the guest image became ext2",
     "lab-defaults-on": "the same with lab.config's \"Off\" section left on (allnoconfig's defaults: io_uring, ethtool netlink, "
                        "cpufreq/cpuidle, ACPI processor/thermal/battery, VT, input, Intel PMU drivers, ...)",
 }
@@ -395,6 +415,10 @@ def build_cost(raw: dict) -> str:
         d = by["lab-defaults-on"]["build_s"] - by["lab"]["build_s"]
         notes.append(f"the defaults lab.config switches off would add {d:.0f} s "
                      f"({by['lab-defaults-on']['objects'] - by['lab']['objects']} objects)")
+    if "lab" in by and "lab-ext4-root" in by:
+        d = by["lab-ext4-root"]["build_s"] - by["lab"]["build_s"]
+        notes.append(f"the ext2 root saves {d:.0f} s against ext4's ({100 * d / by['lab-ext4-root']['build_s']:.1f}%, "
+                     f"{by['lab-ext4-root']['objects'] - by['lab']['objects']} objects fewer)")
     said = "; ".join(notes)
     rows.append(said[:1].upper() + said[1:] + ("." if notes else "") +
                 f" One build a config, from clean, one after another with nothing else running, on {raw['host']['cpu']} "
@@ -544,7 +568,8 @@ def slow_machine(raw: dict) -> str:
     issue's goals."""
     slow, cost, cold = raw["slow"], raw["cost"], raw["cold"]
     here = next(c for c in cost["configs"] if c["config"] == "defconfig-based")["build_s"]
-    lab = next(c for c in cost["configs"] if c["config"] == "lab")["build_s"]
+    # the lab build from a later run of build_cost where one is given ("lab_cost")
+    lab = next(c for c in raw.get("lab_cost", cost)["configs"] if c["config"] == "lab")["build_s"]
     ratio = slow["defconfig_based_base_build_s"] / here
     goals = [("lab.config base kernel build, over the defconfig-based one", lab / here, 0.5, f"{lab / here:.2f}", "under 0.50")]
     rows = ["| | here | slow machine (here x ratio) | limit |", "|---|--:|--:|--:|",
@@ -562,7 +587,10 @@ def slow_machine(raw: dict) -> str:
     rows.append("")
     rows.append(f"Ratio x{ratio:.2f}: the slow machine's defconfig-based base build ({slow['source']}) over this "
                 f"machine's, same config and source. Every part of a run is scaled by it, the parts that do "
-                f"not compile too (an upper bound: a slower CPU does not slow a download).")
+                f"not compile too (an upper bound: a slower CPU does not slow a download)."
+                + (f" The lab.config build is from `{raw['lab_cost']['command']}`, the defconfig-based one from "
+                   f"`{cost['command']}`: two runs on this machine, not one."
+                   if "lab_cost" in raw else ""))
     rows += ["", "| goal (issue #19) | measured | goal | |", "|---|--:|--:|---|"]
     rows += [f"| {what} | {shown} | {goal_text} | {'met' if value < goal else '**not met**'} |"
              for what, value, goal, shown, goal_text in goals]
@@ -592,7 +620,7 @@ def ci_floor(raw: dict) -> str:
                  f"sleeps until its 90 s bound, holding no core): {each}. The floor leaves out the rest of the suite "
                  f"(about five minutes of one core), the guest image's build and the downloads of a cold run; a "
                  f"guest's time is its wall time, so where it shared its core (cold: beside the builds and the rest "
-                 f"of the suite) it overstates what the guest needs alone. The lab build alone is from `benchmarks/lab-kernel-build-cost-2026-12-02.json`."]
+                 f"of the suite) it overstates what the guest needs alone. The lab build alone: `{cost['command']}`."]
     return "\n".join(rows)
 
 
