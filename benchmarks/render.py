@@ -355,6 +355,26 @@ def whole_command(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def btf_read(raw: dict) -> str:
+    """The BTF reader before and after, and the floor (benchmarks/btf_read_ab.py)."""
+    sec, held = raw["seconds"], raw["held_mib"]
+    med = {k: statistics.median(v) for k, v in sec.items()}
+    labels = {"before": f"before ({raw['before']}): every type parsed into Python objects",
+              "after": "after: one walk for where each type starts, a type decoded when asked for",
+              "floor": "floor: read the file and its header, nothing decoded"}
+    rows = ["| reader | rounds, s | median | / before | held afterwards |", "|---|---|--:|--:|--:|"]
+    for k in ("before", "after", "floor"):
+        rows.append(f"| {labels[k]} | {', '.join(f'{x:.3f}' for x in sec[k])} | {med[k]:.3f} s | "
+                    f"{med[k] / med['before']:.2f} | " + (f"{held[k]:.1f} MiB" if k != "floor" else "-") + " |")
+    rows += ["", f"The same questions to both readers (kernel metadata's enums and offsets, the copy probe's folio "
+                 f"layout, migrate_pages' parameters), with the same answers; {len(sec['after'])} rounds, the order "
+                 f"alternating, each reading {raw['btf_bytes'] / 1e6:.1f} MB of BTF ({raw['types']:,} types) from the "
+                 f"page cache; held: what tracemalloc counts afterwards. After / floor: x{med['after'] / med['floor']:.0f}. "
+                 f"{raw['taken']}, kernel {raw['host']['kernel']}, Python {raw['host']['python']}. "
+                 f"Command: `.venv/bin/python {raw['command']}`."]
+    return "\n".join(rows)
+
+
 def whole_command_vs(raw: dict) -> str:
     """Two commands timed in turn as whole processes (whole_command.py --vs):
     `labels` names them (this command, the other), the ratio is pair by pair."""
@@ -660,6 +680,8 @@ BLOCKS = {
                                      "exporter": "python-floor-exporter-imports-epyc-vm-2026-12-01.json",
                                      "daemon": "daemon-loader-ab-epyc-vm-2026-11-30.json"}),
     "snapshot-read": (snapshot_read, ["snapshot-read-epyc-vm-2026-12-01.json"]),
+    "btf-read": (btf_read, ["btf-read-ab-epyc-vm-2026-12-02.json"]),
+    "validate-quick-ab": (whole_command_vs, ["validate-quick-ab-epyc-vm-2026-12-02.json"]),
     "migrate-program-ab": (migrate_program_ab, ["migrate-program-ab-epyc-vm-2026-11-30.json"]),
     "probe-rounds": (probe_rounds, ["probes-epyc-vm-2026-11-30-rounds.json"]),
     "native-memmap": (native_memmap, NATIVE),

@@ -41,6 +41,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--json", type=Path, required=True)
     ap.add_argument("--vs", metavar="'COMMAND'", help="a second command (one string, split as a shell would), run in turn")
+    ap.add_argument("--labels", metavar="THIS,OTHER", help="what the two commands are, for the tables (with --vs)")
     ap.add_argument("cmd", nargs=argparse.REMAINDER)
     args = ap.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> int:
               "host": {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release()},
               "taken": time.strftime("%F %T UTC", time.gmtime())}
     if other:
-        report.update({"vs": " ".join(other), "runs_vs": runs_b, "summary_vs": _summary(runs_b),
+        report.update({"vs": " ".join(other), "labels": (args.labels or "this,other").split(",", 1), "runs_vs": runs_b, "summary_vs": _summary(runs_b),
                        "ratio": _summary([{k: a[k] / b[k] if b[k] else None for k in FIGURES}
                                           for a, b in zip(runs, runs_b)])})
     args.json.write_text(json.dumps(report, indent=1) + "\n")
