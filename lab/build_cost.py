@@ -158,11 +158,11 @@ def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int, objects: 
                       build_s)
     btf = [t for t, line in stamps if line.strip().startswith("BTF")]
     cfg = (build / ".config").read_text()
-    objects = sum(1 for _ in build.rglob("*.o"))
+    n_objects = sum(1 for _ in build.rglob("*.o"))
     return {"config": config.name, "recipe": config.recipe(), "configure_s": round(configure_s, 1),
             "build_s": round(build_s, 1), "compile_s": round(tail_start, 1),
             "link_tail_s": round(build_s - tail_start, 1), "btf_lines": len(btf),
-            "objects": objects, "options_y": sum(1 for line in cfg.splitlines() if line.endswith("=y")),
+            "objects": n_objects, "options_y": sum(1 for line in cfg.splitlines() if line.endswith("=y")),
             "vmlinux_bytes": (build / "vmlinux").stat().st_size,
             "bzimage_bytes": (build / "arch/x86/boot/bzImage").stat().st_size,
             "debug_info": "CONFIG_DEBUG_INFO=y" in cfg, "btf": "CONFIG_DEBUG_INFO_BTF=y" in cfg,

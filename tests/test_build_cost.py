@@ -40,3 +40,24 @@ def test_the_wrapper_logs_each_object_it_compiles_and_keeps_the_compilers_exit(t
     assert report["compile_cpu_s"] == round(sum(spans), 1)     # rounded: two tiny compiles can sum under 0.05 s
     assert [o["object"] for o in report["costliest"]] == [o for _s, o in sorted(zip(spans, ["mm/a.o", "mm/b.o"]),
                                                                                 reverse=True)]
+
+
+def test_a_build_without_per_object_timing_reports_its_figures(tmp_path, monkeypatch):
+    """measure() without --per-object (as `--configs A,B` runs it): the
+    figures of a build, no per-object part and no compile log asked for.
+    The kernel's configure and make are stood in for by a shell that writes
+    what kbuild leaves (a session's 10-minute build was lost to this path)."""
+    from dataclasses import replace
+
+    from lab import build_cost, kernel_build as kb
+
+    def configure(src, build, log, name, config):
+        (build / ".config").write_text("CONFIG_DEBUG_INFO=y\nCONFIG_DEBUG_INFO_BTF=y\nCONFIG_X=y\n")
+    monkeypatch.setattr(kb, "configure", configure)
+    monkeypatch.setattr(kb, "make_command", lambda build, config, jobs: [
+        "sh", "-c", f"cd {build} && mkdir -p mm arch/x86/boot && : > mm/a.o && : > mm/b.o && echo '  CC      mm/a.o' "
+                    f"&& echo '  LD      vmlinux.o' && echo '  BTF     .btf.vmlinux.bin.o' && : > vmlinux "
+                    f"&& : > arch/x86/boot/bzImage"])
+    r = build_cost.measure(replace(kb.LAB_CONFIG, name="stand-in"), tmp_path, tmp_path / "cost", 2)
+    assert r["objects"] == 2 and r["options_y"] == 3 and r["btf_lines"] == 1 and r["debug_info"] and r["btf"]
+    assert "per_object" not in r and not (tmp_path / "cost" / "stand-in" / "compiles.log").exists()
