@@ -107,13 +107,13 @@ def _fentry_refused(why: str) -> Capability:
 
 def bcc_and_fentry(no_trampolines: str | None) -> tuple[Capability, Capability]:
     """(bcc, fentry); `no_trampolines` from no_trampolines(). The trampoline
-    symbol is not enough: fentry is known only by loading a real fentry program (some hosts
-    refuse it with EPERM). Where there are trampolines, one program holds
-    both tests: that it compiles answers for bcc, that its fentry function
-    loads answers for fentry. Each compile costs ~0.5 s on the host and
-    ~10 s under the lab's TCG, and every validate, trace and daemon start
-    asks. Only a failed compile is looked at again, with the plain test
-    alone, to say which of the two failed."""
+    symbol is not enough: fentry is known only by loading a real fentry
+    program (some hosts refuse it with EPERM). Where there are trampolines,
+    one program holds both tests: that it compiles answers for bcc, that its
+    fentry function loads answers for fentry. Each compile costs ~0.5 s on
+    the host and ~10 s under the lab's TCG, and every validate, trace and
+    daemon start asks. Only a failed compile is looked at again, with the
+    plain test alone, to say which of the two failed."""
     if no_trampolines is not None:
         return bcc_compiles(), Capability(False, no_trampolines)
     why = _try_bpf(COMPILE_TEST + b"\n" + FENTRY_TEST)
