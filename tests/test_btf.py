@@ -91,3 +91,8 @@ def test_a_name_outside_the_string_section_is_a_usage_error_when_read():
     btf = Btf(_table(b"\0e\0", [struct.pack("<III", 1, (KIND_ENUM << 24) | 1, 4) + struct.pack("<Ii", 999, 0)]))
     with pytest.raises(UsageError, match="outside the string section"):
         btf.enum("e")
+
+
+def test_a_types_name_outside_the_string_section_is_malformed():
+    with pytest.raises(UsageError, match="name outside the string section"):
+        Btf(_table(b"\0s\0", [_int(64)]))

@@ -50,7 +50,7 @@ class Btf:
     keeping where each type's record starts and its kind and name offset
     (type ids are the records' positions in that section); a type's name and
     members are decoded only when a query reaches it. Parsing every type up
-    front cost ~1.2 s of a 1.5 s `nttrace validate` on the host (126,669
+    front cost ~1.2 s of a 1.5 s `nttrace validate` on the host (126,668
     types), and tens of seconds per command under the lab's TCG."""
 
     def __init__(self, data: bytes, source: str = "<bytes>"):
@@ -101,6 +101,8 @@ class Btf:
             pos += 12 + sizes[0] + sizes[1] * (info & 0xFFFF)
         if pos != end:
             raise UsageError(f"{self.source}: malformed BTF (the last type runs past the type section)")
+        if max(names) >= str_len:
+            raise UsageError(f"{self.source}: malformed BTF (a type's name outside the string section)")
         self._offs, self._names, self._kinds = offs, names, kinds
 
     def _name_at(self, off: int) -> str:
