@@ -138,6 +138,9 @@ def test_latency_machinery_agrees_with_the_models_own_clock(caps, meta):
                     break
             snap = t.snapshot()[MemmapProbe.name]
     assert len(records) == 20
+    # in time order: records come CPU buffer by CPU buffer, so a run that
+    # migrated between the two CPUs of a loaded host arrives out of turn
+    records.sort(key=lambda r: r["ts_ns"])
     for rec, mine in zip(records, own):
         assert rec["nr_pages"] == nr and rec["pgmap_type"] == "FS_DAX"
         assert abs(rec["latency_ns"] - mine) <= 0.10 * mine, (rec["latency_ns"], mine)
