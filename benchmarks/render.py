@@ -596,11 +596,12 @@ def slow_machine(raw: dict) -> str:
             f"| defconfig-based base kernel build | {_mmss(here)} | {_mmss(slow['defconfig_based_base_build_s'])} "
             f"(measured there) | |",
             f"| lab.config base kernel build | {_mmss(lab)} | {_mmss(lab * ratio)} | 8 m |",
-            f"| cold `.ci/run` | {_mmss(cold['wall_s'])} | {_mmss(cold['wall_s'] * ratio)} | 65 m |"]
+            f"| cold `.ci/run` ({cold['commit'][:7]}) | {_mmss(cold['wall_s'])} | {_mmss(cold['wall_s'] * ratio)} | 65 m |"]
     goals.append(("lab.config base kernel build on the slow machine", lab * ratio, 8 * 60, _mmss(lab * ratio), "8 m"))
     goals.append(("cold `.ci/run` on the slow machine", cold["wall_s"] * ratio, 65 * 60, _mmss(cold["wall_s"] * ratio), "65 m"))
     if "cached" in raw:
-        rows.append(f"| cached `.ci/run` (kernels and image in the cache) | {_mmss(raw['cached']['wall_s'])} | "
+        rows.append(f"| cached `.ci/run` ({raw['cached']['commit'][:7]}; kernels and image in the cache) | "
+                    f"{_mmss(raw['cached']['wall_s'])} | "
                     f"{_mmss(raw['cached']['wall_s'] * ratio)} | 25 m |")
         goals.append(("cached `.ci/run` on the slow machine", raw["cached"]["wall_s"] * ratio, 25 * 60,
                       _mmss(raw["cached"]["wall_s"] * ratio), "25 m"))
@@ -657,11 +658,16 @@ BLOCKS = {
                           "cold, session 11": "ci-cold-2026-12-02-session11.json",
                           "cached, session 11, first": "ci-cached-2026-12-02-session11-first.json",
                           "cached, session 11": "ci-cached-2026-12-02-session11.json"}),
+    "ci-cold-session12": (ci_runs, {"cold, session 11": "ci-cold-2026-12-02-session11.json",
+                                    "cold, session 12: ext2 root": "ci-cold-2026-12-02-session12.json",
+                                    "cold, session 12: ext2 root + start-up": "ci-cold-2026-12-02-session12-startup.json"}),
     "ci-floor": (ci_floor, {"cost": "lab-kernel-build-cost-2026-12-02.json",
                             "cold, session 11": "ci-cold-2026-12-02-session11.json",
-                            "cached, session 11": "ci-cached-2026-12-02-session11.json"}),
+                            "cached, session 11": "ci-cached-2026-12-02-session11.json",
+                            "cold, session 12: ext2 root": "ci-cold-2026-12-02-session12.json",
+                            "cold, session 12: + start-up": "ci-cold-2026-12-02-session12-startup.json"}),
     "slow-machine": (slow_machine, {"slow": "slow-machine-issue19.json", "cost": "lab-kernel-build-cost-2026-12-02.json",
-                                    "cold": "ci-cold-2026-12-02-session11.json",
+                                    "cold": "ci-cold-2026-12-02-session12-startup.json",
                                     "cached": "ci-cached-2026-12-02-session11.json"}),
     "lab-scenarios": (lab_scenarios, ["lab-stock-guest-run-2026-12-01.log"]),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
