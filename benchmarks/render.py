@@ -660,7 +660,8 @@ BLOCKS = {
                           "cached, session 11": "ci-cached-2026-12-02-session11.json"}),
     "ci-cold-session12": (ci_runs, {"cold, session 11": "ci-cold-2026-12-02-session11.json",
                                     "cold, session 12: ext2 root": "ci-cold-2026-12-02-session12.json",
-                                    "cold, session 12: ext2 root + start-up": "ci-cold-2026-12-02-session12-startup.json"}),
+                                    "cold, session 12: ext2 root + start-up": "ci-cold-2026-12-02-session12-startup.json",
+                                    "cached, session 12": "ci-cached-2026-12-02-session12.json"}),
     "ci-floor": (ci_floor, {"cost": "lab-kernel-build-cost-2026-12-02.json",
                             "cold, session 11": "ci-cold-2026-12-02-session11.json",
                             "cached, session 11": "ci-cached-2026-12-02-session11.json",
@@ -668,7 +669,7 @@ BLOCKS = {
                             "cold, session 12: + start-up": "ci-cold-2026-12-02-session12-startup.json"}),
     "slow-machine": (slow_machine, {"slow": "slow-machine-issue19.json", "cost": "lab-kernel-build-cost-2026-12-02.json",
                                     "cold": "ci-cold-2026-12-02-session12-startup.json",
-                                    "cached": "ci-cached-2026-12-02-session11.json"}),
+                                    "cached": "ci-cached-2026-12-02-session12.json"}),
     "lab-scenarios": (lab_scenarios, ["lab-stock-guest-run-2026-12-01.log"]),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
                                               for k in ("base", "nt-v3") for m in ("fsdax", "devdax")}),
