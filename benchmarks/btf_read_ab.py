@@ -26,6 +26,7 @@ from pathlib import Path
 
 from nttrace.kernel import btf as current
 from nttrace.kernel import metadata
+from nttrace.probes.copy import folio_layout
 
 REPO = Path(__file__).resolve().parents[1]
 PATH = Path("/sys/kernel/btf/vmlinux")
@@ -46,16 +47,8 @@ def _module_at(rev: str):
 def ask(mod) -> tuple:
     """What validate's metadata and probes ask of BTF; the answers, to compare."""
     b = mod.Btf.from_file(PATH)
-    enums = {name: b.enum(name) if b.has_enum(name) else {} for name in metadata.ENUMS}
-    offsets = {}
-    for struct_name, member in metadata.OFFSETS:
-        try:
-            offsets[f"{struct_name}.{member}"] = b.member_offset(struct_name, member)
-        except KeyError:
-            pass
-    folio = {m: b.member_offset("folio", m) for m in ("flags",)}
     params = b.func_params("migrate_pages") if b.has_func("migrate_pages") else []
-    return b, (enums, offsets, folio, params, b.struct_size("page"))
+    return b, (metadata.facts_from_btf(b), folio_layout(b), params, b.struct_size("page"))
 
 
 def floor(_mod=None) -> tuple:

@@ -108,6 +108,20 @@ def _reverse(d: dict[str, int]) -> dict[int, str]:
     return {v: k for k, v in d.items()}
 
 
+def facts_from_btf(btf: Btf) -> tuple[dict[str, dict[str, int]], dict[str, int]]:
+    """The enums (ENUMS; empty where the kernel has none) and member offsets
+    (OFFSETS; left out where the kernel has no such member) nttrace takes
+    from a kernel's BTF."""
+    enums = {name: btf.enum(name) if btf.has_enum(name) else {} for name in ENUMS}
+    offsets = {}
+    for struct_name, member in OFFSETS:
+        try:
+            offsets[f"{struct_name}.{member}"] = btf.member_offset(struct_name, member)
+        except KeyError:
+            pass  # ZONE_DEVICE off in this kernel: the memmap probe reports it
+    return enums, offsets
+
+
 def load(sysroot: Sysroot) -> KernelMetadata:
     """Kernel metadata from BTF, cross-checked against tracepoint formats.
 
@@ -117,15 +131,7 @@ def load(sysroot: Sysroot) -> KernelMetadata:
     btf_path = sysroot.btf_path()
     if btf_path.exists():
         btf = Btf.from_file(btf_path)
-        enums = {}
-        for name in ENUMS:
-            enums[name] = btf.enum(name) if btf.has_enum(name) else {}
-        offsets = {}
-        for struct_name, member in OFFSETS:
-            try:
-                offsets[f"{struct_name}.{member}"] = btf.member_offset(struct_name, member)
-            except KeyError:
-                pass  # ZONE_DEVICE off in this kernel: the memmap probe reports it
+        enums, offsets = facts_from_btf(btf)
         enums["migrate_reason"].pop("MR_TYPES", None)
         meta = KernelMetadata("btf", enums["migrate_mode"], enums["migrate_reason"], enums["memory_type"], offsets,
                               btf_path=btf_path, _btf=btf)
