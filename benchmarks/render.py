@@ -341,12 +341,16 @@ def memory_floor(raw: dict) -> str:
     return "\n".join(rows)
 
 
+# A whole command's figures (benchmarks/whole_command.py): key, row label, format.
+WHOLE_FIGURES = (("wall_s", "wall s", ".2f"), ("user_s", "user CPU s", ".2f"), ("sys_s", "system CPU s", ".2f"),
+                 ("peak_rss_mib", "peak RSS MiB", ".0f"))
+
+
 def whole_command(raw: dict) -> str:
     """A command timed as a whole process (benchmarks/whole_command.py)."""
     s = raw["summary"]
     rows = ["| | min | median | max |", "|---|---:|---:|---:|"]
-    for key, label, fmt in (("wall_s", "wall s", ".2f"), ("user_s", "user CPU s", ".2f"), ("sys_s", "system CPU s", ".2f"),
-                            ("peak_rss_mib", "peak RSS MiB", ".0f")):
+    for key, label, fmt in WHOLE_FIGURES:
         rows.append(f"| {label} | {format(s[key]['min'], fmt)} | **{format(s[key]['median'], fmt)}** | "
                     f"{format(s[key]['max'], fmt)} |")
     rows += ["", f"{len(raw['runs'])} counted runs after {raw['warmup']} warm-up, {raw['taken']}, on "
@@ -384,8 +388,7 @@ def whole_command_vs(raw: dict) -> str:
     def cell(d, fmt):
         return f"{format(d['median'], fmt)} [{format(d['min'], fmt)}..{format(d['max'], fmt)}]"
     rows = [f"| | {other} | {this} | {this} / {other} |", "|---|--:|--:|--:|"]
-    for key, label, fmt in (("wall_s", "wall s", ".2f"), ("user_s", "user CPU s", ".2f"), ("sys_s", "system CPU s", ".2f"),
-                            ("peak_rss_mib", "peak RSS MiB", ".0f")):
+    for key, label, fmt in WHOLE_FIGURES:
         rows.append(f"| {label} | {cell(v[key], fmt)} | {cell(s[key], fmt)} | {cell(r[key], '.2f') if r[key] else '-'} |")
     rows += ["", f"Medians [min..max] of {len(raw['runs'])} runs each, in turn, after {raw['warmup']} warm-up of each, "
                  f"{raw['taken']}, on {raw['host']['cpu']} ({raw['host']['cpus']} CPUs), kernel {raw['host']['kernel']}; "
@@ -588,8 +591,7 @@ def slow_machine(raw: dict) -> str:
     issue's goals."""
     slow, cost, cold = raw["slow"], raw["cost"], raw["cold"]
     here = next(c for c in cost["configs"] if c["config"] == "defconfig-based")["build_s"]
-    # the lab build from a later run of build_cost where one is given ("lab_cost")
-    lab = next(c for c in raw.get("lab_cost", cost)["configs"] if c["config"] == "lab")["build_s"]
+    lab = next(c for c in cost["configs"] if c["config"] == "lab")["build_s"]
     ratio = slow["defconfig_based_base_build_s"] / here
     goals = [("lab.config base kernel build, over the defconfig-based one", lab / here, 0.5, f"{lab / here:.2f}", "under 0.50")]
     rows = ["| | here | slow machine (here x ratio) | limit |", "|---|--:|--:|--:|",
@@ -608,10 +610,7 @@ def slow_machine(raw: dict) -> str:
     rows.append("")
     rows.append(f"Ratio x{ratio:.2f}: the slow machine's defconfig-based base build ({slow['source']}) over this "
                 f"machine's, same config and source. Every part of a run is scaled by it, the parts that do "
-                f"not compile too (an upper bound: a slower CPU does not slow a download)."
-                + (f" The lab.config build is from `{raw['lab_cost']['command']}`, the defconfig-based one from "
-                   f"`{cost['command']}`: two runs on this machine, not one."
-                   if "lab_cost" in raw else ""))
+                f"not compile too (an upper bound: a slower CPU does not slow a download).")
     rows += ["", "| goal (issue #19) | measured | goal | |", "|---|--:|--:|---|"]
     rows += [f"| {what} | {shown} | {goal_text} | {'met' if value < goal else '**not met**'} |"
              for what, value, goal, shown, goal_text in goals]

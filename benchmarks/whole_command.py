@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
               "host": {"cpu": model, "cpus": os.cpu_count(), "kernel": platform.release()},
               "taken": time.strftime("%F %T UTC", time.gmtime())}
     if other:
-        report.update({"vs": " ".join(other), "labels": (args.labels or "this,other").split(",", 1), "runs_vs": runs_b, "summary_vs": _summary(runs_b),
+        report.update({"vs": " ".join(other), "labels": (args.labels or "this,other").split(",", 1),
+                       "runs_vs": runs_b, "summary_vs": _summary(runs_b),
                        "ratio": _summary([{k: a[k] / b[k] if b[k] else None for k in FIGURES}
                                           for a, b in zip(runs, runs_b)])})
     args.json.write_text(json.dumps(report, indent=1) + "\n")
