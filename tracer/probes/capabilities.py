@@ -202,7 +202,7 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
             f"no {kind} PMU in {devices} and no {kind}_events in tracefs (kernel built without CONFIG_{kind.upper()}_EVENTS)",
         )
     syms = kallsyms_has(sysroot.kallsyms(), [*functions, TRAMPOLINE])
-    bcc, fentry = (bcc_and_fentry(no_trampolines(TRAMPOLINE in syms, btf.exists())) if live
+    bcc, fentry = (bcc_and_fentry(no_trampolines(TRAMPOLINE in syms, caps["btf"].available)) if live
                    else (Capability(False, LIVE_ONLY),) * 2)
     caps["fentry"], caps["bcc"] = fentry, bcc
     for sym in functions:
