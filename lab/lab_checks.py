@@ -38,17 +38,25 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     Two clocks are compared. The kernel's line counts jiffies between its
     own start and end; the probe reads jiffies at entry and return too, and
     must tell the same count (the same interval, the same clock): never
-    fewer ticks, and within two for nine calls in ten. The probe's latency
-    comes from the monotonic clock, and under emulation (single-threaded
-    TCG) jiffies stall and then catch up in bursts: a 17.6 ms call was seen
-    while jiffies did not move at all, and four calls in one run of 31 were
-    3.0-3.2 ms shorter than their 19-24 ticks at HZ=1000 (CI, base kernel,
-    devdax). Bursts cancel over a run, so the run's total latency is held to
-    10% of the kernel's total beyond what the kernel's count itself can be
-    off (a tick a call: at HZ=250 the stock guest's line said 20 ms for
-    calls of 22.5-23.5 ms, run after run, 10.2% short over 31 calls), and
-    each call to max(20%, 4 ms, 2 ticks) for nine calls in ten. On real
-    hardware the clocks agree far closer.
+    fewer ticks on any call, the same count within a tick for the median
+    call, and no more than two extra ticks a call over the run. Under
+    emulation (single-threaded TCG) jiffies stall and then catch up in
+    bursts, and a burst that lands between the kernel's last read and the
+    return adds ticks to the probe's count alone: 4-8 of them on four calls
+    of 31 in CI on a slow machine (nt-v3, fsdax, HZ=1000), 4 once before.
+    Such a burst is a property of the guest's clock, not of the interval, so
+    it is bounded over the run, not call by call; a probe that timed a
+    longer interval would move the median call.
+
+    The probe's latency comes from the monotonic clock, which a stall does
+    not stop: a 17.6 ms call was seen while jiffies did not move at all, and
+    four calls in one run of 31 were 3.0-3.2 ms shorter than their 19-24
+    ticks (CI, base kernel, devdax). Bursts cancel over a run, so the run's
+    total latency is held to 10% of the kernel's total beyond what the
+    kernel's count itself can be off (a tick a call: at HZ=250 the stock
+    guest's line said 20 ms for calls of 22.5-23.5 ms, run after run, 10.2%
+    short over 31 calls), and each call to max(20%, 4 ms, 2 ticks) for nine
+    calls in ten. On real hardware the clocks agree far closer.
     """
     rep = result[report_key]
     c = checks(rep)["kernel.memmap_latency"]
@@ -61,29 +69,28 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     kernel = result[lines_key]
     assert len(kernel) == len(calls), (len(kernel), len(calls))
     tick_ms = tick_ms or kernel_tick_ms(kernel)
-    beyond, jiffy_bursts = [], []
+    # (probe's jiffies, probe's ms, kernel's ms) call by call, for the messages
+    seen = [(m["jiffies"], round(m["latency_ns"] / 1e6, 2), k["ms"]) for m, k in zip(calls, kernel)]
+    beyond, ticks_off = [], []
     for mine, theirs in zip(calls, kernel):
         # the kernel counts what it initialises: nr_pages less the altmap (map=dev)
         assert mine["pages_initialised"] == theirs["pages"] <= mine["nr_pages"]
-        # the probe's own jiffies (entry to return) tell the kernel's tick
-        # count: never fewer (its interval holds the kernel's), and within two
-        # ticks for nine calls in ten (a burst of catching-up ticks can fall
-        # between the kernel's line and the return: 4 ticks once at HZ=1000)
-        ticks_off = mine["jiffies"] * tick_ms - theirs["ms"]
-        assert ticks_off >= -tick_ms, (mine, theirs)
-        if ticks_off > 2 * tick_ms:
-            jiffy_bursts.append((mine["jiffies"], theirs["ms"]))
+        off = mine["jiffies"] * tick_ms - theirs["ms"]
+        # never fewer: the probe's interval holds the kernel's
+        assert off >= -tick_ms, (mine, theirs)
+        ticks_off.append(off // tick_ms)
         ours_ms = mine["latency_ns"] / 1e6
         if abs(ours_ms - theirs["ms"]) > max(0.2 * theirs["ms"], 4, 2 * tick_ms):
             beyond.append((round(ours_ms, 2), theirs["ms"], mine["jiffies"]))
-    assert len(beyond) <= max(1, len(calls) // 10), beyond
+    assert len(beyond) <= max(1, len(calls) // 10), (beyond, seen)
+    assert sorted(ticks_off)[len(ticks_off) // 2] <= 1, ("median call's extra ticks", seen)
+    assert sum(ticks_off) <= 2 * len(calls), ("extra ticks over the run", sum(ticks_off), seen)
     ours_total = sum(m["latency_ns"] for m in calls) / 1e6
     kernel_total = sum(k["ms"] for k in kernel)
     # each call's interval lies within a tick of the kernel's count of it
     quantum = len(calls) * tick_ms
     assert 0.9 * (kernel_total - quantum) <= ours_total <= 1.1 * (kernel_total + quantum), \
-        (ours_total, kernel_total, tick_ms)
-    assert len(jiffy_bursts) <= max(1, len(calls) // 10), jiffy_bursts
+        (ours_total, kernel_total, tick_ms, seen)
     return ev
 
 
