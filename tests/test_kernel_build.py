@@ -154,11 +154,12 @@ def test_a_patch_that_does_not_apply_fails_its_step_with_the_log(tmp_path):
 @pytest.mark.lab
 @pytest.mark.needs("root", "kernel-build", "seeds")
 def test_a_build_that_breaks_fails_its_step_with_the_log(tmp_path):
-    # applies cleanly and configures; make stops on it in `prepare` (modpost)
-    diff = ("diff --git a/scripts/mod/modpost.c b/scripts/mod/modpost.c\n"
-            "--- a/scripts/mod/modpost.c\n+++ b/scripts/mod/modpost.c\n"
+    # applies cleanly and configures; make stops on it in its first steps
+    # (archprepare's host tool `relocs`, before scripts/, objtool and modpost)
+    diff = ("diff --git a/arch/x86/tools/relocs_common.c b/arch/x86/tools/relocs_common.c\n"
+            "--- a/arch/x86/tools/relocs_common.c\n+++ b/arch/x86/tools/relocs_common.c\n"
             "@@ -1,3 +1,4 @@\n+#error nttrace test: an injected build failure\n"
-            " /* Postprocess module symbol versions\n  *\n  * Copyright 2003       Kai Germaschewski\n")
+            " // SPDX-License-Identifier: GPL-2.0\n #include \"relocs.h\"\n \n")
     f = _series_file(tmp_path, "inject-build", diff)
     err = _inject(tmp_path, "inject-build", kernel_build.Series(str(f), "v1"), bound_s=600)
     assert err.step == "build (make bzImage modules)"
