@@ -410,7 +410,7 @@ COST_NOTES = {
     "lab": "**lab.config on allnoconfig, KCFLAGS=-fno-var-tracking (what the lab builds)**",
     "lab-with-var-tracking": "the same, with DWARF's variable locations (plain -g)",
     "lab-no-debug-info": "the same without debug info, hence without BTF (not bootable for nttrace: its probes read BTF)",
-    "lab-ext4-root": "the same with ext4 and jbd2 built in for an ext4 root, as before the guest image became ext2",
+    "lab-ext4-root": "lab.config with ext4 and jbd2 built in for an ext4 root, as before the guest image became ext2",
     "lab-defaults-on": "the same with lab.config's \"Off\" section left on (allnoconfig's defaults: io_uring, ethtool netlink, "
                        "cpufreq/cpuidle, ACPI processor/thermal/battery, VT, input, Intel PMU drivers, ...)",
 }
@@ -650,6 +650,7 @@ BLOCKS = {
     "trace-cpu": (whole_command, ["trace-4s-epyc-vm-2026-12-01.json"]),
     "build-cost": (build_cost, ["lab-kernel-build-cost-2026-12-02.json"]),
     "build-cost-debug-info": (build_cost, ["lab-kernel-build-cost-2026-12-01.json"]),
+    "build-cost-ext2": (build_cost, ["lab-kernel-build-cost-ext2-2026-12-02.json"]),
     "build-cost-per-object": (build_cost_per_object, ["lab-kernel-build-cost-per-object-2026-12-02.json"]),
     "ci-cold": (ci_runs, {"cold, earlier machine": "ci-cold-2026-12-01.json",
                           "cold, session 10": "ci-cold-2026-12-01-session10.json",
