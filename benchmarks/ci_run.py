@@ -47,15 +47,21 @@ def kernels() -> dict:
 def guests(since: float) -> dict:
     """Each lab guest's time (its console's last uptime stamp, seconds) from
     this run: the kernel variants' kept results, the stock guests' in the
-    base directory of the first pytest session since the run started (pytest
-    numbers them; a later session, run by hand, must not stand in for it)."""
+    base directories of the pytest sessions started since the run began
+    (pytest numbers them; a guest's directory is its name and pytest's
+    counter: lab0, systemd0, ...). A guest may boot in another session than
+    the rest (one run put lab0 in the session before the others'); the
+    earliest session that holds a guest's name is its. The report is written
+    as the run ends, so no session run by hand can stand in for it."""
     keep = Path(os.environ.get("NTTRACE_LAB_KEEP", CACHES[1] / "kernels-last-run"))
     consoles = {p.parent.name: p for p in keep.glob("*/console.log")}
     sessions = [d for d in (Path(tempfile.gettempdir()) / f"pytest-of-{os.environ.get('USER', 'root')}").glob("pytest-*")
-                if d.name[7:].isdigit() and d.stat().st_mtime >= since and any(d.glob("*0/console.log"))]
-    if sessions:     # a guest's results directory is its name and pytest's counter: lab0, systemd0, ...
-        session = min(sessions, key=lambda d: int(d.name[7:]))
-        consoles.update((c.parent.name[:-1], c) for c in session.glob("*0/console.log"))
+                if d.name[7:].isdigit() and d.stat().st_mtime >= since]
+    stock: dict = {}
+    for session in sorted(sessions, key=lambda d: int(d.name[7:])):
+        for c in session.glob("*0/console.log"):
+            stock.setdefault(c.parent.name[:-1], c)
+    consoles.update(stock)
     out = {}
     for name, console in sorted(consoles.items()):
         if console.stat().st_mtime < since:
