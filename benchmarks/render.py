@@ -663,7 +663,8 @@ BLOCKS = {
                                     "cold, session 12: ext2 root + start-up": "ci-cold-2026-12-02-session12-startup.json",
                                     "cached, session 12": "ci-cached-2026-12-02-session12.json"}),
     "ci-cold-session13": (ci_runs, {"cold, session 12: ext2 root + start-up": "ci-cold-2026-12-02-session12-startup.json",
-                                    "cold, session 13": "ci-cold-2026-12-02-session13.json"}),
+                                    "cold, session 13": "ci-cold-2026-12-02-session13.json",
+                                    "cached, session 13": "ci-cached-2026-12-02-session13.json"}),
     "ci-floor": (ci_floor, {"cost": "lab-kernel-build-cost-2026-12-02.json",
                             "cold, session 11": "ci-cold-2026-12-02-session11.json",
                             "cached, session 11": "ci-cached-2026-12-02-session11.json",
@@ -673,7 +674,7 @@ BLOCKS = {
                                       "cold, session 13": "ci-cold-2026-12-02-session13.json"}),
     "slow-machine": (slow_machine, {"slow": "slow-machine-issue19.json", "cost": "lab-kernel-build-cost-ext2-2026-12-02.json",
                                     "cold": "ci-cold-2026-12-02-session13.json",
-                                    "cached": "ci-cached-2026-12-02-session12.json"}),
+                                    "cached": "ci-cached-2026-12-02-session13.json"}),
     "lab-scenarios": (lab_scenarios, ["lab-stock-guest-run-2026-12-01.log"]),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
                                               for k in ("base", "nt-v3") for m in ("fsdax", "devdax")}),
