@@ -37,9 +37,10 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
 
     Two clocks are compared. The kernel's line counts jiffies between its
     own start and end; the probe reads jiffies at entry and return too, and
-    must tell the same count (the same interval, the same clock): never
-    fewer ticks on any call, the same count within a tick for the median
-    call, and no more than two extra ticks a call over the run. Under
+    must tell the same count (the same interval, the same clock): no call
+    more than a tick short of the kernel's count (the probe reads before the
+    kernel's start and after its end), the same count within a tick for the
+    median call, and no more than two extra ticks a call over the run. Under
     emulation (single-threaded TCG) jiffies stall and then catch up in
     bursts, and a burst that lands between the kernel's last read and the
     return adds ticks to the probe's count alone: 4-8 of them on four calls
@@ -76,7 +77,7 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
         # the kernel counts what it initialises: nr_pages less the altmap (map=dev)
         assert mine["pages_initialised"] == theirs["pages"] <= mine["nr_pages"]
         off = mine["jiffies"] * tick_ms - theirs["ms"]
-        # never fewer: the probe's interval holds the kernel's
+        # never short by more than a tick: the probe's interval holds the kernel's
         assert off >= -tick_ms, (mine, theirs)
         ticks_off.append(off // tick_ms)
         ours_ms = mine["latency_ns"] / 1e6
