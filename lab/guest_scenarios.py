@@ -241,7 +241,11 @@ def daemon():
         while time.monotonic() < deadline and not (RESULTS / "host-scraped").exists():
             time.sleep(0.5)
         scraped = (RESULTS / "host-scraped").exists()
-        took = d.stop()
+        try:
+            took = d.stop()
+        except subprocess.TimeoutExpired as exc:   # the daemon's own log says where it hung
+            raise RuntimeError(f"the daemon did not stop within {exc.timeout} s of SIGTERM; "
+                               f"its log's tail:\n{d.read_log()[-3000:]}") from None
         return {"ready_s": ready, "host_scraped": scraped, "stop_s": took, "rc": d.proc.returncode,
                 "log": d.read_log()[-3000:]}
     finally:
