@@ -29,6 +29,11 @@ def kernel_tick_ms(lines: list[dict]) -> int:
     return tick
 
 
+# The largest burst of catching-up jiffies seen past the kernel's last read
+# (CI, nt-v3 fsdax, HZ=1000); a run's clock check allows one.
+CATCH_UP_TICKS = 8
+
+
 def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: int,
                                     report_key: str = "report", lines_key: str = "kernel_debug_lines",
                                     tick_ms: int | None = None) -> dict:
@@ -41,8 +46,8 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     more than a tick short of the kernel's count (the probe reads before the
     kernel's start and after its end), the median call within two ticks of
     it, and over the run no more than two extra ticks a call and one burst
-    (8 ticks, the largest seen). Under
-    emulation (single-threaded TCG) jiffies stall and then catch up in
+    (CATCH_UP_TICKS, the largest seen). Under emulation (single-threaded
+    TCG) jiffies stall and then catch up in
     bursts, and a burst that lands between the kernel's last read and the
     return adds ticks to the probe's count alone: 4-8 of them on four calls
     of 31 in CI on a slow machine (nt-v3, fsdax, HZ=1000), 4 once before.
@@ -87,7 +92,7 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     assert len(beyond) <= max(1, len(calls) // 10), (beyond, seen)
     # (a run of 4 calls, page_ref on, nt-v3 devdax, CI: 4, 2, 0 and 2 ticks over)
     assert sorted(ticks_off)[len(ticks_off) // 2] <= 2, ("median call's extra ticks", seen)
-    assert sum(ticks_off) <= 2 * len(calls) + 8, ("extra ticks over the run", sum(ticks_off), seen)
+    assert sum(ticks_off) <= 2 * len(calls) + CATCH_UP_TICKS, ("extra ticks over the run", sum(ticks_off), seen)
     ours_total = sum(m["latency_ns"] for m in calls) / 1e6
     kernel_total = sum(k["ms"] for k in kernel)
     # each call's interval lies within a tick of the kernel's count of it
