@@ -245,7 +245,7 @@ def daemon():
             took = d.stop()
         except subprocess.TimeoutExpired as exc:   # the daemon's own log says where it hung
             raise RuntimeError(f"the daemon did not stop within {exc.timeout} s of SIGTERM; "
-                               f"its log's tail:\n{d.read_log()[-3000:]}") from None
+                               f"its threads then:\n{d.stuck}\nits log's tail:\n{d.read_log()[-3000:]}") from None
         return {"ready_s": ready, "host_scraped": scraped, "stop_s": took, "rc": d.proc.returncode,
                 "log": d.read_log()[-3000:]}
     finally:

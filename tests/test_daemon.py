@@ -2,6 +2,7 @@
 auth/TLS, the shipped unit and alert rules, and a real Prometheus server."""
 import hashlib
 import json
+import os
 import re
 import signal
 import ssl
@@ -17,6 +18,7 @@ import nttrace
 import promserver
 from conftest import bpftool_prog_ids, live_nt_revision, one_line_error, run_nttrace
 from nttrace.daemon.process import NTTRACE, DaemonProcess, free_port
+from nttrace.probes import DEFAULT
 from nttrace.kernel import vmstat
 from nttrace.workloads import triggers
 from nttrace.probes.copy import CopyProbe
@@ -154,6 +156,29 @@ def test_sigterm_exits_within_2s_and_detaches(daemon):
     assert took < 2.0, f"took {took:.2f}s"
     assert bpftool_prog_ids() == before
     d.wait_message("STOPPING=1", timeout=1)
+    # the stop says what each step took, each probe's detach among them
+    stopped = re.search(r"stopped in (\d+\.\d+)s \((.*)\)$", d.read_log(), re.M)
+    assert stopped, d.read_log()
+    steps = dict(re.findall(r"([\w ]+?) (\d+\.\d+)s(?:, |$)", stopped[2]))
+    attached = list(DEFAULT)
+    assert {"http", "probes", "perf", *(f"probe {n}" for n in attached)} <= set(steps), stopped[0]
+    assert float(stopped[1]) <= took + 0.01
+    assert abs(sum(float(steps[f"probe {n}"]) for n in attached) - float(steps["probes"])) < 0.01 * len(attached)
+
+
+@pytest.mark.needs(*LIVE)
+def test_a_daemon_that_does_not_stop_in_time_is_killed_with_its_threads_kernel_stacks(daemon):
+    d = daemon()
+    d.wait_message("READY=1")
+    os.kill(d.proc.pid, signal.SIGSTOP)     # a stopped process takes no SIGTERM until it is continued
+    with pytest.raises(subprocess.TimeoutExpired):
+        d.stop(signal.SIGTERM, timeout=1)
+    assert d.proc.returncode == -signal.SIGKILL
+    threads = re.findall(r"^thread (\d+) (\S+) state (\S) wchan (\S+)$", d.stuck, re.M)
+    # the main thread, the HTTP server's and its reaper's (Python 3.11 names no OS thread: all are "nttrace")
+    assert len(threads) >= 3 and {name for _t, name, _s, _w in threads} == {"nttrace"}, d.stuck
+    assert all(state == "T" for _t, _n, state, _w in threads), d.stuck
+    assert "[<0>]" in d.stuck, d.stuck     # root reads the kernel stacks
 
 
 @pytest.mark.needs(*LIVE)

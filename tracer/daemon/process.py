@@ -23,6 +23,22 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def kernel_stacks(pid: int) -> str:
+    """Each thread of `pid`: its name, state, wait channel and kernel stack
+    (/proc/PID/task/TID/{comm,stat,wchan,stack}; the stack needs root), or
+    what could not be read."""
+    out = []
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*"), key=lambda t: int(t.name)):
+        def read(name: str) -> str:
+            try:
+                return (task / name).read_text(errors="replace").strip()
+            except OSError as exc:
+                return f"({name}: {exc.strerror})"
+        state = read("stat").rpartition(")")[2].split()[:1]
+        out.append(f"thread {task.name} {read('comm')} state {''.join(state)} wchan {read('wchan')}\n{read('stack')}")
+    return "\n".join(out) or f"(no /proc/{pid}/task)"
+
+
 class DaemonProcess:
     def __init__(self, tmp: Path, config_text: str | None = None, prefix: list[str] | None = None,
                  watchdog_usec: int | None = None):
@@ -39,6 +55,7 @@ class DaemonProcess:
         self.messages: list[tuple[float, str]] = []
         self._cond = threading.Condition()
         self._closing = False
+        self.stuck: str | None = None   # kernel_stacks() of a daemon that did not stop in time
         env = dict(os.environ, NOTIFY_SOCKET=self.notify_path)
         if watchdog_usec:
             env["WATCHDOG_USEC"] = str(watchdog_usec)
@@ -110,6 +127,10 @@ class DaemonProcess:
         return self.log.read()
 
     def stop(self, sig=None, timeout: float = 10.0) -> float:
+        """Signal the daemon (SIGTERM) and wait for it to exit; the seconds
+        that took. One that outlives `timeout` has its threads' kernel
+        stacks read into self.stuck (where it waits), then is killed, and
+        subprocess.TimeoutExpired is raised."""
         import signal
         if self.proc.poll() is None:
             t0 = time.monotonic()
@@ -117,6 +138,7 @@ class DaemonProcess:
             try:
                 self.proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
+                self.stuck = kernel_stacks(self.proc.pid)
                 self.proc.kill()
                 self.proc.wait()
                 raise

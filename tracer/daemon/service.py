@@ -210,13 +210,25 @@ class Daemon:
         sd_notify.notify("READY=1\nSTATUS=reloaded: " + ", ".join(self.attached()))
 
     def shutdown(self) -> None:
+        """Stop serving, detach, close the perf groups; logs what each took
+        (each step is logged as it starts, so a stop that hangs says where)."""
         sd_notify.notify("STOPPING=1")
+        took = {}
+        t0 = time.monotonic()
         if self.server is not None:
+            log.info("stopping: the HTTP server")
             self.server.stop()
+            took["http"] = time.monotonic() - t0
         if self.tracer is not None:
-            self.tracer.detach()
+            log.info("stopping: detaching %s", ", ".join(self.tracer.probes))
+            detached = self.tracer.detach()
+            took["probes"] = sum(detached.values())
+            took.update({f"probe {n}": s for n, s in detached.items()})
         if self.perf is not None:
+            t1 = time.monotonic()
             self.perf.close()
+            took["perf"] = time.monotonic() - t1
+        log.info("stopped in %.2fs (%s)", time.monotonic() - t0, ", ".join(f"{k} {v:.2f}s" for k, v in took.items()))
 
 
 def main(args) -> int:
@@ -247,5 +259,4 @@ def main(args) -> int:
         d.run()
     finally:
         d.shutdown()
-        log.info("stopped")
     return EXIT_OK

@@ -210,16 +210,23 @@ class Tracer:
     def attached(self, name: str) -> bool:
         return self.status.get(name, {}).get("status") == "attached"
 
-    def detach(self) -> None:
+    def detach(self) -> dict[str, float]:
+        """Detach every probe; the seconds each took (the kernel detaches a
+        probe's programs as its descriptors close: fentry links wait for
+        ftrace's updates and their RCU grace periods there)."""
+        took = {}
         with self._lock:
-            for p in self.probes.values():
+            for name, p in self.probes.items():
+                t0 = time.monotonic()
                 try:
                     p.detach()
                 except Exception:
                     pass
+                took[name] = time.monotonic() - t0
         for sig, old in self._old_handlers.items():
             signal.signal(sig, signal.SIG_DFL if old is None else old)   # None: set outside Python
         self._old_handlers = {}
+        return took
 
     def __enter__(self):
         return self.attach()
