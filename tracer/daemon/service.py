@@ -7,19 +7,20 @@ over their descriptors (nttrace.daemon.loader: the daemon never holds bcc or LLV
 READY=1, then serve. SIGHUP reloads the
 config: a bad one is logged and the running one kept; a good one attaches
 new probes and detaches dropped ones, leaving the others and their counters
-alone. SIGTERM/SIGINT detach everything and exit.
+alone. SIGTERM/SIGINT detach everything and exit. The handlers only set
+flags and wake the main loop (nttrace.daemon.signals: a handler that takes
+a lock can deadlock the main thread).
 """
 from __future__ import annotations
 
 import logging
-import signal
 import sys
 import threading
 import time
 
 from prometheus_client import CollectorRegistry
 
-from nttrace.daemon import config, loader, sd_notify
+from nttrace.daemon import config, loader, sd_notify, signals
 from nttrace.errors import EXIT_OK, NttraceError, UsageError
 from nttrace.exporters import web_config
 from nttrace.exporters.http_server import MetricsServer
@@ -91,8 +92,7 @@ class Daemon:
         self.config_path = config_path
         self.listen_override = listen_override
         self.web_config_override = web_config_override
-        self.stop_event = threading.Event()
-        self.reload_requested = False
+        self.requests = signals.Requests()   # stop and reload, as SIGTERM/SIGINT and SIGHUP ask
         self.registry = CollectorRegistry(auto_describe=False)
         self.tracer = None
         self.perf = None
@@ -149,12 +149,11 @@ class Daemon:
     def run(self) -> None:
         watchdog = sd_notify.watchdog_interval_s()
         next_ping = time.monotonic()
-        while not self.stop_event.wait(0.2):
+        while not self.requests.wait(0.2):
             # Per-call records (memmap) are not exported; keep their buffers drained.
             self.tracer.poll(timeout_ms=0)
             self.tracer.records()
-            if self.reload_requested:
-                self.reload_requested = False
+            if self.requests.take_reload():
                 self.reload()
             if watchdog and time.monotonic() >= next_ping:
                 sd_notify.notify("WATCHDOG=1")
@@ -244,16 +243,7 @@ def main(args) -> int:
     cfg = config.load(args.config, args.listen, web_override)
     _setup_logging(cfg.log_level)
     d = Daemon(cfg, args.config, args.listen, web_override)
-
-    def on_term(signum, frame):
-        d.stop_event.set()
-
-    def on_hup(signum, frame):
-        d.reload_requested = True
-
-    signal.signal(signal.SIGTERM, on_term)
-    signal.signal(signal.SIGINT, on_term)
-    signal.signal(signal.SIGHUP, on_hup)
+    d.requests.install()
     d.start()
     try:
         d.run()
