@@ -284,6 +284,27 @@ def overhead_demotion(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def daemon_stops(raw: dict) -> str:
+    """The lab's daemon_stops scenario: SIGTERM to exit, and the daemon's
+    own account of each step ("stopped in ... (http ..., probe X ...)")."""
+    runs = raw["runs"]
+    steps: dict[str, list[float]] = {}
+    for r in runs:
+        line = next(x for x in r["stopped"] if x.startswith("stopped in"))
+        for name, sec in re.findall(r"([\w ]+?) (\d+\.\d+)s(?:, |\)$)", line[line.index("(") + 1:]):
+            steps.setdefault(name, []).append(float(sec))
+    rows = ["| | median [min..max], s |", "|---|--:|",
+            f"| SIGTERM to exit, measured by the sender | {_med_range([r['stop_s'] for r in runs], '.2f')} |"]
+    rows += [f"| the daemon's own step: {name} | {_med_range(v, '.2f')} |" for name, v in steps.items()]
+    hung = sum(1 for r in runs if r["stacks_at_10s"])
+    rows += ["", f"{len(runs)} daemons started and stopped one after another in one boot of nt-v3 ({raw['kernel']}; "
+                 f"QEMU TCG: emulated times), probes {', '.join(raw['probes'])}; {hung} still running after 10 s; "
+                 f"exit codes {', '.join(sorted({str(r['rc']) for r in runs}))}. Command: `python3 -m lab.lab DIR "
+                 f"--kernel nt-v3 --scenarios demotion,daemon_stops --append nttrace.daemon_stops={len(runs)}` "
+                 "(the raw file is the guest's daemon_stops.json)."]
+    return "\n".join(rows)
+
+
 def _daemon_cells(d: dict) -> dict:
     return {"ready": f"{d['ready_s']:.2f} s", "idle": f"{100 * d['idle_cpu_share']:.2f}%",
             "rss": f"{d['rss_kib_idle'] / 1024:.1f} / {d['rss_kib_after_load'] / 1024:.1f} MiB",
@@ -701,6 +722,7 @@ BLOCKS = {
     "native-fixed-nt": (native_fixed_nt, NATIVE),
     "native-hazards": (native_hazards, NATIVE),
     "native-copy-table": (native_copy_table, NATIVE),
+    "daemon-stops": (daemon_stops, ["daemon-stops-lab-nt-v3-tcg-2026-12-02.json"]),
     "daemon-idle-connections": (idle_connections, ["daemon-idle-connections-epyc-vm-2026-12-01.json"]),
     "perf-binding": (perf_binding, ["perf-binding-epyc-vm-2026-12-01.json"]),
     "lab-aa-base": (lab_ab, ["lab-aa-base-2026-12-01/ab.json", "lab-aa-base-2026-12-01/run.json"]),

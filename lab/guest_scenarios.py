@@ -252,6 +252,45 @@ def daemon():
         d.close()
 
 
+def daemon_stops():
+    """The daemon started and stopped nttrace.daemon_stops=N times (default
+    5) with the daemon scenario's probes, after a compaction and (where node
+    1 has memory) a demotion each time: how long SIGTERM takes to exit, with
+    the daemon's own account of each step ("stopped in"). A stop still
+    running after 10 s has its threads' kernel stacks read (where it waits)
+    and is given 300 s before it is killed. A benchmark, not a CI scenario."""
+    import signal
+    from nttrace.daemon.process import DaemonProcess, kernel_stacks
+    from nttrace.workloads import demotion, triggers
+    m = re.search(r"nttrace\.daemon_stops=(\d+)", Path("/proc/cmdline").read_text())
+    probes = ["migrate", "memmap", "copy"]    # the daemon scenario's
+    runs = []
+    for i in range(int(m.group(1)) if m else 5):
+        work = Path(f"/tmp/daemon-stops/{i}")
+        work.mkdir(parents=True, exist_ok=True)
+        d = DaemonProcess(work, config_text=f'listen = "127.0.0.1:9436"\nprobes = {json.dumps(probes)}\n')
+        try:
+            ready = d.wait_message("READY=1", timeout=600)
+            triggers.compaction(scratch_mib=64)
+            if _node1_has_memory():
+                demotion.demote_scratch(64)
+            t0 = time.monotonic()
+            d.proc.send_signal(signal.SIGTERM)
+            stacks = None
+            while d.proc.poll() is None and time.monotonic() - t0 < 300:
+                if stacks is None and time.monotonic() - t0 > 10:
+                    stacks = kernel_stacks(d.proc.pid)
+                time.sleep(0.05)
+            took = time.monotonic() - t0
+            log = d.read_log()
+            runs.append({"ready_s": ready, "stop_s": round(took, 3), "rc": d.proc.poll(),
+                         "stopped": re.findall(r"^INFO nttrace: (stop.*)$", log, re.M), "stacks_at_10s": stacks})
+            console(f"daemon stop {i}: {took:.2f} s")
+        finally:
+            d.close()
+    return {"kernel": os.uname().release, "probes": probes, "runs": runs}
+
+
 def _node1_has_memory() -> bool:
     meminfo = Path("/sys/devices/system/node/node1/meminfo")
     if not meminfo.exists():
@@ -261,7 +300,7 @@ def _node1_has_memory() -> bool:
 
 
 ALL = (capabilities, attach_modes, compaction, memcg_reclaim, memmap_fsdax, memmap_devdax, trace_start, demotion, trace_stop,
-       overhead_demotion, daemon, kernel_facts_tests)
+       overhead_demotion, daemon, daemon_stops, kernel_facts_tests)
 DEFAULT = ("capabilities", "attach_modes", "memcg_reclaim", "memmap_fsdax", "memmap_devdax", "demotion", "daemon")
 
 
