@@ -32,6 +32,13 @@ def kernel_tick_ms(lines: list[dict]) -> int:
 # The largest burst of catching-up jiffies seen past the kernel's last read
 # (CI, nt-v3 fsdax, HZ=1000); a run's clock check allows one.
 CATCH_UP_TICKS = 8
+# The fewest calls whose median the clock check holds to two ticks. A run
+# of four (the page_ref run's three rebinds and first bind) can lie wholly
+# inside one stretch of a starved guest: CI saw 4, 2, 0, 2 and then 4, 4, 5,
+# 0 ticks over (nt-v3 devdax, page_ref on), the monotonic clock agreeing
+# with the probe's jiffies, while the 31-call runs of the same probe in the
+# same boots kept their medians at 0.
+MEDIAN_MIN_CALLS = 10
 
 
 def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: int,
@@ -45,8 +52,8 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
     must tell the same count (the same interval, the same clock): no call
     more than a tick short of the kernel's count (the probe reads before the
     kernel's start and after its end), the median call within two ticks of
-    it, and over the run no more than two extra ticks a call and one burst
-    (CATCH_UP_TICKS, the largest seen). Under emulation (single-threaded
+    it (in a run of MEDIAN_MIN_CALLS or more), and over the run no more than
+    two extra ticks a call and one burst (CATCH_UP_TICKS, the largest seen). Under emulation (single-threaded
     TCG) jiffies stall and then catch up in
     bursts, and a burst that lands between the kernel's last read and the
     return adds ticks to the probe's count alone: 4-8 of them on four calls
@@ -91,7 +98,8 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
             beyond.append((round(ours_ms, 2), theirs["ms"], mine["jiffies"]))
     assert len(beyond) <= max(1, len(calls) // 10), (beyond, seen)
     # (a run of 4 calls, page_ref on, nt-v3 devdax, CI: 4, 2, 0 and 2 ticks over)
-    assert sorted(ticks_off)[len(ticks_off) // 2] <= 2, ("median call's extra ticks", seen)
+    if len(calls) >= MEDIAN_MIN_CALLS:
+        assert sorted(ticks_off)[len(ticks_off) // 2] <= 2, ("median call's extra ticks", seen)
     assert sum(ticks_off) <= 2 * len(calls) + CATCH_UP_TICKS, ("extra ticks over the run", sum(ticks_off), seen)
     ours_total = sum(m["latency_ns"] for m in calls) / 1e6
     kernel_total = sum(k["ms"] for k in kernel)
