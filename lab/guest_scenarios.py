@@ -222,12 +222,21 @@ def kernel_facts_tests():
     return {"rc": p.returncode, "stdout": p.stdout[-6000:], "stderr": p.stderr[-2000:]}
 
 
+def daemon_probes() -> list[str]:
+    """The probes the daemon scenarios run: the migrate tracepoints, and by
+    fentry the memmap probe and the copy routines."""
+    from nttrace.probes.copy import CopyProbe
+    from nttrace.probes.memmap import MemmapProbe
+    from nttrace.probes.migrate import MigrateProbe
+    return [MigrateProbe.name, MemmapProbe.name, CopyProbe.name]
+
+
 def daemon():
     """Serve on the forwarded port until the host has scraped (or 300 s)."""
     from nttrace.daemon.process import DaemonProcess
     work = Path("/tmp/daemon")
     work.mkdir(exist_ok=True)
-    d = DaemonProcess(work, config_text='listen = "0.0.0.0:9435"\nprobes = ["migrate", "memmap", "copy"]\n')
+    d = DaemonProcess(work, config_text=f'listen = "0.0.0.0:9435"\nprobes = {json.dumps(daemon_probes())}\n')
     d.port = 9435
     try:
         ready = d.wait_message("READY=1", timeout=600)
@@ -263,7 +272,7 @@ def daemon_stops():
     from nttrace.daemon.process import DaemonProcess, kernel_stacks
     from nttrace.workloads import demotion, triggers
     m = re.search(r"nttrace\.daemon_stops=(\d+)", Path("/proc/cmdline").read_text())
-    probes = ["migrate", "memmap", "copy"]    # the daemon scenario's
+    probes = daemon_probes()
     runs = []
     for i in range(int(m.group(1)) if m else 5):
         work = Path(f"/tmp/daemon-stops/{i}")
