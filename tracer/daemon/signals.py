@@ -5,13 +5,14 @@ A handler only sets a flag. Python runs signal handlers in the main thread
 between bytecodes, so a handler that takes a lock deadlocks when the signal
 lands while the main thread holds that very lock. threading.Event.set()
 takes the lock of the Event's condition, which the main loop holds for a
-moment each time its Event.wait() times out: the daemon once stopped that
-way, waiting forever, SIGTERM taken and nothing logged after it (two lab
-guests under emulation, where that moment is long;
-tests/test_daemon_signals.py makes it happen at will). The loop is woken
-instead through signal.set_wakeup_fd(): the interpreter's C-level handler
-writes the signal's number to a socket the loop waits on, which takes no
-lock and wakes the wait at once.
+moment each time its Event.wait() times out, and the daemon's handler
+called it: a SIGTERM in that moment hung the daemon for good
+(tests/test_daemon_signals.py makes it happen at will). Two lab guests'
+daemons hung so, SIGTERM taken and nothing logged after it, which this
+fits; it was not caught there. The loop is woken instead through
+signal.set_wakeup_fd(): the interpreter's C-level handler writes the
+signal's number to a socket the loop waits on, which takes no lock and
+wakes the wait at once.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import select
 import signal
 import socket
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+from nttrace.probes.tracer import STOP_SIGNALS
 
 
 class Requests:
