@@ -210,8 +210,8 @@ def compile_flags() -> list[str]:
     (common.h), the NTTRACE_* defines allowed to shadow the sources' own, and
     no warning for attributes that clang ignores: a kernel built with IBT
     marks functions in its own headers nocf_check, which clang without
-    -fcf-protection ignores with three warnings and their notes on every
-    compile (the lab's 7.2 kernels: ~60 lines at each start of trace,
+    -fcf-protection ignores with three warnings and their notes, about 30
+    lines, on every compile (the lab's 7.2 kernels: at each start of trace,
     validate and the daemon, burying the daemon's own log)."""
     return [f"-I{Probe.include_dir()}", "-Wno-macro-redefined", "-Wno-ignored-attributes"]
 
