@@ -204,3 +204,18 @@ def test_a_mode_that_differs_between_runs_of_one_side_is_shown(tmp_path):
     rows = rows_of(ab([BASE_DEMOTION, BASE_DEMOTION], [str(d), other], "--json"))
     cur = rows[("kernel.demotion_nt", "", "mode")]["current"]
     assert "MIGRATE_ASYNC_NONTEMPORAL (1 of 2 runs)" in cur and "MIGRATE_ASYNC (1 of 2 runs)" in cur
+
+
+def test_the_html_environment_names_each_sides_cpu_mitigations(tmp_path):
+    """Reports made since the machine record holds the kernel's mitigations:
+    the page names those that are not "Not affected", per side."""
+    def with_mitigations(src, name, spectre_v2):
+        return _edited(tmp_path, src, name, lambda d: d["machine"].update(
+            mitigations={"meltdown": "Not affected", "spectre_v2": spectre_v2}))
+    proc = ab([with_mitigations(BASE_FSDAX, "b.json", "Mitigation: Retpolines")],
+              [with_mitigations(NT_FSDAX, "n.json", "Vulnerable")], "--format", "html")
+    assert proc.returncode == 0, proc.stderr
+    page = proc.stdout
+    assert "base's CPU mitigations: spectre_v2: Mitigation: Retpolines</p>" in page
+    assert "patched's CPU mitigations: spectre_v2: Vulnerable</p>" in page
+    assert "meltdown" not in page

@@ -8,6 +8,11 @@ Signals, strongest first:
                           own emulator, "KVMKVMKVM" KVM, "Microsoft Hv", ...
   CPUID.1 ECX bit 31      the "hypervisor" flag of /proc/cpuinfo
   DMI sys_vendor          "QEMU" with no accelerator signature: TCG too
+
+It also records the CPU mitigations the kernel chose at boot
+(/sys/devices/system/cpu/vulnerabilities): retpolines, return thunks and the
+like sit on every call and return of the paths nttrace times, so two kernels
+compared with different ones are not compared like for like.
 """
 from __future__ import annotations
 
@@ -61,6 +66,34 @@ def _cpuinfo(root: Path) -> tuple[bool, str]:
     return flags, model
 
 
+VULNERABILITIES = "sys/devices/system/cpu/vulnerabilities"
+
+
+def mitigations(root: Path = Path("/")) -> dict[str, str]:
+    """{vulnerability: the kernel's line for it} ("spectre_v2": "Mitigation:
+    Retpolines; ...", "meltdown": "Not affected"); empty where the kernel or
+    a capture has no such directory."""
+    d = root / VULNERABILITIES
+    try:
+        entries = sorted(d.iterdir())
+    except OSError:
+        return {}
+    out = {}
+    for f in entries:
+        try:
+            out[f.name] = f.read_text().strip()
+        except OSError:
+            continue
+    return out
+
+
+def mitigations_differ(a: dict, b: dict) -> list[str]:
+    """The vulnerabilities two recorded machines handle differently (only
+    those both recorded), as "name: A | B"."""
+    ma, mb = a.get("mitigations") or {}, b.get("mitigations") or {}
+    return [f"{k}: {ma[k]} | {mb[k]}" for k in sorted(ma.keys() & mb.keys()) if ma[k] != mb[k]]
+
+
 def describe(root: Path = Path("/")) -> dict:
     """This machine (root "/"), or what a --sysroot capture recorded of its
     cpuinfo and DMI (no CPUID offline)."""
@@ -78,7 +111,8 @@ def describe(root: Path = Path("/")) -> dict:
     except OSError:
         vendor = ""
     out = classify(signature, flag or bool(signature), vendor)
-    out.update(cpu=model, dmi_vendor=vendor or None, cpuid_signature=signature, live=live)
+    out.update(cpu=model, dmi_vendor=vendor or None, cpuid_signature=signature, live=live,
+               mitigations=mitigations(root))
     return out
 
 

@@ -135,6 +135,12 @@ def _environment(side_reports: list[list[dict]]) -> str:
                    f"<td>{html.escape(where)}</td><td>{html.escape(str(m.get('cpu') or '?'))}</td>"
                    f"<td>{len(reports)}: <span class='files'>{files}</span></td></tr>")
     out.append("</table>")
+    for name, reports in (("base", side_reports[0]), ("patched", side_reports[1])):
+        chosen = {k: v for k, v in ((reports[0].get("machine") or {}).get("mitigations") or {}).items()
+                  if v != "Not affected"}
+        if chosen:
+            out.append(f"<p class='note mitigations'>{name}'s CPU mitigations: " +
+                       "; ".join(f"{html.escape(k)}: {html.escape(v)}" for k, v in chosen.items()) + "</p>")
     return "\n".join(out)
 
 

@@ -281,6 +281,9 @@ def header(baseline, current) -> list[str]:
         if kind in kinds:
             lines.append("note: " + machine.caveat(kind))
             break
+    differ = machine.mitigations_differ(measured_on(sides[0][1][0]), measured_on(sides[1][1][0]))
+    if differ:
+        lines.append("note: the sides ran with different CPU mitigations (base | patched): " + "; ".join(differ))
     return lines
 
 
