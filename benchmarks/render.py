@@ -432,6 +432,10 @@ COST_NOTES = {
     "lab-with-var-tracking": "the same, with DWARF's variable locations (plain -g)",
     "lab-no-debug-info": "the same without debug info, hence without BTF (not bootable for nttrace: its probes read BTF)",
     "lab-ext4-root": "lab.config with ext4 and jbd2 built in for an ext4 root, as before the guest image became ext2",
+    "lab-optimize-for-size": "the same at -Os (CONFIG_CC_OPTIMIZE_FOR_SIZE; not a lab kernel: it changes the timed paths' "
+                             "inlining)",
+    "lab-no-mitigations": "the same without the CPU mitigations (no retpolines, return thunks, call padding; not a lab "
+                          "kernel: the series' kernels run with them)",
     "lab-defaults-on": "the same with lab.config's \"Off\" section left on (allnoconfig's defaults: io_uring, ethtool netlink, "
                        "cpufreq/cpuidle, ACPI processor/thermal/battery, VT, input, Intel PMU drivers, ...)",
 }
@@ -439,9 +443,10 @@ COST_NOTES = {
 
 def build_cost(raw: dict) -> str:
     by = {c["config"]: c for c in raw["configs"]}
-    ref = by.get("defconfig-based")
+    ref_name = "defconfig-based" if "defconfig-based" in by else "lab"
+    ref = by.get(ref_name)
     rows = ["| config | build (`make -j2 bzImage modules`) | compile | link tail (vmlinux, BTF, bzImage) | objects | "
-            "options =y | / defconfig-based |", "|---|--:|--:|--:|--:|--:|--:|"]
+            f"options =y | / {ref_name} |", "|---|--:|--:|--:|--:|--:|--:|"]
     for c in raw["configs"]:
         rows.append(f"| {COST_NOTES.get(c['config'], c['config'])} | {_mmss(c['build_s'])} ({c['build_s']:.0f} s) | "
                     f"{c['compile_s']:.0f} s | {c['link_tail_s']:.0f} s | {c['objects']} | {c['options_y']} | "
@@ -463,6 +468,10 @@ def build_cost(raw: dict) -> str:
         d = by["lab-ext4-root"]["build_s"] - by["lab"]["build_s"]
         notes.append(f"the ext2 root saves {d:.0f} s against ext4's ({100 * d / by['lab-ext4-root']['build_s']:.1f}%, "
                      f"{by['lab-ext4-root']['objects'] - by['lab']['objects']} objects fewer)")
+    for name, what in (("lab-optimize-for-size", "-Os"), ("lab-no-mitigations", "leaving out the CPU mitigations")):
+        if "lab" in by and name in by:
+            d = by["lab"]["build_s"] - by[name]["build_s"]
+            notes.append(f"{what} would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}% of the lab build)")
     said = "; ".join(notes)
     rows.append(said[:1].upper() + said[1:] + ("." if notes else "") +
                 f" One build a config, from clean, one after another with nothing else running, on {raw['host']['cpu']} "
@@ -672,6 +681,7 @@ BLOCKS = {
     "build-cost": (build_cost, ["lab-kernel-build-cost-2026-12-02.json"]),
     "build-cost-debug-info": (build_cost, ["lab-kernel-build-cost-2026-12-01.json"]),
     "build-cost-ext2": (build_cost, ["lab-kernel-build-cost-ext2-2026-12-02.json"]),
+    "build-cost-codegen": (build_cost, ["lab-kernel-build-cost-codegen-2026-12-02.json"]),
     "build-cost-per-object": (build_cost_per_object, ["lab-kernel-build-cost-per-object-2026-12-02.json"]),
     "ci-cold": (ci_runs, {"cold, earlier machine": "ci-cold-2026-12-01.json",
                           "cold, session 10": "ci-cold-2026-12-01-session10.json",

@@ -37,6 +37,8 @@ from lab import kernel_build as kb
 
 NO_DEBUG_INFO = kb.HERE / "kernel" / "cost-no-debug-info.config"
 EXT4_ROOT = kb.HERE / "kernel" / "cost-ext4-root.config"
+OPTIMIZE_FOR_SIZE = kb.HERE / "kernel" / "cost-optimize-for-size.config"
+NO_MITIGATIONS = kb.HERE / "kernel" / "cost-no-mitigations.config"
 OFF_SECTION = "# --- Off:"
 
 
@@ -68,6 +70,11 @@ def configs() -> dict[str, kb.KernelConfig]:
         "lab-defaults-on": replace(lab, name="lab-defaults-on", fragments=(*lab.fragments, defaults_on_fragment())),
         # the same with ext4 and jbd2 for an ext4 root, as before the image became ext2
         "lab-ext4-root": replace(lab, name="lab-ext4-root", fragments=(*lab.fragments, EXT4_ROOT)),
+        # the same at -Os: what lab.config's code generation section costs, one part at a time
+        "lab-optimize-for-size": replace(lab, name="lab-optimize-for-size",
+                                         fragments=(*lab.fragments, OPTIMIZE_FOR_SIZE)),
+        # the same without the CPU mitigations
+        "lab-no-mitigations": replace(lab, name="lab-no-mitigations", fragments=(*lab.fragments, NO_MITIGATIONS)),
     }
 
 
