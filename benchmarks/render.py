@@ -20,6 +20,7 @@ import json
 import re
 import statistics
 import sys
+from functools import partial
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -441,7 +442,9 @@ COST_NOTES = {
 }
 
 
-def build_cost(raw: dict) -> str:
+def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
+    """A build_cost run's table; `conditions` says what the builds ran
+    beside, where a run was not the clean one the script asks for."""
     by = {c["config"]: c for c in raw["configs"]}
     ref_name = "defconfig-based" if "defconfig-based" in by else "lab"
     ref = by.get(ref_name)
@@ -474,7 +477,7 @@ def build_cost(raw: dict) -> str:
             notes.append(f"{what} would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}% of the lab build)")
     said = "; ".join(notes)
     rows.append(said[:1].upper() + said[1:] + ("." if notes else "") +
-                f" One build a config, from clean, one after another with nothing else running, on {raw['host']['cpu']} "
+                f" One build a config, from clean, one after another {conditions}, on {raw['host']['cpu']} "
                 f"({raw['host']['cpus']} CPUs), {raw['compiler']}, source {raw['source']}. Command: `{raw['command']}`.")
     return "\n".join(rows)
 
@@ -681,7 +684,9 @@ BLOCKS = {
     "build-cost": (build_cost, ["lab-kernel-build-cost-2026-12-02.json"]),
     "build-cost-debug-info": (build_cost, ["lab-kernel-build-cost-2026-12-01.json"]),
     "build-cost-ext2": (build_cost, ["lab-kernel-build-cost-ext2-2026-12-02.json"]),
-    "build-cost-codegen": (build_cost, ["lab-kernel-build-cost-codegen-2026-12-02.json"]),
+    "build-cost-codegen": (partial(build_cost, conditions="(the lab build first, with a cold page cache and about "
+                                               "30 s of one core taken by a test run beside it)"),
+                           ["lab-kernel-build-cost-codegen-2026-12-02.json"]),
     "build-cost-per-object": (build_cost_per_object, ["lab-kernel-build-cost-per-object-2026-12-02.json"]),
     "ci-cold": (ci_runs, {"cold, earlier machine": "ci-cold-2026-12-01.json",
                           "cold, session 10": "ci-cold-2026-12-01-session10.json",

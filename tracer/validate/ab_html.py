@@ -125,9 +125,14 @@ def _bars(per_side: list[dict], title: str, share: bool) -> str | None:
 def _environment(side_reports: list[list[dict]]) -> str:
     out = ["<table class='env'><tr><th></th><th>kernel</th><th>NT revision</th><th>measured on</th><th>CPU</th>"
            "<th>reports</th></tr>"]
+    notes = []
     for name, reports in (("base", side_reports[0]), ("patched", side_reports[1])):
         r = reports[0]
         m = r.get("machine") or {}
+        chosen = {k: v for k, v in (m.get("mitigations") or {}).items() if v != "Not affected"}
+        if chosen:
+            notes.append(f"<p class='note mitigations'>{name}'s CPU mitigations: " +
+                         "; ".join(f"{html.escape(k)}: {html.escape(v)}" for k, v in chosen.items()) + "</p>")
         where = m.get("kind", "unrecorded") + (f" ({m['hypervisor']})" if m.get("hypervisor") else "")
         files = ", ".join(html.escape("/".join(Path(str(x.get("_source", "?"))).parts[-2:])) for x in reports)
         out.append(f"<tr><th>{name}</th><td>{html.escape(str(r.get('kernel_release') or '?'))}</td>"
@@ -135,13 +140,7 @@ def _environment(side_reports: list[list[dict]]) -> str:
                    f"<td>{html.escape(where)}</td><td>{html.escape(str(m.get('cpu') or '?'))}</td>"
                    f"<td>{len(reports)}: <span class='files'>{files}</span></td></tr>")
     out.append("</table>")
-    for name, reports in (("base", side_reports[0]), ("patched", side_reports[1])):
-        chosen = {k: v for k, v in ((reports[0].get("machine") or {}).get("mitigations") or {}).items()
-                  if v != "Not affected"}
-        if chosen:
-            out.append(f"<p class='note mitigations'>{name}'s CPU mitigations: " +
-                       "; ".join(f"{html.escape(k)}: {html.escape(v)}" for k, v in chosen.items()) + "</p>")
-    return "\n".join(out)
+    return "\n".join(out + notes)
 
 
 STYLE = """
