@@ -712,6 +712,7 @@ BLOCKS = {
                                "cached, session 14, second": "ci-cached-2026-12-02-session14-second.json",
                                "cached, session 14, third": "ci-cached-2026-12-02-session14.json",
                                "cached, session 14": "ci-cached-2026-12-02-session14-fourth.json"}),
+    "ci-session16": (ci_runs, {"cold, session 16": "ci-cold-2026-12-03-session16.json"}),
     "ci-floor": (ci_floor, {"cost": "lab-kernel-build-cost-2026-12-02.json",
                             "cold, session 11": "ci-cold-2026-12-02-session11.json",
                             "cached, session 11": "ci-cached-2026-12-02-session11.json",

@@ -323,26 +323,43 @@ def test_bench_probes_rejects_nonpositive_counts():
 
 @pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
 def test_bench_overhead_interleaves_probes_and_none_and_detaches():
+    """Each run is checked whole. Whether a compaction moves anything is the
+    host's state, not the bench's: after many compactions a scratch mapping
+    can land where the free scanner takes its targets, and then nothing below
+    it is left to move. Session 16's cold CI saw four compactions in a row
+    move 0 pages (and 704 to 70,791 pages by hand just after). So a run that
+    moved nothing is repeated, at most three runs, and one must move pages."""
+    moved = []
+    for _attempt in range(3):
+        moved.append(_bench_overhead_run_checked())
+        if moved[-1]:
+            break
+    assert moved[-1] > 0, f"no compaction moved a page in {len(moved)} bench runs"
+
+
+def _bench_overhead_run_checked(per_round: int = 2) -> int:
+    """One `bench overhead` run on compaction, checked; the pages it moved."""
     before = bpftool_prog_ids()
-    proc = run_nttrace("bench", "overhead", "--rounds", "2", "--per-round", "1", "--scratch-mib", "64", "--json",
-                       timeout=300)
+    proc = run_nttrace("bench", "overhead", "--rounds", "2", "--per-round", str(per_round), "--scratch-mib", "64",
+                       "--json", timeout=300)
     assert proc.returncode == 0, proc.stderr
     r = json.loads(proc.stdout)
     assert r["probes"] == [MigrateProbe.name] and r["attached"] == {MigrateProbe.name: "tracepoint"}
     assert [row["order"] for row in r["rounds"]] == [["probes", "none"], ["none", "probes"]]
-    # a compaction that found nothing to move (the kernel's free lists were
-    # already compact: seen once in a full suite run) yields no ratio, not a wrong one
-    assert sum(row[c]["pages"] for row in r["rounds"] for c in ("probes", "none")) > 0
     for row in r["rounds"]:
         for cond in ("probes", "none"):
             assert row[cond]["pages"] >= 0 and row[cond]["seconds"] > 0
             assert row[cond]["pages_per_s"] == row[cond]["pages"] / row[cond]["seconds"]
-            assert len(row[cond]["runs"]) == 1 and row[cond]["runs"][0] == [row[cond]["pages"], row[cond]["seconds"]]
+            runs = row[cond]["runs"]
+            assert len(runs) == per_round and sum(p for p, _s in runs) == row[cond]["pages"]
+            assert sum(s for _p, s in runs) == pytest.approx(row[cond]["seconds"])
         a, b = row["probes"]["pages_per_s"], row["none"]["pages_per_s"]
+        # a condition that moved nothing gives no ratio, not a wrong one
         assert row["ratio"] == (a / b if a and b else None)
     ratios = [row["ratio"] for row in r["rounds"] if row["ratio"]]
     assert r["median_ratio"] == (pytest.approx(sum(ratios) / len(ratios)) if ratios else None)
     assert bpftool_prog_ids() == before
+    return sum(row[c]["pages"] for row in r["rounds"] for c in ("probes", "none"))
 
 
 @pytest.mark.needs("root", "bcc")
