@@ -656,6 +656,18 @@ def slow_machine(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def guest_mitigations(raw: dict) -> str:
+    """What each lab kernel's guest mitigates (its /sys/devices/system/cpu/vulnerabilities, as its report holds
+    them): the entries that are not "Not affected"."""
+    kernels = raw["kernels"]
+    rows = ["| kernel | vulnerability | the guest kernel's choice |", "|---|---|---|"]
+    for name, vulns in kernels.items():
+        rows += [f"| {name} | {v} | {choice} |" for v, choice in sorted(vulns.items()) if choice != "Not affected"]
+        rows.append(f"| {name} | the other {sum(c == 'Not affected' for c in vulns.values())} | Not affected |")
+    rows += ["", f"One boot a kernel. Source: {raw['source']}."]
+    return "\n".join(rows)
+
+
 def ci_floor(raw: dict) -> str:
     """What a CI run cannot go under on two cores: its kernel builds (each as
     long as the lab build alone at -j2, both cores) and its lab guests (one
@@ -693,6 +705,7 @@ BLOCKS = {
     "build-cost-codegen": (partial(build_cost, conditions="(the lab build first, with a cold page cache and about "
                                                "30 s of one core taken by a test run beside it)"),
                            ["lab-kernel-build-cost-codegen-2026-12-02.json"]),
+    "lab-guest-mitigations": (guest_mitigations, ["lab-guest-mitigations-2026-12-03.json"]),
     "build-cost-per-object": (build_cost_per_object, ["lab-kernel-build-cost-per-object-2026-12-02.json"]),
     "ci-cold": (ci_runs, {"cold, earlier machine": "ci-cold-2026-12-01.json",
                           "cold, session 10": "ci-cold-2026-12-01-session10.json",
