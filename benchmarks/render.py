@@ -442,16 +442,33 @@ COST_NOTES = {
 }
 
 
+def _mean_builds(configs: list[dict]) -> dict[str, dict]:
+    """Each config's figures; a config built more than once in a run is
+    its builds' mean (times), the rest from its first build."""
+    by: dict[str, dict] = {}
+    for c in configs:
+        by.setdefault(c["config"], []).append(c)
+    out = {}
+    for name, runs in by.items():
+        out[name] = {**runs[0], **{k: sum(r[k] for r in runs) / len(runs) for k in ("build_s", "compile_s", "link_tail_s")}}
+    return out
+
+
 def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
     """A build_cost run's table; `conditions` says what the builds ran
     beside, where a run was not the clean one the script asks for."""
-    by = {c["config"]: c for c in raw["configs"]}
+    by = _mean_builds(raw["configs"])
     ref_name = "defconfig-based" if "defconfig-based" in by else "lab"
     ref = by.get(ref_name)
+    repeated = {name for name in by if sum(c["config"] == name for c in raw["configs"]) > 1}
     rows = ["| config | build (`make -j2 bzImage modules`) | compile | link tail (vmlinux, BTF, bzImage) | objects | "
-            f"options =y | / {ref_name} |", "|---|--:|--:|--:|--:|--:|--:|"]
-    for c in raw["configs"]:
-        rows.append(f"| {COST_NOTES.get(c['config'], c['config'])} | {_mmss(c['build_s'])} ({c['build_s']:.0f} s) | "
+            f"options =y | / {ref_name}{' (their mean)' if ref_name in repeated else ''} |",
+            "|---|--:|--:|--:|--:|--:|--:|"]
+    for i, c in enumerate(raw["configs"], 1):
+        label = COST_NOTES.get(c['config'], c['config'])
+        if c["config"] in repeated:
+            label += f" (build {i} of {len(raw['configs'])})"
+        rows.append(f"| {label} | {_mmss(c['build_s'])} ({c['build_s']:.0f} s) | "
                     f"{c['compile_s']:.0f} s | {c['link_tail_s']:.0f} s | {c['objects']} | {c['options_y']} | "
                     + (f"{c['build_s'] / ref['build_s']:.2f}" if ref else "-") + " |")
     rows.append("")
@@ -475,9 +492,14 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
         if "lab" in by and name in by:
             d = by["lab"]["build_s"] - by[name]["build_s"]
             notes.append(f"{what} would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}% of the lab build)")
+    for name in sorted(repeated):
+        times = [c["build_s"] for c in raw["configs"] if c["config"] == name]
+        notes.append(f"{name} built {len(times)} times in this run, {' and '.join(f'{t:.0f} s' for t in times)} "
+                     f"(spread {max(times) - min(times):.0f} s, {100 * (max(times) - min(times)) / by[name]['build_s']:.1f}% "
+                     f"of their mean, the figure the others are compared with)")
     said = "; ".join(notes)
     rows.append(said[:1].upper() + said[1:] + ("." if notes else "") +
-                f" One build a config, from clean, one after another {conditions}, on {raw['host']['cpu']} "
+                f" {'One build a config' if not repeated else 'Builds'}, from clean, one after another {conditions}, on {raw['host']['cpu']} "
                 f"({raw['host']['cpus']} CPUs), {raw['compiler']}, source {raw['source']}. Command: `{raw['command']}`.")
     return "\n".join(rows)
 
@@ -705,6 +727,8 @@ BLOCKS = {
     "build-cost-codegen": (partial(build_cost, conditions="(the lab build first, with a cold page cache and about "
                                                "30 s of one core taken by a test run beside it)"),
                            ["lab-kernel-build-cost-codegen-2026-12-02.json"]),
+    "build-cost-mitigations": (build_cost, ["lab-kernel-build-cost-mitigations-2026-12-03.json"]),
+    "build-cost-session17": (build_cost, ["lab-kernel-build-cost-2026-12-03.json"]),
     "lab-guest-mitigations": (guest_mitigations, ["lab-guest-mitigations-2026-12-03.json"]),
     "build-cost-per-object": (build_cost_per_object, ["lab-kernel-build-cost-per-object-2026-12-02.json"]),
     "ci-cold": (ci_runs, {"cold, earlier machine": "ci-cold-2026-12-01.json",

@@ -231,20 +231,31 @@ def daemon_probes() -> list[str]:
     return [MigrateProbe.name, MemmapProbe.name, CopyProbe.name]
 
 
+def daemon_config(listen: str) -> str:
+    """The daemon scenarios' config: where it listens, and daemon_probes()."""
+    return f'listen = "{listen}"\nprobes = {json.dumps(daemon_probes())}\n'
+
+
+def exercise_daemon_probes() -> None:
+    """What the daemon scenarios give the probes to see: a compaction's
+    migrations and, where node 1 has memory (the NT demotion series, on NT
+    kernels), a demotion."""
+    from nttrace.workloads import demotion, triggers
+    triggers.compaction(scratch_mib=64)
+    if _node1_has_memory():
+        demotion.demote_scratch(64)
+
+
 def daemon():
     """Serve on the forwarded port until the host has scraped (or 300 s)."""
     from nttrace.daemon.process import DaemonProcess
     work = Path("/tmp/daemon")
     work.mkdir(exist_ok=True)
-    d = DaemonProcess(work, config_text=f'listen = "0.0.0.0:9435"\nprobes = {json.dumps(daemon_probes())}\n')
+    d = DaemonProcess(work, config_text=daemon_config("0.0.0.0:9435"))
     d.port = 9435
     try:
         ready = d.wait_message("READY=1", timeout=600)
-        from nttrace.workloads import demotion
-        from nttrace.workloads import triggers
-        triggers.compaction(scratch_mib=64)
-        if _node1_has_memory():
-            demotion.demote_scratch(64)   # the NT demotion series, on NT kernels
+        exercise_daemon_probes()
         (RESULTS / "daemon-ready").write_text(f"{ready}\n")
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline and not (RESULTS / "host-scraped").exists():
@@ -270,19 +281,15 @@ def daemon_stops():
     and is given 300 s before it is killed. A benchmark, not a CI scenario."""
     import signal
     from nttrace.daemon.process import DaemonProcess, kernel_stacks
-    from nttrace.workloads import demotion, triggers
     m = re.search(r"nttrace\.daemon_stops=(\d+)", Path("/proc/cmdline").read_text())
-    probes = daemon_probes()
     runs = []
     for i in range(int(m.group(1)) if m else 5):
         work = Path(f"/tmp/daemon-stops/{i}")
         work.mkdir(parents=True, exist_ok=True)
-        d = DaemonProcess(work, config_text=f'listen = "127.0.0.1:9436"\nprobes = {json.dumps(probes)}\n')
+        d = DaemonProcess(work, config_text=daemon_config("127.0.0.1:9436"))
         try:
             ready = d.wait_message("READY=1", timeout=600)
-            triggers.compaction(scratch_mib=64)
-            if _node1_has_memory():
-                demotion.demote_scratch(64)
+            exercise_daemon_probes()
             t0 = time.monotonic()
             d.proc.send_signal(signal.SIGTERM)
             stacks = None
@@ -297,7 +304,7 @@ def daemon_stops():
             console(f"daemon stop {i}: {took:.2f} s")
         finally:
             d.close()
-    return {"kernel": os.uname().release, "probes": probes, "runs": runs}
+    return {"kernel": os.uname().release, "probes": daemon_probes(), "runs": runs}
 
 
 def _node1_has_memory() -> bool:
