@@ -442,25 +442,22 @@ COST_NOTES = {
 }
 
 
-def _mean_builds(configs: list[dict]) -> dict[str, dict]:
-    """Each config's figures; a config built more than once in a run is
-    its builds' mean (times), the rest from its first build."""
-    by: dict[str, dict] = {}
-    for c in configs:
-        by.setdefault(c["config"], []).append(c)
-    out = {}
-    for name, runs in by.items():
-        out[name] = {**runs[0], **{k: sum(r[k] for r in runs) / len(runs) for k in ("build_s", "compile_s", "link_tail_s")}}
-    return out
+def _mean_build(builds: list[dict]) -> dict:
+    """One config's figures from its builds in a run: the times their mean,
+    the rest from its first build."""
+    return {**builds[0], **{k: sum(b[k] for b in builds) / len(builds) for k in ("build_s", "compile_s", "link_tail_s")}}
 
 
 def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
     """A build_cost run's table; `conditions` says what the builds ran
     beside, where a run was not the clean one the script asks for."""
-    by = _mean_builds(raw["configs"])
+    builds: dict[str, list[dict]] = {}
+    for c in raw["configs"]:
+        builds.setdefault(c["config"], []).append(c)
+    by = {name: _mean_build(b) for name, b in builds.items()}
+    repeated = {name for name, b in builds.items() if len(b) > 1}
     ref_name = "defconfig-based" if "defconfig-based" in by else "lab"
     ref = by.get(ref_name)
-    repeated = {name for name in by if sum(c["config"] == name for c in raw["configs"]) > 1}
     rows = ["| config | build (`make -j2 bzImage modules`) | compile | link tail (vmlinux, BTF, bzImage) | objects | "
             f"options =y | / {ref_name}{' (their mean)' if ref_name in repeated else ''} |",
             "|---|--:|--:|--:|--:|--:|--:|"]
@@ -493,7 +490,7 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
             d = by["lab"]["build_s"] - by[name]["build_s"]
             notes.append(f"{what} would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}% of the lab build)")
     for name in sorted(repeated):
-        times = [c["build_s"] for c in raw["configs"] if c["config"] == name]
+        times = [b["build_s"] for b in builds[name]]
         notes.append(f"{name} built {len(times)} times in this run, {' and '.join(f'{t:.0f} s' for t in times)} "
                      f"(spread {max(times) - min(times):.0f} s, {100 * (max(times) - min(times)) / by[name]['build_s']:.1f}% "
                      f"of their mean, the figure the others are compared with)")
@@ -750,8 +747,7 @@ BLOCKS = {
                                "cached, session 14, third": "ci-cached-2026-12-02-session14.json",
                                "cached, session 14": "ci-cached-2026-12-02-session14-fourth.json"}),
     "ci-session16": (ci_runs, {"cold, session 16": "ci-cold-2026-12-03-session16.json"}),
-    "ci-session17": (ci_runs, {"cold, session 16": "ci-cold-2026-12-03-session16.json",
-                               "cold, session 17": "ci-cold-2026-12-03-session17.json"}),
+    "ci-session17": (ci_runs, {"cold, session 17": "ci-cold-2026-12-03-session17.json"}),
     "slow-machine-session17": (slow_machine, {"slow": "slow-machine-issue19.json",
                                               "cost": "lab-kernel-build-cost-2026-12-03.json",
                                               "cold": "ci-cold-2026-12-03-session17.json"}),
