@@ -39,6 +39,10 @@ NO_DEBUG_INFO = kb.HERE / "kernel" / "cost-no-debug-info.config"
 EXT4_ROOT = kb.HERE / "kernel" / "cost-ext4-root.config"
 OPTIMIZE_FOR_SIZE = kb.HERE / "kernel" / "cost-optimize-for-size.config"
 NO_MITIGATIONS = kb.HERE / "kernel" / "cost-no-mitigations.config"
+# what each of the lab's requirements costs: lab.config without it
+NO_TCP_IP = kb.HERE / "kernel" / "cost-no-tcp-ip.config"
+NO_PROBE_SUPPORT = kb.HERE / "kernel" / "cost-no-probe-support.config"
+NO_PMEM_NUMA = kb.HERE / "kernel" / "cost-no-pmem-numa.config"
 OFF_SECTION = "# --- Off:"
 
 
@@ -75,6 +79,15 @@ def configs() -> dict[str, kb.KernelConfig]:
                                          fragments=(*lab.fragments, OPTIMIZE_FOR_SIZE)),
         # the same without the CPU mitigations
         "lab-no-mitigations": replace(lab, name="lab-no-mitigations", fragments=(*lab.fragments, NO_MITIGATIONS)),
+        # the same without one of the lab's requirements at a time: the host's scrape of the guest daemon
+        # (TCP/IP), nttrace's probes (BPF, BTF, kprobes, ftrace), the scenarios' devices (pmem, NUMA)
+        "lab-no-tcp-ip": replace(lab, name="lab-no-tcp-ip", fragments=(*lab.fragments, NO_TCP_IP)),
+        "lab-no-probe-support": replace(lab, name="lab-no-probe-support",
+                                        fragments=(*lab.fragments, NO_PROBE_SUPPORT)),
+        "lab-no-pmem-numa": replace(lab, name="lab-no-pmem-numa", fragments=(*lab.fragments, NO_PMEM_NUMA)),
+        # and without all three: the guest's machine, userspace, disk and shares alone
+        "lab-machine-only": replace(lab, name="lab-machine-only",
+                                    fragments=(*lab.fragments, NO_TCP_IP, NO_PROBE_SUPPORT, NO_PMEM_NUMA)),
     }
 
 

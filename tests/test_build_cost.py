@@ -61,3 +61,18 @@ def test_a_build_without_per_object_timing_reports_its_figures(tmp_path, monkeyp
     r = build_cost.measure(replace(kb.LAB_CONFIG, name="stand-in"), tmp_path, tmp_path / "cost", 2)
     assert r["objects"] == 2 and r["options_y"] == 3 and r["btf_lines"] == 1 and r["debug_info"] and r["btf"]
     assert "per_object" not in r and not (tmp_path / "cost" / "stand-in" / "compiles.log").exists()
+
+
+def test_each_requirement_fragment_switches_off_only_what_lab_config_switches_on():
+    """The requirement fragments measure what lab.config's needs cost: each
+    line that switches an option off must name one lab.config switches on,
+    so no fragment measures the removal of something the lab never built."""
+    import re
+
+    from lab import build_cost, kernel_build as kb
+    lab_on = set(re.findall(r"^(CONFIG_\w+)=y$", kb.CONFIG_FRAGMENT.read_text(), re.M))
+    for fragment in (build_cost.NO_TCP_IP, build_cost.NO_PROBE_SUPPORT, build_cost.NO_PMEM_NUMA):
+        off = re.findall(r"^# (CONFIG_\w+) is not set$", fragment.read_text(), re.M)
+        assert off and set(off) <= lab_on, (fragment.name, sorted(set(off) - lab_on))
+    together = build_cost.configs()["lab-machine-only"].fragments
+    assert together[1:] == (build_cost.NO_TCP_IP, build_cost.NO_PROBE_SUPPORT, build_cost.NO_PMEM_NUMA)
