@@ -43,6 +43,7 @@ NO_MITIGATIONS = kb.HERE / "kernel" / "cost-no-mitigations.config"
 NO_TCP_IP = kb.HERE / "kernel" / "cost-no-tcp-ip.config"
 NO_PROBE_SUPPORT = kb.HERE / "kernel" / "cost-no-probe-support.config"
 NO_PMEM_NUMA = kb.HERE / "kernel" / "cost-no-pmem-numa.config"
+REQUIREMENTS = (NO_TCP_IP, NO_PROBE_SUPPORT, NO_PMEM_NUMA)
 OFF_SECTION = "# --- Off:"
 
 
@@ -87,7 +88,7 @@ def configs() -> dict[str, kb.KernelConfig]:
         "lab-no-pmem-numa": replace(lab, name="lab-no-pmem-numa", fragments=(*lab.fragments, NO_PMEM_NUMA)),
         # and without all three: the guest's machine, userspace, disk and shares alone
         "lab-machine-only": replace(lab, name="lab-machine-only",
-                                    fragments=(*lab.fragments, NO_TCP_IP, NO_PROBE_SUPPORT, NO_PMEM_NUMA)),
+                                    fragments=(*lab.fragments, *REQUIREMENTS)),
     }
 
 

@@ -375,20 +375,21 @@ def make_command(build: Path, config: KernelConfig, jobs: int = JOBS) -> list[st
             "bzImage", "modules"]
 
 
+def config_values(text: str) -> dict[str, str]:
+    """A .config or fragment's options: each one's value, "n" for `# CONFIG_X
+    is not set`; a later line for the same option wins, as in merge_config.sh."""
+    values = {}
+    for line in text.splitlines():
+        if m := re.match(r"^(CONFIG_\w+)=(.*)$", line):
+            values[m[1]] = m[2]
+        elif m := re.match(r"^# (CONFIG_\w+) is not set$", line):
+            values[m[1]] = "n"
+    return values
+
+
 def config_problems(fragment: str, config: str) -> list[str]:
     """Lines of the fragment that the final .config does not carry."""
-    have = {}
-    for line in config.splitlines():
-        if m := re.match(r"^(CONFIG_\w+)=(.*)$", line):
-            have[m[1]] = m[2]
-        elif m := re.match(r"^# (CONFIG_\w+) is not set$", line):
-            have[m[1]] = "n"
-    want = {}   # a later line for the same option wins, as in merge_config.sh
-    for line in fragment.splitlines():
-        if m := re.match(r"^(CONFIG_\w+)=(.*)$", line):
-            want[m[1]] = m[2]
-        elif m := re.match(r"^# (CONFIG_\w+) is not set$", line):
-            want[m[1]] = "n"
+    have, want = config_values(config), config_values(fragment)
     return [f"{name}={value} became {have.get(name, 'n')}" for name, value in want.items()
             if have.get(name, "n") != value]
 
