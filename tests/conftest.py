@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from functools import lru_cache
 from pathlib import Path
 
@@ -241,6 +242,29 @@ def bpftool_prog_ids() -> set[tuple[int, str]]:
     out = subprocess.run(["bpftool", "-j", "prog", "show"], capture_output=True, text=True, check=True).stdout
     import json
     return {(p["id"], p.get("name", "")) for p in json.loads(out or "[]")}
+
+
+def programs_left(before: set[tuple[int, str]], settle_s: float = 10.0) -> set[tuple[int, str]]:
+    """The programs loaded since `before` that are still loaded: polled for
+    up to settle_s, so that a program the kernel releases a moment after its
+    last descriptor closed is not taken for a leak, while one that something
+    still holds (attached, pinned, or a process still alive) is. A program
+    that was loaded in `before` and is gone now is not this test's: another
+    one released it late (CI once saw an in-process Tracer's uretprobe
+    program listed at the next test's start and gone at its end); the test
+    that loaded it checks its own with this same function. A release slower
+    than a poll is reported as a warning with its time."""
+    import warnings
+    t0 = time.monotonic()
+    while True:
+        left = bpftool_prog_ids() - before
+        waited = time.monotonic() - t0
+        if not left or waited >= settle_s:
+            break
+        time.sleep(0.05)
+    if waited > 0.5 and not left:
+        warnings.warn(f"BPF programs released {waited:.1f} s after their process or Tracer let them go")
+    return left
 
 
 def live_tracepoint_tables() -> tuple[dict[str, int], dict[str, int]]:

@@ -16,7 +16,7 @@ import pytest
 
 import nttrace
 import promserver
-from conftest import bpftool_prog_ids, live_nt_revision, one_line_error, run_nttrace
+from conftest import bpftool_prog_ids, live_nt_revision, one_line_error, programs_left, run_nttrace
 from nttrace.daemon.process import NTTRACE, DaemonProcess, free_port
 from nttrace.probes import DEFAULT
 from nttrace.kernel import vmstat
@@ -89,7 +89,7 @@ def test_port_in_use_is_exit_2_and_leaves_nothing_attached(tmp_path):
         proc = run_nttrace("daemon", "--listen", f"127.0.0.1:{port}")
     assert proc.returncode == 2
     assert "Address already in use" in one_line_error(proc)
-    assert bpftool_prog_ids() == before
+    assert programs_left(before) == set()
 
 
 # -- lifecycle ------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_sigterm_exits_within_2s_and_detaches(daemon):
     took = d.stop(signal.SIGTERM)
     assert d.proc.returncode == 0, d.read_log()
     assert took < 2.0, f"took {took:.2f}s"
-    assert bpftool_prog_ids() == before
+    assert programs_left(before) == set()
     d.wait_message("STOPPING=1", timeout=1)
     # the stop says what each step took, each probe's detach among them
     stopped = re.search(r"stopped in (\d+\.\d+)s \((.*)\)$", d.read_log(), re.M)
@@ -299,7 +299,7 @@ def test_reloads_under_scrape_load_never_fail_a_scrape(daemon):
         if set(json.loads(d.get("/healthz")[1])["probes"]) == set(probes) and d.read_log() == log:
             break
     assert d.stop(signal.SIGTERM) < 2.0 and d.proc.returncode == 0
-    assert bpftool_prog_ids() == before
+    assert programs_left(before) == set()
 
 
 @pytest.mark.needs(*LIVE)

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from conftest import bpftool_prog_ids, run_nttrace
+from conftest import bpftool_prog_ids, programs_left, run_nttrace
 from nttrace.probes import capabilities
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.workloads import triggers
@@ -71,7 +71,7 @@ def test_validate_reclaim_check_passes_and_detaches():
     (c,) = report["checks"]
     assert c["id"] == "kernel.reclaim_observed" and c["status"] == "pass", c
     assert c["evidence"]["memcg"]["reclaimed"] > 0
-    assert {p for p in bpftool_prog_ids() - before if p[1].startswith("nttrace")} == set()
+    assert {p for p in programs_left(before) if p[1].startswith("nttrace")} == set()
 
 
 @pytest.mark.needs("root", "tracefs", "bcc", "memcg")

@@ -122,6 +122,8 @@ def main(args) -> int:
                 maps_file = None
         finally:
             tracer.detach()
+            for name, why in tracer.detach_errors.items():
+                print(f"nttrace: warning: detaching {name}: {why} (its descriptors were closed regardless)", file=sys.stderr)
             if record_file:
                 record_file.close()
             if maps_file is not None:   # interrupted before the maps were written: no half file left

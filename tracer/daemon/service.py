@@ -221,6 +221,8 @@ class Daemon:
         if self.tracer is not None:
             log.info("stopping: detaching %s", ", ".join(self.tracer.probes))
             detached = self.tracer.detach()
+            for name, why in self.tracer.detach_errors.items():
+                log.warning("detaching %s: %s (its descriptors were closed regardless)", name, why)
             took["probes"] = sum(detached.values())
             took.update({f"probe {n}": s for n, s in detached.items()})
         if self.perf is not None:

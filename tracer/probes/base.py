@@ -1,6 +1,7 @@
 """What every probe provides to the Tracer."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -164,10 +165,20 @@ class Probe:
         return self._maps[1]
 
     def detach(self) -> None:
+        """Detach and unload: bcc's cleanup, and where that stops part way
+        (it raises at the first attachment it cannot close, leaving the rest
+        and every program open until the process exits: a daemon's reload
+        would keep them attached) every descriptor bcc still holds is closed
+        before the error goes on."""
         self._maps = None
-        if self.bpf is not None:
-            self.bpf.cleanup()
-            self.bpf = None
+        b, self.bpf = self.bpf, None
+        if b is None:
+            return
+        try:
+            b.cleanup()
+        except Exception:
+            close_bcc_descriptors(b)
+            raise
 
 
 class TracepointProbe(Probe):
@@ -237,6 +248,27 @@ def load_bpf(text: bytes, cflags: list[str] | None = None):
                 raise
 
     return _Released(text=text, cflags=compile_flags() if cflags is None else cflags)
+
+
+def close_bcc_descriptors(b) -> None:
+    """Close every attachment and program descriptor a bcc BPF object still
+    holds, whatever state its cleanup left it in: with the last descriptor
+    the kernel detaches the program and unloads it."""
+    fds = []
+    for table in ("kprobe_fds", "uprobe_fds", "tracepoint_fds", "raw_tracepoint_fds",
+                  "kfunc_entry_fds", "kfunc_exit_fds", "lsm_fds"):
+        held = getattr(b, table, {}) or {}
+        for fd in held.values():    # kprobes: {event: {function: fd}}; the others {name: fd}
+            fds += list(fd.values()) if isinstance(fd, dict) else [fd]
+        held.clear()
+    funcs = getattr(b, "funcs", {}) or {}
+    fds += [fn.fd for fn in funcs.values()]
+    funcs.clear()
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError:
+            pass     # closed already by the cleanup that stopped part way
 
 
 def hist_by_label(table) -> dict[tuple[int, int], dict[int, int]]:

@@ -59,6 +59,7 @@ class Tracer:
         self.handle_signals = handle_signals   # False: the caller (the daemon) handles SIGINT and SIGTERM
         self.handover = handover   # nttrace.daemon.loader.Handover: a loader process attaches; None: this process, with bcc
         self._old_handlers: dict[int, object] = {}
+        self.detach_errors: dict[str, str] = {}   # probe -> what its bcc cleanup raised (descriptors closed anyway)
         self._holding = False      # inside a probe's poll: a stop signal waits in _held until it returns
         self._held: int | None = None
 
@@ -220,8 +221,8 @@ class Tracer:
                 t0 = time.monotonic()
                 try:
                     p.detach()
-                except Exception:
-                    pass
+                except Exception as exc:   # its descriptors are closed regardless (Probe.detach)
+                    self.detach_errors[name] = f"{type(exc).__name__}: {exc}"
                 took[name] = time.monotonic() - t0
         for sig, old in self._old_handlers.items():
             signal.signal(sig, signal.SIG_DFL if old is None else old)   # None: set outside Python
