@@ -44,6 +44,10 @@ NO_TCP_IP = kb.HERE / "kernel" / "cost-no-tcp-ip.config"
 NO_PROBE_SUPPORT = kb.HERE / "kernel" / "cost-no-probe-support.config"
 NO_PMEM_NUMA = kb.HERE / "kernel" / "cost-no-pmem-numa.config"
 REQUIREMENTS = (NO_TCP_IP, NO_PROBE_SUPPORT, NO_PMEM_NUMA)
+# parts of the probe support, one at a time (the debug info and BTF: NO_DEBUG_INFO)
+NO_FUNCTION_TRACER = kb.HERE / "kernel" / "cost-no-function-tracer.config"
+NO_BPF = kb.HERE / "kernel" / "cost-no-bpf.config"
+PROBE_SUPPORT_PARTS = (NO_FUNCTION_TRACER, NO_BPF, NO_DEBUG_INFO)
 OFF_SECTION = "# --- Off:"
 
 
@@ -86,6 +90,10 @@ def configs() -> dict[str, kb.KernelConfig]:
         "lab-no-probe-support": replace(lab, name="lab-no-probe-support",
                                         fragments=(*lab.fragments, NO_PROBE_SUPPORT)),
         "lab-no-pmem-numa": replace(lab, name="lab-no-pmem-numa", fragments=(*lab.fragments, NO_PMEM_NUMA)),
+        # the probe support's parts: fentry's call sites (kprobes stay), BPF itself (BTF stays)
+        "lab-no-function-tracer": replace(lab, name="lab-no-function-tracer",
+                                          fragments=(*lab.fragments, NO_FUNCTION_TRACER)),
+        "lab-no-bpf": replace(lab, name="lab-no-bpf", fragments=(*lab.fragments, NO_BPF)),
         # and without all three: the guest's machine, userspace, disk and shares alone
         "lab-machine-only": replace(lab, name="lab-machine-only",
                                     fragments=(*lab.fragments, *REQUIREMENTS)),

@@ -69,7 +69,7 @@ def test_each_requirement_fragment_switches_off_only_what_lab_config_switches_on
     so no fragment measures the removal of something the lab never built."""
     from lab import build_cost, kernel_build as kb
     lab_on = {name for name, value in kb.config_values(kb.CONFIG_FRAGMENT.read_text()).items() if value == "y"}
-    for fragment in build_cost.REQUIREMENTS:
+    for fragment in (*build_cost.REQUIREMENTS, *build_cost.PROBE_SUPPORT_PARTS):
         off = {name for name, value in kb.config_values(fragment.read_text()).items() if value == "n"}
         assert off and off <= lab_on, (fragment.name, sorted(off - lab_on))
     assert build_cost.configs()["lab-machine-only"].fragments == (kb.CONFIG_FRAGMENT, *build_cost.REQUIREMENTS)
