@@ -443,6 +443,11 @@ COST_NOTES = {
                      "not a lab kernel)",
     "lab-no-probe-support": "the same without nttrace's probe support: BPF, BTF and its debug info, kprobes, uprobes, "
                             "ftrace and its tracepoints (not a lab kernel)",
+    "lab-no-function-tracer": "the same without the function tracer: no -mfentry call site in any object, so no fentry "
+                              "programs (kprobes stay, by int3; not a lab kernel: the lab is where fentry is tested)",
+    "lab-no-bpf": "the same without BPF: the syscall, verifier, JIT, BPF on trace events and in cgroups, and BTF, which "
+                  "Kconfig offers only with the BPF syscall; DWARF stays (not a lab kernel)",
+    "lab-dwarf4": "the same with DWARF 4 debug info (gcc 12's default is 5; BTF is made from either)",
     "lab-no-pmem-numa": "the same without the scenarios' devices: ZONE_DEVICE, libnvdimm and NFIT, DAX, NUMA from SRAT, "
                         "page_ref, dynamic debug (not a lab kernel)",
     "lab-machine-only": "the same without all three: the guest's machine, userspace, disk and shares alone (not a lab "
@@ -454,7 +459,11 @@ SAVINGS = (("lab-optimize-for-size", "-Os"), ("lab-no-mitigations", "leaving out
            # the lab's requirements, one at a time: what each costs to build
            ("lab-no-tcp-ip", "leaving out TCP/IP for the host's scrape"),
            ("lab-no-probe-support", "leaving out nttrace's probe support"),
-           ("lab-no-pmem-numa", "leaving out the scenarios' pmem and NUMA"))
+           ("lab-no-pmem-numa", "leaving out the scenarios' pmem and NUMA"),
+           # the probe support's parts, one at a time (its debug info and BTF: lab-no-debug-info, above)
+           ("lab-no-function-tracer", "leaving out the function tracer (fentry's call sites)"),
+           ("lab-no-bpf", "leaving out BPF and BTF"),
+           ("lab-dwarf4", "DWARF 4 instead of 5"))
 
 
 def _mean_build(builds: list[dict]) -> dict:
@@ -776,6 +785,7 @@ BLOCKS = {
                                               "cold": "ci-cold-2026-12-03-session17.json"}),
     "ci-session18": (ci_runs, {"cold, session 18": "ci-cold-2026-12-03-session18.json"}),
     "build-cost-requirements": (build_cost, ["lab-kernel-build-cost-requirements-2026-12-03.json"]),
+    "build-cost-probe-support": (build_cost, ["lab-kernel-build-cost-probe-support-2026-12-03.json"]),
     "slow-machine-session18": (slow_machine, {"slow": "slow-machine-issue19.json",
                                               "cost": "lab-kernel-build-cost-requirements-2026-12-03.json",
                                               "cold": "ci-cold-2026-12-03-session18.json"}),

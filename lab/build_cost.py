@@ -48,6 +48,7 @@ REQUIREMENTS = (NO_TCP_IP, NO_PROBE_SUPPORT, NO_PMEM_NUMA)
 NO_FUNCTION_TRACER = kb.HERE / "kernel" / "cost-no-function-tracer.config"
 NO_BPF = kb.HERE / "kernel" / "cost-no-bpf.config"
 PROBE_SUPPORT_PARTS = (NO_FUNCTION_TRACER, NO_BPF, NO_DEBUG_INFO)
+DWARF4 = kb.HERE / "kernel" / "cost-dwarf4.config"
 OFF_SECTION = "# --- Off:"
 
 
@@ -94,6 +95,8 @@ def configs() -> dict[str, kb.KernelConfig]:
         "lab-no-function-tracer": replace(lab, name="lab-no-function-tracer",
                                           fragments=(*lab.fragments, NO_FUNCTION_TRACER)),
         "lab-no-bpf": replace(lab, name="lab-no-bpf", fragments=(*lab.fragments, NO_BPF)),
+        # the same debug info and BTF from DWARF 4, not the toolchain's default 5
+        "lab-dwarf4": replace(lab, name="lab-dwarf4", fragments=(*lab.fragments, DWARF4)),
         # and without all three: the guest's machine, userspace, disk and shares alone
         "lab-machine-only": replace(lab, name="lab-machine-only",
                                     fragments=(*lab.fragments, *REQUIREMENTS)),

@@ -138,6 +138,7 @@ def test_latency_machinery_agrees_with_the_models_own_clock(caps, meta):
                 if len(records) >= 20:
                     break
             snap = t.snapshot()[MemmapProbe.name]
+    assert t.detach_errors == {}            # bcc's cleanup ran through
     assert programs_left(before) == set()   # the Tracer's exit let its uprobe and uretprobe programs go
     assert len(records) == 20
     # in time order: records come CPU buffer by CPU buffer, so a run that
