@@ -509,11 +509,18 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
         d = by["lab-ext4-root"]["build_s"] - by["lab"]["build_s"]
         notes.append(f"the ext2 root saves {d:.0f} s against ext4's ({100 * d / by['lab-ext4-root']['build_s']:.1f}%, "
                      f"{by['lab-ext4-root']['objects'] - by['lab']['objects']} objects fewer)")
+    lab_times = [b["build_s"] for b in builds.get("lab", [])]
+    lab_spread = max(lab_times) - min(lab_times) if len(lab_times) > 1 else None
     for name, what in SAVINGS:
         if "lab" in by and name in by:
             d, fewer = by["lab"]["build_s"] - by[name]["build_s"], by["lab"]["objects"] - by[name]["objects"]
-            notes.append(f"{what} would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}% of the lab build"
-                         + (f", {fewer} objects fewer)" if fewer > 0 else ")"))
+            objects = f", {fewer} objects fewer" if fewer > 0 else ""
+            if lab_spread is not None and abs(d) <= lab_spread:
+                notes.append(f"{what}: {d:+.0f} s against the lab build's mean, within its own spread in this run "
+                             f"({lab_spread:.0f} s): no saving this run can tell" + (f" ({fewer} objects fewer)" if fewer > 0 else ""))
+            else:
+                notes.append(f"{what} would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}% of the lab build"
+                             + objects + ")")
     if "lab" in by and "lab-machine-only" in by:
         d = by["lab"]["build_s"] - by["lab-machine-only"]["build_s"]
         notes.append(f"leaving out all three would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}%)")
@@ -785,7 +792,10 @@ BLOCKS = {
                                               "cold": "ci-cold-2026-12-03-session17.json"}),
     "ci-session18": (ci_runs, {"cold, session 18": "ci-cold-2026-12-03-session18.json"}),
     "build-cost-requirements": (build_cost, ["lab-kernel-build-cost-requirements-2026-12-03.json"]),
-    "build-cost-probe-support": (build_cost, ["lab-kernel-build-cost-probe-support-2026-12-03.json"]),
+    "build-cost-probe-support": (partial(build_cost, conditions="(nothing else running, but for a configure of about "
+                                                                "20 s beside the last lab build)"),
+                                 ["lab-kernel-build-cost-probe-support-2026-12-03.json"]),
+    "build-cost-debug-info-session19": (build_cost, ["lab-kernel-build-cost-debug-info-2026-12-03.json"]),
     "slow-machine-session18": (slow_machine, {"slow": "slow-machine-issue19.json",
                                               "cost": "lab-kernel-build-cost-requirements-2026-12-03.json",
                                               "cold": "ci-cold-2026-12-03-session18.json"}),
