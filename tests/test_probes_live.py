@@ -154,13 +154,18 @@ def test_latency_machinery_agrees_with_the_models_own_clock(caps, meta):
 
 
 @pytest.mark.needs("root", "uprobe", "bcc", "bpftool")
-def test_a_cleanup_that_fails_part_way_still_unloads_every_program(caps, meta):
+@pytest.mark.parametrize("closed_first", [False, True])
+def test_a_cleanup_that_fails_part_way_still_unloads_every_program(caps, meta, closed_first):
     """bcc's cleanup stops at the first attachment it cannot close and leaves
     the others, and every program, open: in a daemon that outlives a reload.
     Here its second uprobe detach fails for real reasons' stand-in (a raise
     after the first has gone): the Tracer still unloads both programs and
-    says which probe's cleanup failed."""
+    says which probe's cleanup failed. closed_first: the failing detach
+    closed its perf event before it raised (bcc's bpf_detach_uprobe failing
+    after bpf_close_perf_event_fd), and the process reused the number for a
+    file of its own: that file stays open."""
     before = bpftool_prog_ids()
+    reused = []
     t = Tracer([MemmapProbe.name], options={MemmapProbe.name: {"target": "native"}}, caps=caps, meta=meta)
     t.attach()
     b = t.probes[MemmapProbe.name].bpf
@@ -169,6 +174,13 @@ def test_a_cleanup_that_fails_part_way_still_unloads_every_program(caps, meta):
 
     def second_fails(ev_name):
         if done:
+            if closed_first:
+                number = b.uprobe_fds[ev_name]
+                os.close(number)
+                null = os.open("/dev/null", os.O_RDONLY)
+                os.dup2(null, number)      # the number, now one of this process's own files
+                os.close(null)
+                reused.append(number)
             raise Exception("Failed to detach BPF from uprobe")
         done.append(ev_name)
         real(ev_name)
@@ -178,6 +190,10 @@ def test_a_cleanup_that_fails_part_way_still_unloads_every_program(caps, meta):
     assert done and t.detach_errors == {MemmapProbe.name: "Exception: Failed to detach BPF from uprobe"}
     assert programs_left(before) == set()
     assert t.probes[MemmapProbe.name].bpf is None
+    assert len(reused) == int(closed_first)
+    for number in reused:
+        assert os.readlink(f"/proc/self/fd/{number}") == "/dev/null"   # not closed on bcc's behalf
+        os.close(number)
 
 
 @pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")

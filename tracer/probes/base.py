@@ -250,10 +250,19 @@ def load_bpf(text: bytes, cflags: list[str] | None = None):
     return _Released(text=text, cflags=compile_flags() if cflags is None else cflags)
 
 
+# What /proc/self/fd names a descriptor bcc opened: a perf event (kprobe,
+# uprobe, tracepoint), a BPF link (raw tracepoint, fentry) or a program.
+BCC_DESCRIPTOR_KINDS = frozenset({"anon_inode:[perf_event]", "anon_inode:bpf_link", "anon_inode:bpf-link",
+                                  "anon_inode:bpf-prog"})
+
+
 def close_bcc_descriptors(b) -> None:
     """Close every attachment and program descriptor a bcc BPF object still
     holds, whatever state its cleanup left it in: with the last descriptor
-    the kernel detaches the program and unloads it."""
+    the kernel detaches the program and unloads it. A number bcc closed
+    before it raised (its bookkeeping not yet updated) may already name
+    another file of this process: only a descriptor that is still a perf
+    event, BPF link or program is closed."""
     fds = []
     for table in ("kprobe_fds", "uprobe_fds", "tracepoint_fds", "raw_tracepoint_fds",
                   "kfunc_entry_fds", "kfunc_exit_fds", "lsm_fds"):
@@ -266,7 +275,8 @@ def close_bcc_descriptors(b) -> None:
     funcs.clear()
     for fd in fds:
         try:
-            os.close(fd)
+            if os.readlink(f"/proc/self/fd/{fd}") in BCC_DESCRIPTOR_KINDS:
+                os.close(fd)
         except OSError:
             pass     # closed already by the cleanup that stopped part way
 
