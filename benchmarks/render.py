@@ -514,13 +514,13 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
     for name, what in SAVINGS:
         if "lab" in by and name in by:
             d, fewer = by["lab"]["build_s"] - by[name]["build_s"], by["lab"]["objects"] - by[name]["objects"]
-            objects = f", {fewer} objects fewer" if fewer > 0 else ""
+            objects = f"{fewer} objects fewer" if fewer > 0 else ""
             if lab_spread is not None and abs(d) <= lab_spread:
                 notes.append(f"{what}: {d:+.0f} s against the lab build's mean, within its own spread in this run "
-                             f"({lab_spread:.0f} s): no saving this run can tell" + (f" ({fewer} objects fewer)" if fewer > 0 else ""))
+                             f"({lab_spread:.0f} s): no saving this run can tell" + (f" ({objects})" if objects else ""))
             else:
                 notes.append(f"{what} would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}% of the lab build"
-                             + objects + ")")
+                             + (f", {objects})" if objects else ")"))
     if "lab" in by and "lab-machine-only" in by:
         d = by["lab"]["build_s"] - by["lab-machine-only"]["build_s"]
         notes.append(f"leaving out all three would save {d:.0f} s ({100 * d / by['lab']['build_s']:.1f}%)")

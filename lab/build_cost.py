@@ -69,37 +69,39 @@ def defaults_on_fragment() -> Path:
 
 def configs() -> dict[str, kb.KernelConfig]:
     lab = kb.LAB_CONFIG
+
+    def lab_with(name: str, *fragments: Path) -> kb.KernelConfig:
+        """lab.config with `fragments` merged after it."""
+        return replace(lab, name=name, fragments=(*lab.fragments, *fragments))
+
     return {
         "defconfig-based": kb.DEFCONFIG_BASED,
         "lab": lab,
         # the same, keeping DWARF's variable locations (what -g gives by default)
         "lab-with-var-tracking": replace(lab, name="lab-with-var-tracking", kcflags=""),
         # the same without debug info, hence without BTF: what BTF costs in all
-        "lab-no-debug-info": replace(lab, name="lab-no-debug-info", fragments=(*lab.fragments, NO_DEBUG_INFO)),
+        "lab-no-debug-info": lab_with("lab-no-debug-info", NO_DEBUG_INFO),
+        # the same debug info and BTF from DWARF 4, not the toolchain's default 5
+        "lab-dwarf4": lab_with("lab-dwarf4", DWARF4),
         # the same with what lab.config switches off left on: what those defaults cost
-        "lab-defaults-on": replace(lab, name="lab-defaults-on", fragments=(*lab.fragments, defaults_on_fragment())),
+        "lab-defaults-on": lab_with("lab-defaults-on", defaults_on_fragment()),
         # the same with ext4 and jbd2 for an ext4 root, as before the image became ext2
-        "lab-ext4-root": replace(lab, name="lab-ext4-root", fragments=(*lab.fragments, EXT4_ROOT)),
+        "lab-ext4-root": lab_with("lab-ext4-root", EXT4_ROOT),
         # the same at -Os: what lab.config's code generation section costs, one part at a time
-        "lab-optimize-for-size": replace(lab, name="lab-optimize-for-size",
-                                         fragments=(*lab.fragments, OPTIMIZE_FOR_SIZE)),
+        "lab-optimize-for-size": lab_with("lab-optimize-for-size", OPTIMIZE_FOR_SIZE),
         # the same without the CPU mitigations
-        "lab-no-mitigations": replace(lab, name="lab-no-mitigations", fragments=(*lab.fragments, NO_MITIGATIONS)),
+        "lab-no-mitigations": lab_with("lab-no-mitigations", NO_MITIGATIONS),
         # the same without one of the lab's requirements at a time: the host's scrape of the guest daemon
         # (TCP/IP), nttrace's probes (BPF, BTF, kprobes, ftrace), the scenarios' devices (pmem, NUMA)
-        "lab-no-tcp-ip": replace(lab, name="lab-no-tcp-ip", fragments=(*lab.fragments, NO_TCP_IP)),
-        "lab-no-probe-support": replace(lab, name="lab-no-probe-support",
-                                        fragments=(*lab.fragments, NO_PROBE_SUPPORT)),
-        "lab-no-pmem-numa": replace(lab, name="lab-no-pmem-numa", fragments=(*lab.fragments, NO_PMEM_NUMA)),
-        # the probe support's parts: fentry's call sites (kprobes stay), BPF itself (BTF stays)
-        "lab-no-function-tracer": replace(lab, name="lab-no-function-tracer",
-                                          fragments=(*lab.fragments, NO_FUNCTION_TRACER)),
-        "lab-no-bpf": replace(lab, name="lab-no-bpf", fragments=(*lab.fragments, NO_BPF)),
-        # the same debug info and BTF from DWARF 4, not the toolchain's default 5
-        "lab-dwarf4": replace(lab, name="lab-dwarf4", fragments=(*lab.fragments, DWARF4)),
+        "lab-no-tcp-ip": lab_with("lab-no-tcp-ip", NO_TCP_IP),
+        "lab-no-probe-support": lab_with("lab-no-probe-support", NO_PROBE_SUPPORT),
+        "lab-no-pmem-numa": lab_with("lab-no-pmem-numa", NO_PMEM_NUMA),
         # and without all three: the guest's machine, userspace, disk and shares alone
-        "lab-machine-only": replace(lab, name="lab-machine-only",
-                                    fragments=(*lab.fragments, *REQUIREMENTS)),
+        "lab-machine-only": lab_with("lab-machine-only", *REQUIREMENTS),
+        # the probe support's parts: fentry's call sites (kprobes stay), BPF and with it BTF (DWARF stays);
+        # its debug info is lab-no-debug-info's
+        "lab-no-function-tracer": lab_with("lab-no-function-tracer", NO_FUNCTION_TRACER),
+        "lab-no-bpf": lab_with("lab-no-bpf", NO_BPF),
     }
 
 
