@@ -429,8 +429,8 @@ def _mmss(s: float) -> str:
 
 COST_NOTES = {
     "defconfig-based": "the config the lab used before: x86_64 defconfig + kvm_guest.config + its trimming fragment",
-    "lab": "**lab.config on allnoconfig, KCFLAGS=-fno-var-tracking (what the lab builds)**",
-    "lab-with-var-tracking": "the same, with DWARF's variable locations (plain -g)",
+    "lab-with-var-tracking": "the same, with DWARF's variable locations",
+    "lab-with-statement-frontiers": "the same, with the line table's statement marks (gcc's default at -O2 -g)",
     "lab-no-debug-info": "the same without debug info, hence without BTF (not bootable for nttrace: its probes read BTF)",
     "lab-ext4-root": "lab.config with ext4 and jbd2 built in for an ext4 root, as before the guest image became ext2",
     "lab-optimize-for-size": "the same at -Os (CONFIG_CC_OPTIMIZE_FOR_SIZE; not a lab kernel: it changes the timed paths' "
@@ -466,6 +466,36 @@ SAVINGS = (("lab-optimize-for-size", "-Os"), ("lab-no-mitigations", "leaving out
            ("lab-dwarf4", "DWARF 4 instead of 5"))
 
 
+# lab.config with something a debugger would use put back, and what saying so reads: each one's cost on the lab build
+ADDITIONS = (("lab-with-var-tracking", "variable locations"),
+             ("lab-with-statement-frontiers", "the line table's statement marks"))
+
+
+def _lab_label(c: dict) -> str:
+    """The lab config's row, with the KCFLAGS it had when that run was made."""
+    kcflags = c["recipe"].partition(";KCFLAGS=")[2]
+    return f"**lab.config on allnoconfig{', KCFLAGS=' + kcflags if kcflags else ''} (the lab's config in this run)**"
+
+
+def _btf_notes(configs: list[dict]) -> list[str]:
+    """What the builds' BTF hashes (lab.build_cost's btf_types_sha256) can
+    say: nothing across configs where one config's own builds disagree."""
+    by_config: dict[str, set] = {}
+    for c in configs:
+        if "btf_types_sha256" in c:
+            by_config.setdefault(c["config"], set()).add(c["btf_types_sha256"])
+    unstable = [name for name, hashes in by_config.items() if len(hashes) > 1]
+    if unstable:
+        return [f"the BTF hash differs between two builds of one config ({', '.join(unstable)}), so it cannot "
+                f"compare configs in this run (see below)"]
+    hashes = {h for hs in by_config.values() for h in hs}
+    if len(hashes) == 1 and len(by_config) > 1:
+        return ["every config's BTF describes the same types and functions (bpftool's dump, type ids aside)"]
+    if len(hashes) > 1:
+        return ["the BTF differs between configs: " + ", ".join(by_config)]
+    return []
+
+
 def _mean_build(builds: list[dict]) -> dict:
     """One config's figures from its builds in a run: the times their mean,
     the rest from its first build."""
@@ -486,7 +516,7 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
             f"options =y | / {ref_name}{' (their mean)' if ref_name in repeated else ''} |",
             "|---|--:|--:|--:|--:|--:|--:|"]
     for i, c in enumerate(raw["configs"], 1):
-        label = COST_NOTES.get(c['config'], c['config'])
+        label = _lab_label(c) if c["config"] == "lab" else COST_NOTES.get(c["config"], c["config"])
         if c["config"] in repeated:
             label += f" (build {i} of {len(raw['configs'])})"
         rows.append(f"| {label} | {_mmss(c['build_s'])} ({c['build_s']:.0f} s) | "
@@ -498,9 +528,17 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
         d = by["lab"]["build_s"] - by["lab-no-debug-info"]["build_s"]
         notes.append(f"debug info and BTF cost {d:.0f} s of the lab build ({100 * d / by['lab']['build_s']:.0f}%; "
                      f"the link tail {by['lab']['link_tail_s']:.0f} s against {by['lab-no-debug-info']['link_tail_s']:.0f} s)")
-    if "lab" in by and "lab-with-var-tracking" in by:
-        d = by["lab-with-var-tracking"]["build_s"] - by["lab"]["build_s"]
-        notes.append(f"variable locations, which BTF does not use, would add {d:.0f} s")
+    lab_times = [b["build_s"] for b in builds.get("lab", [])]
+    lab_spread = max(lab_times) - min(lab_times) if len(lab_times) > 1 else None
+    for name, what in ADDITIONS:
+        if "lab" in by and name in by:
+            d = by[name]["build_s"] - by["lab"]["build_s"]
+            if lab_spread is not None and abs(d) <= lab_spread:
+                notes.append(f"{what}: {d:+.0f} s against the lab build's mean, within its own spread in this run "
+                             f"({lab_spread:.0f} s): no cost this run can tell")
+            else:
+                notes.append(f"{what}, which BTF does not use, would add {d:.0f} s "
+                             f"({100 * d / by['lab']['build_s']:.1f}% of the lab build)")
     if "lab" in by and "lab-defaults-on" in by:
         d = by["lab-defaults-on"]["build_s"] - by["lab"]["build_s"]
         notes.append(f"the defaults lab.config switches off would add {d:.0f} s "
@@ -509,8 +547,6 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
         d = by["lab-ext4-root"]["build_s"] - by["lab"]["build_s"]
         notes.append(f"the ext2 root saves {d:.0f} s against ext4's ({100 * d / by['lab-ext4-root']['build_s']:.1f}%, "
                      f"{by['lab-ext4-root']['objects'] - by['lab']['objects']} objects fewer)")
-    lab_times = [b["build_s"] for b in builds.get("lab", [])]
-    lab_spread = max(lab_times) - min(lab_times) if len(lab_times) > 1 else None
     for name, what in SAVINGS:
         if "lab" in by and name in by:
             d, fewer = by["lab"]["build_s"] - by[name]["build_s"], by["lab"]["objects"] - by[name]["objects"]
@@ -533,6 +569,7 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
         notes.append(f"{name} built {len(times)} times in this run, {' and '.join(f'{t:.0f} s' for t in times)} "
                      f"(spread {max(times) - min(times):.0f} s, {100 * (max(times) - min(times)) / by[name]['build_s']:.1f}% "
                      f"of their mean, the figure the others are compared with)")
+    notes.extend(_btf_notes(raw["configs"]))
     said = "; ".join(notes)
     rows.append(said[:1].upper() + said[1:] + ("." if notes else "") +
                 f" {'One build a config' if not repeated else 'Builds'}, from clean, one after another {conditions}, on {raw['host']['cpu']} "
@@ -796,6 +833,7 @@ BLOCKS = {
                                                                 "20 s beside the last lab build)"),
                                  ["lab-kernel-build-cost-probe-support-2026-12-03.json"]),
     "build-cost-debug-info-session19": (build_cost, ["lab-kernel-build-cost-debug-info-2026-12-03.json"]),
+    "build-cost-statement-frontiers": (build_cost, ["lab-kernel-build-cost-statement-frontiers-2026-12-03.json"]),
     "slow-machine-session18": (slow_machine, {"slow": "slow-machine-issue19.json",
                                               "cost": "lab-kernel-build-cost-requirements-2026-12-03.json",
                                               "cold": "ci-cold-2026-12-03-session18.json"}),

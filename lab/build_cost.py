@@ -23,12 +23,15 @@ lab.config asks for something it holds; this is what keeping it costs.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -78,7 +81,9 @@ def configs() -> dict[str, kb.KernelConfig]:
         "defconfig-based": kb.DEFCONFIG_BASED,
         "lab": lab,
         # the same, keeping DWARF's variable locations (what -g gives by default)
-        "lab-with-var-tracking": replace(lab, name="lab-with-var-tracking", kcflags=""),
+        "lab-with-var-tracking": replace(lab, name="lab-with-var-tracking", kcflags=kb.NO_STATEMENT_FRONTIERS),
+        # the same, keeping the line table's statement marks (gcc's default at -O2 -g)
+        "lab-with-statement-frontiers": replace(lab, name="lab-with-statement-frontiers", kcflags=kb.NO_VAR_TRACKING),
         # the same without debug info, hence without BTF: what BTF costs in all
         "lab-no-debug-info": lab_with("lab-no-debug-info", NO_DEBUG_INFO),
         # the same debug info and BTF from DWARF 4, not the toolchain's default 5
@@ -153,6 +158,26 @@ def _cpu() -> str:
     return platform.processor()
 
 
+def btf_types_sha256(vmlinux: Path) -> str | None:
+    """What the BTF of a vmlinux describes, as one hash. The BTF in the
+    vmlinux itself will not do: the kernel runs pahole with -j, whose output
+    differs from one build of a config to the next (scripts/Makefile.btf says
+    so; two builds of one config hashed apart). So the BTF is made again from
+    the vmlinux's DWARF by pahole on one thread, dumped by bpftool (every type
+    and function, with names, members, offsets and sizes), the type ids taken
+    out and the lines sorted. None without pahole or bpftool."""
+    if shutil.which("bpftool") is None or shutil.which("pahole") is None:
+        return None
+    with tempfile.TemporaryDirectory(prefix="nttrace-btf-") as tmp:
+        btf = Path(tmp) / "vmlinux.btf"
+        subprocess.run(["pahole", "-J", "--btf_gen_floats", f"--btf_encode_detached={btf}", str(vmlinux)],
+                       capture_output=True, check=True)
+        dump = subprocess.run(["bpftool", "btf", "dump", "file", str(btf)], capture_output=True, text=True,
+                              check=True).stdout
+    lines = sorted(re.sub(r"^\[\d+\] |type_id=\d+", "", line) for line in dump.splitlines())
+    return hashlib.sha256("\n".join(lines).encode()).hexdigest()
+
+
 def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int, objects: bool = False) -> dict:
     """Build one config from clean; returns its figures (and, with objects,
     where its compile time went)."""
@@ -192,6 +217,7 @@ def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int, objects: 
                       build_s)
     btf = [t for t, line in stamps if line.strip().startswith("BTF")]
     cfg = (build / ".config").read_text()
+    btf_types = btf_types_sha256(build / "vmlinux") if "CONFIG_DEBUG_INFO_BTF=y" in cfg else None
     n_objects = sum(1 for _ in build.rglob("*.o"))
     return {"config": config.name, "recipe": config.recipe(), "configure_s": round(configure_s, 1),
             "build_s": round(build_s, 1), "compile_s": round(tail_start, 1),
@@ -200,6 +226,7 @@ def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int, objects: 
             "vmlinux_bytes": (build / "vmlinux").stat().st_size,
             "bzimage_bytes": (build / "arch/x86/boot/bzImage").stat().st_size,
             "debug_info": "CONFIG_DEBUG_INFO=y" in cfg, "btf": "CONFIG_DEBUG_INFO_BTF=y" in cfg,
+            **({"btf_types_sha256": btf_types} if btf_types else {}),
             "command": " ".join(c for c in cmd if not c.startswith("O=")),
             **({"per_object": per_object(cc_log)} if objects else {})}
 

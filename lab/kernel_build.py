@@ -340,11 +340,16 @@ class KernelConfig:
 
 # The lab's config: nothing but what the guest, the scenarios and nttrace
 # need (lab/kernel/lab.config says why each option is there). Debug info is
-# only there for BTF, which needs every type and no variable locations:
-# -fno-var-tracking drops the location lists (what CONFIG_DEBUG_INFO_REDUCED
-# does too, but that option also drops types and Kconfig rules BTF out with it).
+# only there for BTF, which needs every type and nothing a debugger steps by:
+# -fno-var-tracking drops the variables' location lists (what
+# CONFIG_DEBUG_INFO_REDUCED does too, but that option also drops types and
+# Kconfig rules BTF out with it); -gno-statement-frontiers drops the line
+# table's statement marks (gcc adds them at -O2 -g). Neither changes a type:
+# lab.build_cost compares the BTF each config gives.
+NO_VAR_TRACKING = "-fno-var-tracking -fno-var-tracking-assignments"
+NO_STATEMENT_FRONTIERS = "-gno-statement-frontiers"
 LAB_CONFIG = KernelConfig("lab", "allnoconfig", (CONFIG_FRAGMENT,),
-                          kcflags="-fno-var-tracking -fno-var-tracking-assignments")
+                          kcflags=f"{NO_VAR_TRACKING} {NO_STATEMENT_FRONTIERS}")
 # The config the lab used before (kept to measure what lab.config saves;
 # `python3 -m lab.build_cost`).
 DEFCONFIG_BASED = KernelConfig("defconfig-based", "x86_64_defconfig",

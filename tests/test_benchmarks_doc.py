@@ -42,3 +42,22 @@ def test_a_changed_raw_figure_breaks_the_check(tmp_path):
     proc = subprocess.run([sys.executable, str(copy / "benchmarks" / "render.py"), "--check"], capture_output=True,
                           text=True, timeout=120)
     assert proc.returncode == 1 and "differs from its raw data" in proc.stderr
+
+
+def test_the_btf_note_compares_configs_only_where_one_configs_builds_agree():
+    """A BTF hash that differs between two builds of one config says nothing
+    about the configs; where each config's builds agree, the note says
+    whether the configs' BTF is the same."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("render", REPO / "benchmarks" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    _btf_notes = render._btf_notes
+
+    def builds(*pairs):
+        return [{"config": c, "btf_types_sha256": h} for c, h in pairs]
+
+    assert "cannot compare" in _btf_notes(builds(("lab", "x"), ("other", "x"), ("lab", "y")))[0]
+    assert "the same types" in _btf_notes(builds(("lab", "x"), ("other", "x"), ("lab", "x")))[0]
+    assert "differs between configs: lab, other" in _btf_notes(builds(("lab", "x"), ("other", "y")))[0]
+    assert _btf_notes([{"config": "lab"}, {"config": "other"}]) == []

@@ -1,6 +1,9 @@
 """lab/build_cost.py's per-object timing: its compiler wrapper around a real
 gcc, and how the compiles it logged are counted per subsystem."""
 import subprocess
+from pathlib import Path
+
+import pytest
 
 from lab.build_cost import CC_WRAPPER, per_object, subsystem
 
@@ -54,6 +57,7 @@ def test_a_build_without_per_object_timing_reports_its_figures(tmp_path, monkeyp
     def configure(src, build, log, name, config):
         (build / ".config").write_text("CONFIG_DEBUG_INFO=y\nCONFIG_DEBUG_INFO_BTF=y\nCONFIG_X=y\n")
     monkeypatch.setattr(kb, "configure", configure)
+    monkeypatch.setattr(build_cost, "btf_types_sha256", lambda vmlinux: f"types of {vmlinux.name}")
     monkeypatch.setattr(kb, "make_command", lambda build, config, jobs: [
         "sh", "-c", f"cd {build} && mkdir -p mm arch/x86/boot && : > mm/a.o && : > mm/b.o && echo '  CC      mm/a.o' "
                     f"&& echo '  LD      vmlinux.o' && echo '  BTF     .btf.vmlinux.bin.o' && : > vmlinux "
@@ -61,6 +65,36 @@ def test_a_build_without_per_object_timing_reports_its_figures(tmp_path, monkeyp
     r = build_cost.measure(replace(kb.LAB_CONFIG, name="stand-in"), tmp_path, tmp_path / "cost", 2)
     assert r["objects"] == 2 and r["options_y"] == 3 and r["btf_lines"] == 1 and r["debug_info"] and r["btf"]
     assert "per_object" not in r and not (tmp_path / "cost" / "stand-in" / "compiles.log").exists()
+    assert r["btf_types_sha256"] == "types of vmlinux"
+
+
+@pytest.mark.needs("kernel-build", "bpftool")
+def test_the_btf_hash_ignores_type_ids_and_sees_a_changed_member(tmp_path):
+    """btf_types_sha256 tells two builds' BTF apart by what it describes:
+    the same types encoded in another order (other ids, as pahole's threads
+    give) hash the same; one member's type changed hashes differently.
+    Real BTF: gcc's DWARF turned into BTF by pahole, read by bpftool."""
+    from lab import build_cost
+
+    def btf_of(name: str, source: str) -> Path:
+        c, o = tmp_path / f"{name}.c", tmp_path / f"{name}.o"
+        c.write_text(source)
+        subprocess.run(["gcc", "-g", "-c", "-o", str(o), str(c)], check=True)
+        subprocess.run(["pahole", "-J", str(o)], check=True, capture_output=True)
+        return o
+
+    a = "struct a { int x; long y; };\n"
+    b = "enum e { E0, E1 = 5 };\nstruct b { struct a *p; enum e k; };\n"
+    use = "int f(struct a *a, struct b *b) { return a->x + b->k; }\n"
+    first = btf_of("first", a + b + use)
+    reordered = btf_of("reordered", "struct a;\n" + b + a + use)
+    changed = btf_of("changed", a.replace("long y", "int y") + b + use)
+    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(first)], capture_output=True, text=True).stdout
+    assert "STRUCT 'b'" in dump and "FUNC 'f'" in dump, dump    # the real thing was read
+    assert dump != subprocess.run(["bpftool", "btf", "dump", "file", str(reordered)], capture_output=True,
+                                  text=True).stdout               # the ids do differ
+    assert build_cost.btf_types_sha256(first) == build_cost.btf_types_sha256(reordered)
+    assert build_cost.btf_types_sha256(first) != build_cost.btf_types_sha256(changed)
 
 
 def test_each_requirement_fragment_switches_off_only_what_lab_config_switches_on():
