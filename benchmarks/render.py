@@ -490,7 +490,8 @@ def _btf_notes(configs: list[dict]) -> list[str]:
                 f"compare configs in this run (see below)"]
     hashes = {h for hs in by_config.values() for h in hs}
     if len(hashes) == 1 and len(by_config) > 1:
-        return ["every config's BTF describes the same types and functions (bpftool's dump, type ids aside)"]
+        return ["every config's BTF describes the same types and functions (made again by pahole on one thread; "
+                "bpftool's dump, type ids aside)"]
     if len(hashes) > 1:
         return ["the BTF differs between configs: " + ", ".join(by_config)]
     return []
@@ -834,6 +835,8 @@ BLOCKS = {
                                  ["lab-kernel-build-cost-probe-support-2026-12-03.json"]),
     "build-cost-debug-info-session19": (build_cost, ["lab-kernel-build-cost-debug-info-2026-12-03.json"]),
     "build-cost-statement-frontiers": (build_cost, ["lab-kernel-build-cost-statement-frontiers-2026-12-03.json"]),
+    "build-cost-statement-frontiers-epyc": (build_cost, ["lab-kernel-build-cost-statement-frontiers-2026-12-04.json"]),
+    "build-cost-session21": (build_cost, ["lab-kernel-build-cost-2026-12-04.json"]),
     "slow-machine-session18": (slow_machine, {"slow": "slow-machine-issue19.json",
                                               "cost": "lab-kernel-build-cost-requirements-2026-12-03.json",
                                               "cold": "ci-cold-2026-12-03-session18.json"}),
