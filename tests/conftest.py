@@ -190,6 +190,12 @@ def _start_lab_boots(session) -> None:
         return      # the lab tests skip (or fail, where required) saying why
     from lab_boots import EARLY, POOL
     POOL.tmp = session.config._tmp_path_factory
+    # the session's base directory is made on its first use and not under a
+    # lock: made here, before any boot thread, so a boot thread and the first
+    # test's tmp_path cannot each make one (seen once in CI: the test's
+    # tmp_path raised "is not a normalized and relative path", its check
+    # having read the base directory twice, before and after the other's)
+    POOL.tmp.getbasetemp()
     if EARLY:
         POOL.start_wanted()
 
