@@ -487,7 +487,7 @@ def _btf_notes(configs: list[dict]) -> list[str]:
     unstable = [name for name, hashes in by_config.items() if len(hashes) > 1]
     if unstable:
         return [f"the BTF hash differs between two builds of one config ({', '.join(unstable)}), so it cannot "
-                f"compare configs in this run (see below)"]
+                f"compare configs in this run"]
     hashes = {h for hs in by_config.values() for h in hs}
     if len(hashes) == 1 and len(by_config) > 1:
         return ["every config's BTF describes the same types and functions (made again by pahole on one thread; "

@@ -158,23 +158,36 @@ def _cpu() -> str:
     return platform.processor()
 
 
+def encode_btf(vmlinux: Path, out: Path, jobs: int = 1) -> None:
+    """The BTF of a vmlinux (or object) made again from its DWARF by pahole,
+    into out; on one thread unless jobs says otherwise."""
+    subprocess.run(["pahole", "-J", *([f"-j{jobs}"] if jobs > 1 else []), "--btf_gen_floats",
+                    f"--btf_encode_detached={out}", str(vmlinux)], capture_output=True, check=True)
+
+
+def btf_dump_lines(btf: Path) -> list[str]:
+    """bpftool's dump of a BTF file (every type and function, with names,
+    members, offsets and sizes), the type ids taken out and the lines sorted:
+    what it describes, whatever order the types were numbered in."""
+    dump = subprocess.run(["bpftool", "btf", "dump", "file", str(btf)], capture_output=True, text=True,
+                          check=True).stdout
+    return sorted(re.sub(r"^\[\d+\] |type_id=\d+", "", line) for line in dump.splitlines())
+
+
 def btf_types_sha256(vmlinux: Path) -> str | None:
     """What the BTF of a vmlinux describes, as one hash. The BTF in the
     vmlinux itself will not do: the kernel runs pahole with -j, whose output
     differs from one build of a config to the next (scripts/Makefile.btf says
-    so; two builds of one config hashed apart). So the BTF is made again from
-    the vmlinux's DWARF by pahole on one thread, dumped by bpftool (every type
-    and function, with names, members, offsets and sizes), the type ids taken
-    out and the lines sorted. None without pahole or bpftool."""
+    so; two builds of one config hashed apart;
+    benchmarks/pahole_reproducibility.py). So the BTF is made again from the
+    vmlinux's DWARF by pahole on one thread and hashed as btf_dump_lines
+    gives it. None without pahole or bpftool."""
     if shutil.which("bpftool") is None or shutil.which("pahole") is None:
         return None
     with tempfile.TemporaryDirectory(prefix="nttrace-btf-") as tmp:
         btf = Path(tmp) / "vmlinux.btf"
-        subprocess.run(["pahole", "-J", "--btf_gen_floats", f"--btf_encode_detached={btf}", str(vmlinux)],
-                       capture_output=True, check=True)
-        dump = subprocess.run(["bpftool", "btf", "dump", "file", str(btf)], capture_output=True, text=True,
-                              check=True).stdout
-    lines = sorted(re.sub(r"^\[\d+\] |type_id=\d+", "", line) for line in dump.splitlines())
+        encode_btf(vmlinux, btf)
+        lines = btf_dump_lines(btf)
     return hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 
@@ -217,7 +230,8 @@ def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int, objects: 
                       build_s)
     btf = [t for t, line in stamps if line.strip().startswith("BTF")]
     cfg = (build / ".config").read_text()
-    btf_types = btf_types_sha256(build / "vmlinux") if "CONFIG_DEBUG_INFO_BTF=y" in cfg else None
+    has_btf = "CONFIG_DEBUG_INFO_BTF=y" in cfg
+    btf_types = btf_types_sha256(build / "vmlinux") if has_btf else None
     n_objects = sum(1 for _ in build.rglob("*.o"))
     return {"config": config.name, "recipe": config.recipe(), "configure_s": round(configure_s, 1),
             "build_s": round(build_s, 1), "compile_s": round(tail_start, 1),
@@ -225,7 +239,7 @@ def measure(config: kb.KernelConfig, src: Path, root: Path, jobs: int, objects: 
             "objects": n_objects, "options_y": sum(1 for line in cfg.splitlines() if line.endswith("=y")),
             "vmlinux_bytes": (build / "vmlinux").stat().st_size,
             "bzimage_bytes": (build / "arch/x86/boot/bzImage").stat().st_size,
-            "debug_info": "CONFIG_DEBUG_INFO=y" in cfg, "btf": "CONFIG_DEBUG_INFO_BTF=y" in cfg,
+            "debug_info": "CONFIG_DEBUG_INFO=y" in cfg, "btf": has_btf,
             **({"btf_types_sha256": btf_types} if btf_types else {}),
             "command": " ".join(c for c in cmd if not c.startswith("O=")),
             **({"per_object": per_object(cc_log)} if objects else {})}
