@@ -8,6 +8,7 @@ each mode differ in what they describe (lab.build_cost.btf_dump_lines).
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -25,6 +26,10 @@ def _version(cmd: list[str]) -> str:
 def main(argv: list[str]) -> int:
     if len(argv) != 1 or not Path(argv[0]).is_file():
         print("usage: python3 -m lab.btf_reproducibility VMLINUX (a vmlinux with DWARF)", file=sys.stderr)
+        return 2
+    missing = [tool for tool in ("pahole", "bpftool") if shutil.which(tool) is None]
+    if missing:
+        print(f"lab.btf_reproducibility: needs {' and '.join(missing)} (Debian: dwarves, bpftool)", file=sys.stderr)
         return 2
     vmlinux = Path(argv[0])
     print(f"# {datetime.now(timezone.utc):%Y-%m-%d} {_version(['pahole', '--version'])}, "
