@@ -503,6 +503,17 @@ def _mean_build(builds: list[dict]) -> dict:
     return {**builds[0], **{k: sum(b[k] for b in builds) / len(builds) for k in ("build_s", "compile_s", "link_tail_s")}}
 
 
+def _turns(configs: list[dict]) -> list[tuple[dict, dict]]:
+    """The (defconfig-based, lab) pairs of a run that built them in turn
+    (each defconfig-based build followed by a lab build before the next;
+    other configs between them do not count); [] where the run did not."""
+    order = [c for c in configs if c["config"] in ("defconfig-based", "lab")]
+    pairs = list(zip(order[::2], order[1::2]))
+    if len(order) % 2 or any((d["config"], lab_b["config"]) != ("defconfig-based", "lab") for d, lab_b in pairs):
+        return []
+    return pairs
+
+
 def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
     """A build_cost run's table; `conditions` says what the builds ran
     beside, where a run was not the clean one the script asks for."""
@@ -565,6 +576,12 @@ def build_cost(raw: dict, conditions: str = "with nothing else running") -> str:
         half = by["defconfig-based"]["build_s"] / 2
         notes.append(f"half the defconfig-based build is {half:.0f} s, {by['lab']['build_s'] - half:.0f} s "
                      f"({100 * (by['lab']['build_s'] - half) / by['lab']['build_s']:.1f}%) below the lab build")
+        pairs = _turns(raw["configs"])
+        if len(pairs) > 1:
+            ratios = [lab_b["build_s"] / d["build_s"] for d, lab_b in pairs]
+            notes.append(f"built in turn, each turn's lab build over its defconfig-based build: "
+                         + ", ".join(f"{r:.2f}" for r in ratios)
+                         + f" (over their means {by['lab']['build_s'] / by['defconfig-based']['build_s']:.2f})")
     for name in sorted(repeated):
         times = [b["build_s"] for b in builds[name]]
         notes.append(f"{name} built {len(times)} times in this run, {' and '.join(f'{t:.0f} s' for t in times)} "
@@ -837,6 +854,11 @@ BLOCKS = {
     "build-cost-statement-frontiers": (build_cost, ["lab-kernel-build-cost-statement-frontiers-2026-12-03.json"]),
     "build-cost-statement-frontiers-epyc": (build_cost, ["lab-kernel-build-cost-statement-frontiers-2026-12-04.json"]),
     "build-cost-session21": (build_cost, ["lab-kernel-build-cost-2026-12-04.json"]),
+    "ci-session22": (ci_runs, {"cold, session 22": "ci-cold-2026-12-04-session22.json"}),
+    "build-cost-interleaved": (build_cost, ["lab-kernel-build-cost-interleaved-2026-12-04.json"]),
+    "slow-machine-session22": (slow_machine, {"slow": "slow-machine-issue19.json",
+                                              "cost": "lab-kernel-build-cost-interleaved-2026-12-04.json",
+                                              "cold": "ci-cold-2026-12-04-session22.json"}),
     "slow-machine-session18": (slow_machine, {"slow": "slow-machine-issue19.json",
                                               "cost": "lab-kernel-build-cost-requirements-2026-12-03.json",
                                               "cold": "ci-cold-2026-12-03-session18.json"}),

@@ -61,3 +61,21 @@ def test_the_btf_note_compares_configs_only_where_one_configs_builds_agree():
     assert "the same types" in _btf_notes(builds(("lab", "x"), ("other", "x"), ("lab", "x")))[0]
     assert "differs between configs: lab, other" in _btf_notes(builds(("lab", "x"), ("other", "y")))[0]
     assert _btf_notes([{"config": "lab"}, {"config": "other"}]) == []
+
+
+def test_turn_ratios_only_for_a_run_that_built_the_two_configs_in_turn():
+    """Each turn's lab build over its own defconfig-based build, only where
+    the run alternated them; two of one config in a row are not turns."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("render", REPO / "benchmarks" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+
+    def run(*names):
+        return [{"config": n, "build_s": float(i)} for i, n in enumerate(names, 1)]
+
+    turns = render._turns(run("defconfig-based", "lab", "lab-x", "defconfig-based", "lab"))
+    assert [(d["build_s"], lab["build_s"]) for d, lab in turns] == [(1.0, 2.0), (4.0, 5.0)]
+    assert render._turns(run("defconfig-based", "defconfig-based", "lab", "lab")) == []
+    assert render._turns(run("lab", "defconfig-based", "lab", "defconfig-based")) == []
+    assert render._turns(run("defconfig-based", "lab", "defconfig-based")) == []
