@@ -9,6 +9,15 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+def _render():
+    """benchmarks/render.py as a module (it is a script, not in the package)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("render", REPO / "benchmarks" / "render.py")
+    render = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(render)
+    return render
+
+
 def test_generated_tables_match_their_raw_files():
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "render.py"), "--check"], capture_output=True,
                           text=True, timeout=120)
@@ -48,10 +57,7 @@ def test_the_btf_note_compares_configs_only_where_one_configs_builds_agree():
     """A BTF hash that differs between two builds of one config says nothing
     about the configs; where each config's builds agree, the note says
     whether the configs' BTF is the same."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("render", REPO / "benchmarks" / "render.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
+    render = _render()
     _btf_notes = render._btf_notes
 
     def builds(*pairs):
@@ -66,10 +72,7 @@ def test_the_btf_note_compares_configs_only_where_one_configs_builds_agree():
 def test_turn_ratios_only_for_a_run_that_built_the_two_configs_in_turn():
     """Each turn's lab build over its own defconfig-based build, only where
     the run alternated them; two of one config in a row are not turns."""
-    import importlib.util
-    spec = importlib.util.spec_from_file_location("render", REPO / "benchmarks" / "render.py")
-    render = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(render)
+    render = _render()
 
     def run(*names):
         return [{"config": n, "build_s": float(i)} for i, n in enumerate(names, 1)]
