@@ -156,45 +156,80 @@ def test_the_browser_check_fails_on_a_missing_plot_or_a_script_error(recorded_pa
 
 
 # -- the statistics on recorded boots ------------------------------------------------------
-LATENCY = [(m, s) for m in ("fsdax", "devdax") for s in ("rebind_ms.median", "rebind_avg_ms", "first_bind_ms",
-                                                          "rebind_ns_per_page.median")]
+TESTED = [(m, s) for m in ("fsdax", "devdax") for s in ("rebind_ms.min", "rebind_ms.median", "rebind_avg_ms",
+                                                         "first_bind_ms")]
 
 
 def test_a_a_on_recorded_boots_finds_no_significant_latency_change():
     rows = rows_of(ab(boots("aa-base/A"), boots("aa-base/B"), "--json"))
-    for mode, metric in LATENCY:
+    for mode, metric in TESTED:
         st = rows[("kernel.memmap_latency", mode, metric)]["stats"]
         assert st["base"]["n"] == st["current"]["n"] == 5
+        assert st["role"] in ("primary", "secondary") and st["p"] is not None
         assert not st["significant"], (mode, metric, st["p"], st["change_ci"])
         lo, hi = st["change_ci"]
         assert lo < 0 < hi, (mode, metric, st["change_ci"])
 
 
-def test_a_b_on_recorded_boots_finds_the_rebind_change_significant():
+def test_a_b_on_recorded_boots_finds_the_primary_change_significant():
     rows = rows_of(ab(boots("ab-base-nt-v3/A"), boots("ab-base-nt-v3/B"), "--json"))
+    secondary = [r for r in rows.values() if r.get("role") == "secondary"]
     for mode in ("fsdax", "devdax"):
-        st = rows[("kernel.memmap_latency", mode, "rebind_ms.median")]["stats"]
+        st = rows[("kernel.memmap_latency", mode, "rebind_ms.min")]["stats"]
+        assert st["role"] == "primary" and st["alpha"] == 0.05
         assert st["base"]["n"] == st["current"]["n"] == 5
-        assert st["significant"] and st["p"] < 0.05 and st["test"].startswith("Mann-Whitney U across runs")
+        assert st["significant"] and st["p"] <= 0.05 and st["test"].startswith("exact Mann-Whitney U across runs")
         assert st["change_ci"][1] < 0, st["change_ci"]         # the whole interval is a reduction
-        assert st["base"]["median_ci"][0] <= st["base"]["median"] <= st["base"]["median_ci"][1]
+        assert st["detectable_pct"] is not None and 0 < st["detectable_pct"] < abs(st["change_pct"]) * 2
+        # the other latency figures pay for their number
+        med = rows[("kernel.memmap_latency", mode, "rebind_ms.median")]["stats"]
+        assert med["role"] == "secondary" and med["alpha"] == pytest.approx(0.05 / len(secondary))
+        assert med["multiplicity"] == {"method": "Bonferroni", "m": len(secondary)}
 
 
 def test_three_boots_a_side_are_too_few_in_words():
     proc = ab(boots("ab-base-nt-v3/A")[:6], boots("ab-base-nt-v3/B")[:6])      # 3 boots x (fsdax, devdax)
     assert proc.returncode == 0, proc.stderr
-    assert "too few runs to be significant (need >= 4 a side)" in proc.stdout
-    assert re.search(r"(%|\]|pts) \*", proc.stdout) is None, proc.stdout   # nothing marked significant
-    assert re.search(r"(%|\]) ~", proc.stdout)
+    assert "not testable at 3/3 runs" in proc.stdout
+    assert not MARKS.search(table_of(proc.stdout)), proc.stdout   # nothing marked either way
 
 
-def test_one_boot_a_side_is_tested_within_the_boot_and_says_so():
-    proc = ab(boots("ab-base-nt-v3/A")[:2], boots("ab-base-nt-v3/B")[:2], "--json")
-    rows = rows_of(proc)
-    st = rows[("kernel.memmap_latency", "fsdax", "rebind_ms.median")]["stats"]
-    assert "within one boot: boot-to-boot variation unknown" in st["test"]
-    text = ab(boots("ab-base-nt-v3/A")[:2], boots("ab-base-nt-v3/B")[:2]).stdout
-    assert "within one boot: boot-to-boot variation unknown" in text
+def table_of(out: str) -> str:
+    """The figures table of a text, markdown or HTML A/B (the legend, which
+    explains the marks, left out)."""
+    if "<table class='figures'>" in out:
+        start = out.index("<table class='figures'>")
+        return out[start:out.index("</table>", start)]
+    return "\n".join(ln for ln in out.splitlines() if ln.startswith(("kernel.", "| kernel.")))
+
+
+MARKS = re.compile(r"(^|[\s|>])[*~](?=[\s|<])")
+
+
+@pytest.mark.parametrize("fmt", ["text", "markdown", "json", "html"])
+def test_one_boot_a_side_is_never_marked_in_any_format(fmt):
+    """One boot a side cannot see boot-to-boot variation: the change is
+    printed, "not tested", no mark and no p, whatever the format."""
+    proc = ab(boots("ab-base-nt-v3/A")[:2], boots("ab-base-nt-v3/B")[:2], "--format", fmt)
+    assert proc.returncode == 0, proc.stderr
+    if fmt == "json":
+        rows = rows_of(proc)
+        for key in (("kernel.memmap_latency", m, "rebind_ms.min") for m in ("fsdax", "devdax")):
+            st = rows[key]["stats"]
+            assert st["verdict"] == "boot-to-boot variation unknown: not tested"
+            assert not st["significant"] and st["p"] is None and st["change_ci"] is None
+            assert st["change_pct"] < -5          # the change itself is there
+        return
+    out = proc.stdout
+    assert "not tested: 1 run a side" in out and "boot-to-boot variation unknown" in out
+    table = table_of(out)
+    assert "rebinds (n=30), min ms" in table
+    assert not MARKS.search(table), MARKS.search(table)
+
+
+def test_the_mark_finder_sees_a_planted_mark():
+    assert MARKS.search("| -13.4% | * | 0.008 |") and MARKS.search("<td class='text verdict'>~</td>")
+    assert not MARKS.search("| -13.4% [-19.3, -10.8] | not tested: 1 run a side |")
 
 
 def test_a_mode_that_differs_between_runs_of_one_side_is_shown(tmp_path):

@@ -152,18 +152,35 @@ def strip_svg(html_text: str) -> str:
     return re.sub(r"<svg.*?</svg>", "<svg/>", html_text, flags=re.S)
 
 
+def boot_args(ab_dir: str, a_boots: int, b_boots: int) -> list[str]:
+    """An A/B of the lab's recorded boots (ab/<dir>/A|B/boot-k), the first
+    a_boots of A against the first b_boots of B, memmap scenarios."""
+    def side(name, n):
+        return [f"ab/{ab_dir}/{name}/boot-{k}/{s}.report.json" for k in range(1, n + 1)
+                for s in ("memmap_fsdax", "memmap_devdax")]
+    return ["validate", "--baseline", *side("A", a_boots), "--current", *side("B", b_boots)]
+
+
+# The A/B's layouts: one run a side (never tested), five a side, and sides
+# of unequal size.
+LAYOUTS = {"ab-base-nt-v3": ab_args(), "ab-5-boots": boot_args("ab-base-nt-v3", 5, 5),
+           "ab-5-against-3-boots": boot_args("ab-base-nt-v3", 5, 3)}
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("fmt", ["text", "markdown", "json", "html"])
-def test_validate_baseline_against_current_golden(fmt):
-    proc = run_nttrace(*ab_args(), "--format", fmt, cwd=RECORDED)
+def test_validate_baseline_against_current_golden(fmt, layout):
+    proc = run_nttrace(*LAYOUTS[layout], "--format", fmt, cwd=RECORDED, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     if fmt == "json":
         body = json.loads(out)
         out = json.dumps({k: body[k] for k in ("baseline_header", "baseline_comparison", "baseline_legend",
-                                               "baseline_runs")}, indent=1, sort_keys=True) + "\n"
+                                               "baseline_runs", "baseline_conditions")},
+                         indent=1, sort_keys=True) + "\n"
     elif fmt == "html":
         out = strip_svg(out)
-    check_golden(f"ab-base-nt-v3.{ {'text': 'txt', 'markdown': 'md', 'json': 'json', 'html': 'html'}[fmt] }", out)
+    check_golden(f"{layout}.{ {'text': 'txt', 'markdown': 'md', 'json': 'json', 'html': 'html'}[fmt] }", out)
 
 
 @pytest.mark.parametrize("kernel", TRACES)

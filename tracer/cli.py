@@ -30,7 +30,8 @@ VALIDATE_EXAMPLES = """examples:
   nttrace validate --baseline base.json --current patched.json  # compare two saved runs
   nttrace validate --baseline base.json --current patched.json --format markdown  # a table for a cover letter
   nttrace validate --baseline base/*.json --current nt/*.json --format html > ab.html  # several boots a side:
-                                        # medians, 95% intervals, Mann-Whitney p, per-boot plots
+                                        # changes with exact rank intervals, verdicts, per-boot plots
+  nttrace validate --baseline base/*.json --current nt/*.json --detect 10  # boots a side a 10% change needs
   nttrace validate --rebind namespace0.0 --runs 30  # time memmap init over 30 rebinds
   nttrace validate --quick --textfile-dir /var/lib/prometheus/node-exporter  # results for node_exporter
 """
@@ -92,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--current", metavar="FILE", nargs="+", action="extend",
                    help="with --baseline: the patched kernel's saved reports, as --baseline, compared instead "
                         "of running (repeatable)")
+    v.add_argument("--detect", metavar="PCT", type=float,
+                   help="with --baseline: also say how many runs (boots) a side a change of PCT percent in each "
+                        "scenario's primary figure needs, at these runs' spread")
     v.add_argument("--rebind", metavar="NAMESPACE", help="rebind this pmem namespace to time memmap init (changes system state)")
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
@@ -235,6 +239,8 @@ def _validate(args) -> int:
         raise UsageError("--runs must be at least 1")
     if args.current and not args.baseline:
         raise UsageError("--current needs --baseline")
+    if args.detect is not None and (not args.baseline or not 0 < args.detect < 100):
+        raise UsageError("--detect PCT needs --baseline and a change between 0 and 100 percent")
     if args.json and args.format not in (None, "json"):
         raise UsageError(f"--json and --format {args.format} disagree")
     if args.textfile_dir:
@@ -265,10 +271,11 @@ def _validate(args) -> int:
             textfile.write(args.textfile_dir, report, started, time.time(), validate.exit_code(report))
     if base is not None:
         cur = current if args.current else [report]
-        rows = ab.compare(base, cur, strict=bool(args.current))   # everything computed before anything is written
+        rows = ab.compare(base, cur, strict=bool(args.current), detect_pct=args.detect)   # all before any output
         if fmt == "json":
             report = dict(report, baseline_comparison=rows, baseline_header=ab.header(base, cur),
                           baseline_legend=ab.legend(rows),
+                          baseline_conditions={"baseline": ab.side_conditions(base), "current": ab.side_conditions(cur)},
                           baseline_runs={"baseline": [r.get("_source") for r in base],
                                          "current": [r.get("_source") for r in cur]})
         elif fmt == "html":

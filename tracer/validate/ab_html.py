@@ -18,9 +18,8 @@ import io
 import statistics
 from pathlib import Path
 
-from nttrace.probes.contract import row_value
-from nttrace.probes.copy import CopyProbe
 from nttrace.validate import baseline as ab
+from nttrace.validate import evidence
 
 BASE_COLOR, CUR_COLOR = "#4c72b0", "#dd8452"
 
@@ -85,19 +84,19 @@ def _per_run_plot(row: dict) -> str:
     return _svg(fig)
 
 
-def _demotion(side_reports: list[list[dict]]) -> tuple[dict, dict]:
+def _demotion(side_reports: list[list[dict]]) -> tuple[list[dict], list[dict]]:
     """Pages demoted by migrate mode, and copy routine calls, per side, summed over runs."""
     modes, routines = [{}, {}], [{}, {}]
     for i, reports in enumerate(side_reports):
         for r in reports:
             for c in r.get("checks", []):
-                if not isinstance(c, dict) or c.get("id") != "kernel.demotion_nt":
+                if not isinstance(c, dict) or c.get("id") != evidence.DemotionEvidence.CHECK:
                     continue
-                ev = c.get("evidence") or {}
-                for row in ev.get("rows") or []:
-                    modes[i][row.get("mode", "?")] = modes[i].get(row.get("mode", "?"), 0) + row.get("succeeded", 0)
-                for row in row_value(ev, f"{CopyProbe.name}.rows") or []:
-                    routines[i][row["routine"]] = routines[i].get(row["routine"], 0) + row.get("calls", 0)
+                ev = evidence.of(c)
+                for mode, pages in ev.modes().items():
+                    modes[i][mode] = modes[i].get(mode, 0) + pages
+                for routine, calls in ev.routines().items():
+                    routines[i][routine] = routines[i].get(routine, 0) + calls
     return modes, routines
 
 
@@ -124,7 +123,7 @@ def _bars(per_side: list[dict], title: str, share: bool) -> str | None:
 
 def _environment(side_reports: list[list[dict]]) -> str:
     out = ["<table class='env'><tr><th></th><th>kernel</th><th>NT revision</th><th>measured on</th><th>CPU</th>"
-           "<th>reports</th></tr>"]
+           "<th>host conditions</th><th>reports</th></tr>"]
     notes = []
     for name, reports in (("base", side_reports[0]), ("patched", side_reports[1])):
         r = reports[0]
@@ -138,6 +137,7 @@ def _environment(side_reports: list[list[dict]]) -> str:
         out.append(f"<tr><th>{name}</th><td>{html.escape(str(r.get('kernel_release') or '?'))}</td>"
                    f"<td>{html.escape(str((r.get('kernel') or {}).get('nt_revision', '?')))}</td>"
                    f"<td>{html.escape(where)}</td><td>{html.escape(str(m.get('cpu') or '?'))}</td>"
+                   f"<td class='conditions'>{html.escape(ab._conditions_line(name, ab.side_conditions(reports)).split(': ', 1)[1])}</td>"
                    f"<td>{len(reports)}: <span class='files'>{files}</span></td></tr>")
     out.append("</table>")
     return "\n".join(out + notes)
@@ -151,6 +151,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: now
 tr.sig td.change { font-weight: bold; }
 .files { color: #666; font-size: 0.85em; }
 .note { color: #444; font-size: 0.9em; }
+.warning { color: #a40000; font-size: 0.9em; font-weight: bold; }
 figure { display: inline-block; margin: 0.5em 1em 0.5em 0; vertical-align: top; }
 """
 
@@ -172,16 +173,16 @@ def render(rows: list[dict], baseline: list[dict], current: list[dict]) -> str:
         return f"{r.get('kernel_release') or '?'} (NT {(r.get('kernel') or {}).get('nt_revision', '?')})"
     parts = [f"<h1>nttrace A/B: {html.escape(kernel(baseline))} against {html.escape(kernel(current))}</h1>",
              "<h2>Where it was measured</h2>", _environment(sides)]
-    parts += [f"<p class='note'>{html.escape(line)}</p>" for line in head[2:]]
-    parts.append("<h2>Figures</h2><table class='figures'><tr><th>check</th><th>figure</th><th>base</th>"
-                 "<th>patched</th><th>change</th><th>p</th><th>n</th></tr>")
+    # the header's lines after the sides' own: conditions, warnings, notes
+    parts += [f"<p class='{'warning' if line.startswith('warning') else 'note'}'>{html.escape(line)}</p>"
+              for line in head[2:] if not line.startswith(("base:", "patched:"))]
+    parts.append("<h2>Figures</h2><table class='figures'><tr>"
+                 + "".join(f"<th>{html.escape(h)}</th>" for h, _f, _a in ab.COLUMNS) + "</tr>")
     for r in rows:
         sig = " class='sig'" if r.get("stats") and r["stats"]["significant"] else ""
-        cells = [html.escape(ab._name(r)), html.escape(r["label"])]
-        nums = [ab._side(r, "baseline"), ab._side(r, "current"), ab._change_cell(r), ab._p(r), ab._n(r)]
-        parts.append(f"<tr{sig}><td>{cells[0]}</td><td>{cells[1]}</td>"
-                     + "".join(f"<td class='num{' change' if i == 2 else ''}'>{html.escape(v)}</td>"
-                               for i, v in enumerate(nums)) + "</tr>")
+        parts.append(f"<tr{sig}>" + "".join(
+            f"<td class='{'num' if a == '>' else 'text'} {h.split()[0]}'>{html.escape(fn(r))}</td>"
+            for h, fn, a in ab.COLUMNS) + "</tr>")
     parts.append("</table>")
     parts += [f"<p class='note'>{html.escape(line)}</p>" for line in ab.legend(rows)]
 

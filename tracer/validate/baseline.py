@@ -4,32 +4,27 @@ base against patched, check by check, each side one run (a boot) or several.
 Every report given on one side is one run of the checks it holds (the lab
 writes a report per check per boot, so a boot's reports merge, and the same
 check from several boots makes several runs). A side must be one kernel
-(release and NT revision) measured on one kind of machine. Numeric figures
-get the statistics of nttrace.validate.statistics (median and its 95%
-interval per side, spread, the change with its interval, Mann-Whitney U
-across runs); categorical ones (mode, copy routines) show every value the
-side's runs had, with how many runs had it.
+(release, NT revision, build) measured on one kind of machine. A check's
+figures come from its typed evidence (nttrace.validate.evidence), each with
+its role: the scenario's primary figure is tested at alpha, the secondary
+ones with a Bonferroni correction, the rest described; the statistics are
+nttrace.validate.statistics' (runs as the unit, exact rank test and the
+interval inverted from it, the smallest detectable change). Categorical
+figures (mode, copy routines) show every value the side's runs had.
 
-Each check's figures are the ones a reviewer asks for (FIGURES below):
-memmap init time and ns/page for the first bind and the rebinds (min, median,
-mean, max), the demotion mode and the NT share of demoted pages, the copy
-routines that ran. Checks without a list compare every number of their
-evidence. A check that ran once per namespace mode (fsdax, devdax) is
-compared per mode. The header says where each report was measured, and
-under emulation what that means for the figures.
+The header says where each side was measured and under what host
+conditions (recorded by the run, or for a lab guest by the lab around its
+boot), and warns where a side was not quiet or the sides' conditions differ.
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from dataclasses import dataclass
-
 from nttrace.errors import UsageError
-from nttrace.kernel import machine
-from nttrace.probes.contract import row_value
-from nttrace.probes.copy import CopyProbe
-from nttrace.validate import checks
+from nttrace.kernel import conditions, machine
+from nttrace.validate import checks, evidence
+from nttrace.validate.statistics import NOT_TESTED_ONE_RUN
 
 
 def load_report(path: str, flag: str = "--baseline") -> dict:
@@ -49,15 +44,22 @@ def load_report(path: str, flag: str = "--baseline") -> dict:
 
 
 def side_identity(report: dict) -> tuple:
+    """What one side must share: the kernel (release, NT revision, and where
+    recorded the build: the lab's kernel variant and its cache key, or uname's
+    version line) and the kind of machine."""
     kernel = report.get("kernel") or {}
-    return (report.get("kernel_release"), kernel.get("nt_revision"), (report.get("machine") or {}).get("kind"))
+    lab = report.get("lab_kernel") or {}
+    build = f"{lab['variant']} ({lab.get('key', '?')})" if lab.get("variant") else None
+    return (report.get("kernel_release"), kernel.get("nt_revision"), (report.get("machine") or {}).get("kind"),
+            build)
 
 
 def check_side(reports: list[dict], flag: str) -> None:
-    """One side is one kernel on one kind of machine: a release, NT revision
-    or machine kind that differs between its reports is an input error."""
+    """One side is one kernel on one kind of machine: a release, NT revision,
+    kernel build or machine kind that differs between its reports is an input
+    error."""
     first = reports[0]
-    names = ("kernel release", "NT revision", "machine kind")
+    names = ("kernel release", "NT revision", "machine kind", "kernel build")
     for r in reports[1:]:
         for name, a, b in zip(names, side_identity(first), side_identity(r)):
             if a != b:
@@ -75,123 +77,20 @@ def merge(reports: list[dict]) -> dict:
 
 
 # -- figures -------------------------------------------------------------------
-@dataclass
-class Figure:
-    metric: str
-    label: str
-    value: object                          # a number, a string or None
-    samples: list[float] | None = None     # what the value summarises, within the run
-    stat: str | None = None                # how: median, mean, min, max
-
-
-def _rebinds(ev: dict, per_page: bool) -> list[float] | None:
-    """The run's rebind latencies (the calls after the first bind), in ms or
-    ns/page, where the report carries its calls."""
-    calls = [c for c in ev.get("calls") or [] if isinstance(c, dict) and c.get("latency_ns")]
-    if len(calls) < 3:
-        return None
-    if per_page:
-        return [c["latency_ns"] / c["pages_initialised"] for c in calls[1:] if c.get("pages_initialised")] or None
-    return [c["latency_ns"] / 1e6 for c in calls[1:]]
-
-
-def _memmap(ev: dict) -> list[Figure]:
-    out = [Figure("first_bind_ms", "first bind, ms", ev.get("first_bind_ms")),
-           Figure("first_bind_ns_per_page", "first bind, ns/page", ev.get("first_bind_ns_per_page"))]
-    n = row_value(ev, "rebind_ms.n")
-    tag = f" (n={n})" if n else ""
-    ms, ns = _rebinds(ev, False), _rebinds(ev, True)
-    for stat in ("min", "median", "max"):
-        out.append(Figure(f"rebind_ms.{stat}", f"rebinds{tag}, {stat} ms", row_value(ev, f"rebind_ms.{stat}"), ms, stat))
-    out.append(Figure("rebind_avg_ms", f"rebinds{tag}, mean ms", ev.get("rebind_avg_ms"), ms, "mean"))
-    for stat in ("min", "median", "max"):
-        out.append(Figure(f"rebind_ns_per_page.{stat}", f"rebinds, {stat} ns/page",
-                          row_value(ev, f"rebind_ns_per_page.{stat}"), ns, stat))
-    paths = ev.get("template_path")
-    if paths:
-        out.append(Figure("template_path", "memmap path (page_ref_set)", ", ".join(paths)))
-        out.append(Figure("page_ref_sets_per_page.median", "page_ref_set events per page",
-                          row_value(ev, "page_ref_sets_per_page.median")))
-    return out
-
-
-def _demotion(ev: dict) -> list[Figure]:
-    rows = ev.get("rows") or []
-    pages = sum(r.get("succeeded", 0) for r in rows)
-    nt_pages = sum(r.get("succeeded", 0) for r in rows if r.get("nt"))
-    modes = ", ".join(sorted({r["mode"] for r in rows if "mode" in r})) or None
-    copy = ev.get(CopyProbe.name) or {}
-    copy_rows = copy.get("rows") or []
-    routines = ", ".join(f"{r['routine']} {r['calls']}" for r in copy_rows if r.get("calls")) or None
-    calls = sum(r.get("calls", 0) for r in rows)
-    lat = [r.get("latency_ns", {}).get("mean") for r in rows if isinstance(r.get("latency_ns"), dict)]
-    lat = [x for x in lat if x is not None]
-    out = [Figure("mode", "demotion migrate mode", modes),
-           Figure("nt_share_pct", "NT share of demoted pages, %", (100.0 * nt_pages / pages) if pages else None),
-           Figure("probe_succeeded_pages", "pages demoted", ev.get("probe_succeeded_pages")),
-           Figure("copy_routines", "copy routines (calls)", routines),
-           Figure("migrate_pages_mean_us", "migrate_pages() mean, us",
-                  (sum(lat) / len(lat) / 1000.0) if lat and calls else None)]
-    untraceable = copy.get("untraceable")
-    if untraceable:
-        out.append(Figure("copy_untraceable", "copy routines not traceable", ", ".join(sorted(untraceable))))
-    return out
-
-
-def _nt_support(ev: dict) -> list[Figure]:
-    return [Figure("nt_revision", "NT demotion revision", ev.get("nt_revision"))]
-
-
-def _migrate_observed(ev: dict) -> list[Figure]:
-    rows = [r for r in ev.get("rows") or [] if r.get("reason") == "MR_COMPACTION"]
-    modes = ", ".join(sorted({f"{r['mode']}={r['mode_value']}" if r.get("mode_value") is not None else r["mode"]
-                              for r in rows})) or None
-    return [Figure("compaction_modes", "compaction migrate modes", modes),
-            Figure("compaction_calls", "compaction calls", ev.get("compaction_calls"))]
-
-
-FIGURES = {
-    "kernel.memmap_latency": _memmap,
-    "kernel.demotion_nt": _demotion,
-    "kernel.nt_support": _nt_support,
-    "kernel.migrate_observed": _migrate_observed,
-}
-
-
-def _numbers(evidence, prefix=""):
-    if isinstance(evidence, dict):
-        for key, value in evidence.items():
-            yield from _numbers(value, f"{prefix}{key}.")
-    elif isinstance(evidence, (int, float)) and not isinstance(evidence, bool):
-        yield prefix.rstrip("."), float(evidence)
-
-
-def figures(check: dict) -> list[Figure]:
-    """The figures of one check (one run)."""
-    ev = check.get("evidence") or {}
-    fn = FIGURES.get(check.get("id"))
-    if fn is not None:
-        return fn(ev)
-    return [Figure(k, k, v) for k, v in _numbers(ev)]
-
-
-def _subject(check: dict) -> str:
-    """What a check measured when it runs more than once per kernel: the
-    namespace mode for memmap (fsdax, devdax)."""
-    ev = check.get("evidence") or {}
-    return str(ev.get("mode") or "") if check.get("id") == "kernel.memmap_latency" else ""
-
-
 def _is_number(v) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _runs_by_check(reports: list[dict]) -> dict[tuple[str, str], list[dict]]:
-    out: dict[tuple[str, str], list[dict]] = {}
+def _runs_by_check(reports: list[dict]) -> dict[tuple[str, str], list]:
+    """{(check id, subject): [typed evidence of each run]}; the subject is what
+    a check measured when it runs more than once per kernel (a memmap run's
+    namespace mode: fsdax, devdax)."""
+    out: dict[tuple[str, str], list] = {}
     for r in reports:
         for c in r.get("checks", []):
             if isinstance(c, dict) and "id" in c:
-                out.setdefault((c["id"], _subject(c)), []).append(c)
+                ev = evidence.of(c)
+                out.setdefault((c["id"], ev.subject()), []).append((c.get("status"), ev))
     return out
 
 
@@ -205,12 +104,16 @@ def _categories(values: list) -> str:
     return "; ".join(f"{v} ({k} of {len(values)} runs)" for v, k in counts.items())
 
 
-def compare(baseline: dict | list[dict], current: dict | list[dict], strict: bool = False) -> list[dict]:
+def compare(baseline: dict | list[dict], current: dict | list[dict], strict: bool = False,
+            detect_pct: float | None = None) -> list[dict]:
     """Per-check, per-figure rows of base against current, each side one
     report or a list of runs. A numeric figure's row carries its statistics
-    ("stats"); "baseline"/"current" are the sides' medians across runs and
-    "delta_pct" their change. With `strict` (two sets of saved runs), a
-    check that only one side ran is an input error."""
+    ("stats": statistics.compare at its role's alpha); "baseline"/"current"
+    are the sides' medians across runs and "delta_pct" the change. Secondary
+    figures are tested at ALPHA / m, m the secondary figures of the whole
+    comparison. `detect_pct`: each primary row also says how many runs a side
+    a change of that size needs at these runs' spread. With `strict` (two
+    sets of saved runs), a check that only one side ran is an input error."""
     from nttrace.validate import statistics
     base_runs = _runs_by_check(baseline if isinstance(baseline, list) else [baseline])
     cur_runs = _runs_by_check(current if isinstance(current, list) else [current])
@@ -221,14 +124,14 @@ def compare(baseline: dict | list[dict], current: dict | list[dict], strict: boo
             if missing:
                 raise UsageError(f"{lack} has no run of {_label(*missing[0])} (the {have} side has "
                                  f"{len(runs[missing[0]])}); give both sides the same checks")
-    rows = []
+    rows, sides_of = [], []
     for key, cur_checks in cur_runs.items():
         base_checks = base_runs.get(key)
         if not base_checks:
             continue
-        b_figs = [{f.metric: f for f in figures(c)} for c in base_checks]
-        c_figs = [{f.metric: f for f in figures(c)} for c in cur_checks]
-        for fig in figures(cur_checks[0]):
+        b_figs = [{f.metric: f for f in ev.figures()} for _s, ev in base_checks]
+        c_figs = [{f.metric: f for f in ev.figures()} for _s, ev in cur_checks]
+        for fig in cur_checks[0][1].figures():
             if not all(fig.metric in f for f in b_figs):
                 continue
             bf = [f[fig.metric] for f in b_figs if f[fig.metric].value is not None]
@@ -237,21 +140,31 @@ def compare(baseline: dict | list[dict], current: dict | list[dict], strict: boo
             if not bf and not cf:
                 continue
             row = {"check": key[0], "subject": key[1], "metric": fig.metric, "label": fig.label,
-                   "runs": [len(bf), len(cf)],
-                   "status": f"{base_checks[0].get('status')}->{cur_checks[0].get('status')}"}
+                   "runs": [len(bf), len(cf)], "status": f"{base_checks[0][0]}->{cur_checks[0][0]}"}
             if bf and cf and all(_is_number(f.value) for f in bf + cf):
-                sides = [statistics.Runs([float(f.value) for f in fs],
-                                         [f.samples for f in fs] if all(f.samples for f in fs) else [],
-                                         fig.stat) for fs in (bf, cf)]
-                st = statistics.compare(*sides)
-                row.update(kind="number", baseline=st["base"]["median"], current=st["current"]["median"],
-                           delta_pct=st["change_pct"], stats=st,
-                           samples={"baseline": [f.samples for f in bf], "current": [f.samples for f in cf]}
-                           if all(f.samples for f in bf + cf) else None)
+                with_samples = all(f.samples for f in bf + cf)
+                sides_of.append((row, fig.role, [statistics.Runs([float(f.value) for f in fs],
+                                                                 [f.samples for f in fs] if with_samples else [],
+                                                                 fig.stat) for fs in (bf, cf)]))
+                row.update(kind="number", role=fig.role, samples={"baseline": [f.samples for f in bf],
+                                                                  "current": [f.samples for f in cf]}
+                           if with_samples else None)
             else:
-                row.update(kind="category", baseline=_categories([f.value for f in bf]) if bf else None,
+                row.update(kind="category", role="descriptive",
+                           baseline=_categories([f.value for f in bf]) if bf else None,
                            current=_categories([f.value for f in cf]) if cf else None, delta_pct=None)
             rows.append(row)
+    m = sum(1 for _r, role, _s in sides_of if role == "secondary")
+    for row, role, (b, c) in sides_of:
+        alpha = statistics.ALPHA / m if role == "secondary" and m else statistics.ALPHA
+        st = statistics.compare(b, c, role, alpha)
+        if role == "secondary":
+            st["multiplicity"] = {"method": "Bonferroni", "m": m}
+        if detect_pct and role == "primary":
+            resid = statistics.residuals(b.values, c.values)
+            st["detect"] = {"pct": detect_pct, "boots_needed": statistics.boots_needed(resid, detect_pct, alpha)}
+        row.update(baseline=st["base"]["median"], current=st["current"]["median"], delta_pct=st["change_pct"],
+                   stats=st)
     return rows
 
 
@@ -261,6 +174,85 @@ def measured_on(report: dict) -> dict:
 
 def _reports(side) -> list[dict]:
     return side if isinstance(side, list) else [side]
+
+
+def _boots(reports: list[dict]) -> list[list[dict]]:
+    """The side's reports grouped by run: a lab boot writes a report per
+    scenario, all with the boot's id (reports from before nttrace recorded
+    it: grouped by their host window where they have one, else one a report)."""
+    groups: dict = {}
+    for r in reports:
+        c = r.get("host_conditions") or r.get("conditions")
+        key = r.get("boot_id") or ((c.get("window_s"), c.get("loadavg_start"), c.get("others_cpu_s")) if c else id(r))
+        groups.setdefault(key, []).append(r)
+    return list(groups.values())
+
+
+def runs_of(reports: list[dict]) -> int:
+    """How many runs a side holds: its boots where the reports say, else the
+    most reports of any one check (a boot runs each check once)."""
+    if all(r.get("boot_id") for r in reports):
+        return len(_boots(reports))
+    per_check: dict = {}
+    for r in reports:
+        for c in r.get("checks", []):
+            if isinstance(c, dict) and "id" in c:
+                key = (c["id"], evidence.of(c).subject())
+                per_check[key] = per_check.get(key, 0) + 1
+    return max(per_check.values(), default=len(reports))
+
+
+def side_conditions(reports: list[dict]) -> dict | None:
+    """The side's recorded conditions over its runs (for a guest, the host's
+    during each boot; else the machine's during the run), or None where no
+    run recorded any."""
+    records = []
+    for group in _boots(reports):
+        r = group[0]
+        c = r.get("host_conditions") or r.get("conditions")
+        if c:
+            records.append(c)
+    if not records:
+        return None
+    out = conditions.summary(records)
+    out["unrecorded"] = max(0, runs_of(reports) - len(records))
+    return out
+
+
+def _conditions_line(name: str, s: dict | None) -> str:
+    if s is None:
+        return f"{name}: host conditions not recorded (reports from before nttrace recorded them)"
+    states = ", ".join(f"{v} {k}" for k, v in s["states"].items())
+    line = (f"{name}: host {states} of {s['windows']} run{'s' if s['windows'] != 1 else ''}; others used at most "
+            f"{100 * (s['others_share_max'] or 0):.0f}% of a CPU")
+    if s["busy_beside"]:
+        line += "; beside: " + ", ".join(s["busy_beside"])
+    if s["accelerators"]:
+        line += "; guest accelerator: " + ", ".join(s["accelerators"])
+    if s.get("unrecorded"):
+        line += f"; {s['unrecorded']} run(s) unrecorded"
+    return line
+
+
+def condition_warnings(base: dict | None, cur: dict | None) -> list[str]:
+    """What a reader must know about the sides' conditions: a side measured
+    under contention, sides measured under different conditions."""
+    out = []
+    for name, s in (("base", base), ("patched", cur)):
+        if s and any(k != "quiet" for k in s["states"]):
+            bad = sum(v for k, v in s["states"].items() if k != "quiet")
+            out.append(f"warning: {name} side measured on a host that was not quiet in {bad} of {s['windows']} runs "
+                       f"({', '.join(s['busy_beside']) or 'other processes busy'}): its timings include that load")
+    if base and cur:
+        if set(base["states"]) != set(cur["states"]) or base["busy_beside"] != cur["busy_beside"]:
+            out.append("warning: the sides were measured under different host conditions: the change includes "
+                       "that difference")
+        if base["accelerators"] != cur["accelerators"]:
+            out.append(f"warning: the sides ran under different accelerators ({', '.join(base['accelerators'])} | "
+                       f"{', '.join(cur['accelerators'])}): not comparable")
+    elif (base is None) != (cur is None):
+        out.append("warning: only one side recorded its host conditions")
+    return out
 
 
 def header(baseline, current) -> list[str]:
@@ -274,8 +266,15 @@ def header(baseline, current) -> list[str]:
             where += f" ({m['hypervisor']})"
         kernel = r.get("kernel", {}) or {}
         release = r.get("kernel_release") or "kernel release unrecorded"
-        lines.append(f"{name}: {release}, NT revision {kernel.get('nt_revision', '?')}, measured on {where}; "
-                     f"{len(reports)} report{'s' if len(reports) != 1 else ''}")
+        lab = r.get("lab_kernel") or {}
+        build = f" (lab kernel {lab['variant']})" if lab.get("variant") else ""
+        lines.append(f"{name}: {release}{build}, NT revision {kernel.get('nt_revision', '?')}, measured on {where}; "
+                     f"{runs_of(reports)} run{'s' if runs_of(reports) != 1 else ''}, {len(reports)} "
+                     f"report{'s' if len(reports) != 1 else ''}")
+    conds = [side_conditions(reports) for _n, reports in sides]
+    for (name, _r), c in zip(sides, conds):
+        lines.append(_conditions_line(name, c))
+    lines += condition_warnings(*conds)
     kinds = {measured_on(r).get("kind") for _n, rs in sides for r in rs}
     for kind in ("emulated", "vm"):
         if kind in kinds:
@@ -308,17 +307,27 @@ def _change(r: dict) -> str:
     return "n/a"
 
 
-def _ci(ci, pct: bool = False) -> str:
-    if not ci:
-        return ""
-    return f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if pct else f" [{_fmt(ci[0])}, {_fmt(ci[1])}]"
+def _ci(ci) -> str:
+    return f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else ""
 
 
-def _mark(r: dict) -> str:
+def verdict(r: dict) -> str:
+    """The row's verdict in a few words: '*' significant, '~' tested and not,
+    or why it was not tested."""
     st = r.get("stats")
-    if not st or st.get("p") is None:
-        return ""          # nothing was tested: no verdict to mark
-    return "*" if st["significant"] else "~"
+    if not st:
+        return ""
+    if st["significant"]:
+        return "*"
+    if st.get("p") is not None and st["verdict"] == "not significant":
+        return "~"
+    if st["verdict"] == NOT_TESTED_ONE_RUN:
+        return "not tested: 1 run a side"
+    if st["verdict"].startswith("cannot be significant"):
+        return f"not testable at {st['base']['n']}/{st['current']['n']} runs"
+    if st["verdict"].startswith("descriptive"):
+        return "descriptive"
+    return st["verdict"]
 
 
 def _side(r: dict, side: str) -> str:
@@ -327,21 +336,30 @@ def _side(r: dict, side: str) -> str:
         return _fmt(r[side])
     d = st["base" if side == "baseline" else "current"]
     cov = f" ±{d['cov_pct']:.1f}%" if d.get("cov_pct") is not None else ""
-    return _fmt(d["median"]) + _ci(d.get("median_ci")) + cov
+    return _fmt(d["median"]) + cov
 
 
 def _change_cell(r: dict) -> str:
     st = r.get("stats")
-    if not st:
+    if not st or r["metric"].endswith("_pct"):
         return _change(r)
-    if r["metric"].endswith("_pct"):
-        return (_change(r) + " " + _mark(r)).rstrip()
-    return (_change(r) + _ci(st.get("change_ci"), pct=True) + " " + _mark(r)).rstrip()
+    return _change(r) + _ci(st.get("change_ci"))
 
 
 def _p(r: dict) -> str:
     st = r.get("stats")
     return "-" if not st or st.get("p") is None else (f"{st['p']:.3f}" if st["p"] >= 0.001 else f"{st['p']:.1e}")
+
+
+def _detectable(r: dict) -> str:
+    st = r.get("stats")
+    if not st or st["role"] == "descriptive" or st["base"]["n"] < 2 or st["current"]["n"] < 2:
+        return "-"
+    return f"±{st['detectable_pct']:.1f}%" if st.get("detectable_pct") is not None else "none"
+
+
+def _role(r: dict) -> str:
+    return r.get("role", "descriptive") if r.get("kind") == "number" else ""
 
 
 def _n(r: dict) -> str:
@@ -356,37 +374,63 @@ def _name(r: dict) -> str:
     return _label(r["check"], r["subject"])
 
 
+COLUMNS = (("check", _name, "<"), ("figure", lambda r: r["label"], "<"), ("role", _role, "<"),
+           ("base", lambda r: _side(r, "baseline"), ">"), ("patched", lambda r: _side(r, "current"), ">"),
+           ("change [interval]", _change_cell, ">"), ("verdict", verdict, "<"), ("p", _p, ">"),
+           ("detectable", _detectable, ">"), ("n", _n, ">"))
+
+
 def legend(rows: list[dict]) -> list[str]:
-    """What the marks mean, and what the runs cannot say."""
-    out = []
-    stats = [r["stats"] for r in rows if r.get("stats")]
+    """What the columns and marks mean, and what the runs cannot say."""
+    from nttrace.validate.statistics import ALPHA, POWER  # noqa: I001 - beside its use
+    stats = [(r, r["stats"]) for r in rows if r.get("stats")]
     if not stats:
-        return out
-    from nttrace.validate.statistics import ALPHA, MIN_RUNS, WITHIN_ONE_BOOT
-    out.append(f"medians across runs [95% bootstrap interval] ±CoV; change [95% interval]; "
-               f"* significant, ~ not (Mann-Whitney U, p < {ALPHA}); n = runs base/patched")
-    few = sorted({min(r["runs"]) for r in rows if r.get("stats") and 1 < min(r["runs"]) < MIN_RUNS})
+        return []
+    out = ["base, patched: the median across runs (boots) ±CoV between runs; change: the Hodges-Lehmann shift of "
+           "the runs' log values with its exact rank interval; verdict: * significant, ~ not, by the exact "
+           "Mann-Whitney U test across runs, significant exactly when the interval excludes no change; n: runs "
+           "base/patched"]
+    primary = sorted({(r["check"], r["stats"]["alpha"]) for r, _s in stats if r.get("role") == "primary"})
+    for check, alpha in primary:
+        fig = next(r["label"] for r, _s in stats if r["check"] == check and r.get("role") == "primary")
+        out.append(f"primary ({check}): {fig}, tested at alpha {alpha:.2g}: "
+                   f"{evidence.PRIMARY_REASON.get(check, 'the scenario’s own cost')}")
+    sec = [s for r, s in stats if r.get("role") == "secondary"]
+    if sec:
+        m = sec[0]["multiplicity"]["m"]
+        out.append(f"secondary: the other latency figures, Bonferroni-corrected over their m = {m}: each tested at "
+                   f"alpha {ALPHA:.2g}/{m} = {ALPHA / m:.2g}, its interval at {100 * (1 - ALPHA / m):.2f}%")
+    if any(r.get("role") == "descriptive" for r, _s in stats):
+        out.append("descriptive: shown with their interval, never tested (counts, shares, per-page forms of "
+                   "tested figures)")
+    out.append(f"detectable: the smallest change these runs would mark with {100 * POWER:.0f}% probability at the "
+               "row's alpha, from their own boot-to-boot spread; 'none': no change is detectable at this n")
+    one = sorted({r["check"] for r, s in stats if min(s["base"]["n"], s["current"]["n"]) == 1})
+    if one:
+        out.append("one run on a side: the change is printed, boot-to-boot variation unknown: not tested, no mark "
+                   "(the spread inside one run says nothing of the next boot)")
+    few = sorted({f"{s['base']['n']}/{s['current']['n']}" for r, s in stats
+                  if s["verdict"].startswith("cannot be significant")})
     if few:
-        out.append(f"too few runs to be significant (need >= {MIN_RUNS} a side): some figures have "
-                   f"{', '.join(map(str, few))}; their p cannot reach {ALPHA}")
-    if any(st.get("test") and WITHIN_ONE_BOOT in st["test"] for st in stats):
-        out.append(f"one run a side: medians and means tested {WITHIN_ONE_BOOT} (samples against samples)")
-    if any(st.get("p") is None for st in stats):
-        out.append("no mark: not tested (a single value a side)")
+        out.append(f"not testable at {', '.join(few)} runs: no arrangement of so few runs reaches the row's alpha "
+                   "(the exact test needs 4 a side at 0.05)")
+    for r, s in stats:
+        if s.get("detect"):
+            need = s["detect"]["boots_needed"]
+            out.append(f"to detect a {s['detect']['pct']:g}% change of {_name(r)} {r['label']}: "
+                       + (f"{need} runs a side at this spread" if need else
+                          "more runs than nttrace estimates (over 60 a side), or the spread is unknown"))
     return out
 
 
 def print_text(rows: list[dict], baseline, current, out=sys.stdout) -> None:
     for line in header(baseline, current):
         print(line, file=out)
-    cols = [("check", _name, "<"), ("figure", lambda r: r["label"], "<"),
-            ("base", lambda r: _side(r, "baseline"), ">"), ("patched", lambda r: _side(r, "current"), ">"),
-            ("change", _change_cell, ">"), ("p", _p, ">"), ("n", _n, ">")]
-    cells = [[fn(r) for _h, fn, _a in cols] for r in rows]
-    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (h, _f, _a) in enumerate(cols)]
-    print("  ".join(f"{h:{a}{w}}" for (h, _f, a), w in zip(cols, widths)).rstrip(), file=out)
+    cells = [[fn(r) for _h, fn, _a in COLUMNS] for r in rows]
+    widths = [max([len(h)] + [len(c[i]) for c in cells]) for i, (h, _f, _a) in enumerate(COLUMNS)]
+    print("  ".join(f"{h:{a}{w}}" for (h, _f, a), w in zip(COLUMNS, widths)).rstrip(), file=out)
     for c in cells:
-        print("  ".join(f"{v:{a}{w}}" for v, (_h, _f, a), w in zip(c, cols, widths)).rstrip(), file=out)
+        print("  ".join(f"{v:{a}{w}}" for v, (_h, _f, a), w in zip(c, COLUMNS, widths)).rstrip(), file=out)
     for line in legend(rows):
         print(line, file=out)
 
@@ -395,11 +439,10 @@ def print_markdown(rows: list[dict], baseline, current, out=sys.stdout) -> None:
     for line in header(baseline, current):
         print(f"_{line}_  ", file=out)
     print("", file=out)
-    print("| check | figure | base | patched | change | p | n |", file=out)
-    print("|---|---|--:|--:|--:|--:|--:|", file=out)
+    print("| " + " | ".join(h for h, _f, _a in COLUMNS) + " |", file=out)
+    print("|" + "|".join("--:" if a == ">" else "---" for _h, _f, a in COLUMNS) + "|", file=out)
     for r in rows:
-        cells = [_name(r), r["label"], _side(r, "baseline"), _side(r, "current"), _change_cell(r), _p(r), _n(r)]
-        print("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |", file=out)
+        print("| " + " | ".join(fn(r).replace("|", "\\|") for _h, fn, _a in COLUMNS) + " |", file=out)
     lines = legend(rows)
     if lines:
         print("", file=out)

@@ -3,11 +3,11 @@ average of subsequent rebinds) timed by the memmap probe, with the native
 model's ns/descriptor for the same number of pages as the reference."""
 from __future__ import annotations
 
-import statistics
 import time
 
 from nttrace.probes.memmap import MemmapProbe
 from nttrace.validate.checks import FAIL, PASS, SKIP, CheckResult
+from nttrace.validate.evidence import MemmapCall, MemmapEvidence
 from nttrace.workloads import namespace_rebind
 from nttrace.workloads.namespace_rebind import Rebinder, in_use, kmsg_during, resolve
 
@@ -39,51 +39,41 @@ def run_check(ctx, cid: str) -> CheckResult:
                 got = tracer.records()
             records.extend(got)
         snap = tracer.snapshot()[name]
-    ev = {"namespace": target.namespace, "device": target.device, "driver": target.driver, "mode": target.mode,
-          "runs": ctx.options.runs, "bind_wall_s": bind_s, "calls": records, "via": snap.get("via")}
+    ev = MemmapEvidence(namespace=target.namespace, device=target.device, driver=target.driver, mode=target.mode,
+                        runs=ctx.options.runs, bind_wall_s=bind_s, calls=[MemmapCall.from_json(r) for r in records],
+                        via=snap.get("via"), kernel_lines=kernel_lines)
     if len(records) < ctx.options.runs + 1:
         return CheckResult(cid, FAIL, f"{len(records)} memmap_init_zone_device() calls seen for "
-                           f"{ctx.options.runs + 1} binds", ev)
+                           f"{ctx.options.runs + 1} binds", ev.to_json())
     if kernel_lines:   # the kernel's own count, where it prints one (its pr_debug line, when dynamic debug is on)
-        ev["kernel_lines"] = kernel_lines
         truth = MemmapProbe.exercise.truths[0]
         if len(kernel_lines) != len(records) or not all(
-                truth.tolerance.holds(r["pages_initialised"], k["pages"]) for r, k in zip(records, kernel_lines)):
+                truth.tolerance.holds(c.pages_initialised, k["pages"]) for c, k in zip(ev.calls, kernel_lines)):
             return CheckResult(cid, FAIL, f"descriptors initialised per call, probe "
-                               f"{[r['pages_initialised'] for r in records][:4]}..., {truth.source} "
+                               f"{[c.pages_initialised for c in ev.calls][:4]}..., {truth.source} "
                                f"{[k['pages'] for k in kernel_lines][:4]}... ({len(records)} calls, "
-                               f"{len(kernel_lines)} lines)", ev)
-    first, rest = records[0], records[1:]
-    avg_ms = statistics.mean(r["latency_ns"] for r in rest) / 1e6 if rest else None
-    ns_per_page = statistics.mean(r["ns_per_page"] for r in rest) if rest else first["ns_per_page"]
-    ev.update(first_bind_ns_per_page=first["ns_per_page"],
-              rebind_ms=spread([r["latency_ns"] / 1e6 for r in rest]),
-              rebind_ns_per_page=spread([r["ns_per_page"] for r in rest]))
-    nr = int(first["pages_initialised"])
+                               f"{len(kernel_lines)} lines)", ev.to_json())
+    first = ev.first
+    nr = first.pages_initialised
     with native.Buffer(nr * 64, fill=0) as buf:
-        model = native.memmap_init(buf, nr, 64, first["pgmap_type"] if first["pgmap_type"] in native.PGMAP_TYPES else "FS_DAX",
-                                   int(first["vmemmap_shift"]), "template_nt")
-    model_ns = model.elapsed_ns / nr
-    ev.update(first_bind_ms=first["latency_ns"] / 1e6, rebind_avg_ms=avg_ms, ns_per_page=ns_per_page,
-              native_model_ns_per_descriptor=model_ns, kernel_over_native=ns_per_page / model_ns,
-              pgmap_type=first["pgmap_type"], vmemmap_shift=first["vmemmap_shift"],
-              nr_pages=int(first["nr_pages"]), pages_initialised=nr)
-    summary = (f"{target.namespace} ({first['pgmap_type']}, vmemmap_shift {first['vmemmap_shift']}, {nr} pages initialised): "
-               f"first bind {first['latency_ns'] / 1e6:.1f} ms, rebinds avg {avg_ms or 0:.1f} ms, "
-               f"{ns_per_page:.2f} ns/page = x{ns_per_page / model_ns:.1f} the native NT model")
-    if ctx.options.page_ref and "template_path" in first:
-        paths = sorted({r.get("template_path") for r in records})
-        ev["template_path"] = paths
-        ev["page_ref_sets_per_page"] = spread([r["page_ref_sets_per_page"] for r in records])
-        summary += (f"; page_ref_set {ev['page_ref_sets_per_page']['median']:.3g} events per page initialised: "
+        model = native.memmap_init(buf, nr, 64, first.pgmap_type if first.pgmap_type in native.PGMAP_TYPES else "FS_DAX",
+                                   int(first.vmemmap_shift), "template_nt")
+    ev.native_model_ns_per_descriptor = model.elapsed_ns / nr
+    d = ev.derived()
+    summary = (f"{target.namespace} ({first.pgmap_type}, vmemmap_shift {first.vmemmap_shift}, {nr} pages initialised): "
+               f"first bind {d['first_bind_ms']:.1f} ms, rebinds avg {d['rebind_avg_ms'] or 0:.1f} ms, "
+               f"{d['ns_per_page']:.2f} ns/page = x{d['kernel_over_native']:.1f} the native NT model")
+    if ctx.options.page_ref and first.template_path:
+        paths = ev.template_paths()
+        summary += (f"; page_ref_set {d['page_ref_sets_per_page']['median']:.3g} events per page initialised: "
                     f"{', '.join(paths)} path ({PATH_NOTES.get(paths[0], '') if len(paths) == 1 else 'paths differ between calls'})")
-        most = max(r["page_ref_sets"] for r in records)
+        most = max(c.page_ref_sets or 0 for c in ev.calls)
         if most >= PAGE_REF_COSTLY_EVENTS:
             warning = (f"page_ref_set fired up to {most} times in one memmap_init_zone_device() call: each event runs "
                        "the probe, whose cost is inside the latency measured with --page-ref")
-            ev["warnings"] = [warning]
+            ev.warnings.append(warning)
             summary += f"; warning: {warning}"
-    return CheckResult(cid, PASS, summary, ev)
+    return CheckResult(cid, PASS, summary, ev.to_json())
 
 
 PATH_NOTES = {
@@ -97,12 +87,3 @@ PATH_NOTES = {
 # More page_ref_set events than this in one call and the probe's own cost
 # (one BPF run per event) is a visible part of the call's latency.
 PAGE_REF_COSTLY_EVENTS = 100_000
-
-
-def spread(values: list[float]) -> dict | None:
-    """min/median/max/mean of a series (None when it is empty)."""
-    values = [v for v in values if v is not None]
-    if not values:
-        return None
-    return {"n": len(values), "min": min(values), "median": statistics.median(values), "max": max(values),
-            "mean": statistics.mean(values)}

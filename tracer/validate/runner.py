@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import platform
 import sys
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
 from nttrace import __version__
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK, CapabilityError, UsageError
-from nttrace.kernel import machine
+from nttrace.kernel import conditions, machine
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.probes import capabilities
@@ -53,22 +54,36 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
     ctx = ValidateContext(sysroot, caps, options)
     kernel = ctx.kernel  # raises UsageError on an unreadable BTF
     results = []
-    for c in selected:
-        if offline and not c.id.startswith(("env.", "kernel.nt_support")):
-            results.append(CheckResult(c.id, checks.SKIP, f"needs the live kernel; --sysroot {sysroot.root} is offline"))
-            continue
-        results.append(run_one(c, ctx))
+    # what else ran on this machine while the checks did (offline: nothing measured)
+    window = conditions.Monitor() if not offline else nullcontext()
+    with window:
+        for c in selected:
+            if offline and not c.id.startswith(("env.", "kernel.nt_support")):
+                results.append(CheckResult(c.id, checks.SKIP,
+                                           f"needs the live kernel; --sysroot {sysroot.root} is offline"))
+                continue
+            results.append(run_one(c, ctx))
     return {
         "version": __version__,
         "sysroot": str(sysroot.root),
         "kernel_release": platform.release() if sysroot.live else None,
+        # the boot this ran in: several reports with one boot_id are one run of an A/B
+        **({"boot_id": _boot_id()} if sysroot.live else {}),
         "machine": machine.describe(Path(sysroot.root)),
+        **({"conditions": window.as_json()} if not offline else {}),
         "capabilities": {k: v.as_json() for k, v in caps.items()},
         "kernel": kernel.as_json(),
         "checks": [r.as_json() for r in results],
         "summary": checks.tally([r.as_json() for r in results]),
     }
 
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
 
 
 def run_one(c, ctx) -> CheckResult:
