@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 from lab import kernel_build, lab
+from nttrace.kernel import conditions
 
 HERE = Path(__file__).resolve().parent
 
@@ -108,21 +109,30 @@ def nttrace_exe() -> str:
     return found
 
 
-def save_reports(run: "lab.LabRun", scenarios: list[str], dest: Path) -> list[Path]:
+def save_reports(run: "lab.LabRun", scenarios: list[str], dest: Path, kernel=None) -> list[Path]:
+    """Each scenario's report of one boot, with what the guest cannot know of
+    itself: the host's conditions over the boot, and which lab kernel build
+    it booted (one side of an A/B must be one build)."""
     dest.mkdir(parents=True, exist_ok=True)
     out = []
     for name in scenarios:
         data = run.json(name)
-        rep = data.get("report", data)
+        rep = {k: v for k, v in data.get("report", data).items() if not k.startswith("_")}
+        if run.host_conditions:
+            rep["host_conditions"] = run.host_conditions
+        if kernel is not None:
+            rep["lab_kernel"] = {"variant": kernel.variant, "key": kernel.info.get("key"),
+                                 "series": kernel.info.get("series", [])}
         p = dest / f"{name}.report.json"
-        p.write_text(json.dumps({k: v for k, v in rep.items() if not k.startswith("_")}))
+        p.write_text(json.dumps(rep))
         out.append(p)
     return out
 
 
-def write_ab(base: list[Path], cur: list[Path], out: Path) -> dict[str, Path]:
+def write_ab(base: list[Path], cur: list[Path], out: Path, detect_pct: float | None = None) -> dict[str, Path]:
     exe = nttrace_exe()
-    args = ["validate", "--baseline", *map(str, base), "--current", *map(str, cur)]
+    args = ["validate", "--baseline", *map(str, base), "--current", *map(str, cur),
+            *(["--detect", f"{detect_pct:g}"] if detect_pct else [])]
     written = {}
     for fmt, name in FORMATS.items():
         p = subprocess.run([exe, *args, "--format", fmt], capture_output=True, text=True, timeout=600)
@@ -135,26 +145,76 @@ def write_ab(base: list[Path], cur: list[Path], out: Path) -> dict[str, Path]:
     return written
 
 
+def spread_of(reports: dict[str, list[Path]]) -> dict:
+    """The boot-to-boot spread of each scenario's primary figure in these
+    boots (nttrace.validate.statistics.residuals, pooled over the sides):
+    what --boots defaults from when it is the lab's recorded A/A."""
+    from nttrace.validate import evidence, statistics
+    values: dict[str, dict[str, list[float]]] = {}
+    for side, paths in reports.items():
+        for p in paths:
+            for c in json.loads(p.read_text()).get("checks", []):
+                ev = evidence.of(c)
+                for f in ev.figures():
+                    if f.role == "primary" and isinstance(f.value, (int, float)):
+                        key = f"{c['id']} {ev.subject()} {f.metric}".replace("  ", " ")
+                        values.setdefault(key, {}).setdefault(side, []).append(float(f.value))
+    return {k: statistics.residuals(*v.values()) for k, v in values.items()}
+
+
+def default_boots(detect_pct: float) -> tuple[int, str]:
+    """Boots a side to detect detect_pct in every primary figure, at the
+    lab's recorded boot-to-boot spread (BOOT_SPREAD), and where that comes from."""
+    from nttrace.validate import statistics
+    rec = json.loads(BOOT_SPREAD.read_text())
+    need = [statistics.boots_needed(r, detect_pct) for r in rec["residuals"].values()]
+    if any(n is None for n in need):
+        return statistics.MAX_BOOTS, f"more than {statistics.MAX_BOOTS} at the recorded spread"
+    return max(max(need), 2), f"the lab's recorded spread ({rec['source']})"
+
+
+# The lab's measured boot-to-boot spread: the residuals of an A/A of base
+# (lab.ab writes spread.json beside every A/B; this is the recorded A/A's,
+# kept so --boots can default from it; tests/test_ab_statistics.py holds it
+# to the raw boots it came from).
+BOOT_SPREAD = HERE / "boot_spread.json"
+
+
 def main(argv: list[str]) -> int:
     import argparse
     ap = argparse.ArgumentParser(prog="python3 -m lab.ab", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a", help="the base variant")
     ap.add_argument("b", help="the patched variant (the same as A for an A/A)")
-    ap.add_argument("--boots", type=int, default=5, help="boots of each side (default 5)")
+    ap.add_argument("--boots", type=int, default=None,
+                    help="boots of each side (default: enough to detect --detect at the lab's recorded spread)")
+    ap.add_argument("--detect", type=float, default=10.0, metavar="PCT",
+                    help="the change (percent) the boots should detect with 80%% power (default 10)")
     ap.add_argument("--scenarios", default="memmap", help=  # not a probe: a scenario set
                     "memmap, demotion or guest scenario names (default memmap)")
     ap.add_argument("--out", required=True, help="directory for the boots' reports and the A/B")
     ap.add_argument("--timeout", type=float, default=1800, help="bound on each boot, seconds")
+    ap.add_argument("--wait-quiet", type=float, default=900, metavar="S",
+                    help="before each boot, wait up to S seconds for a quiet host (default 900; 0: do not wait)")
+    ap.add_argument("--vcpus", type=int, default=lab.MEASURE_CPU.vcpus, help="guest vCPUs (default %(default)s)")
+    ap.add_argument("--icount", default=lab.MEASURE_CPU.icount or "off",
+                    help="QEMU -icount for the guest clock, or off (default %(default)s)")
     args = ap.parse_args(argv)
-    if args.boots < 1:
+    if args.boots is not None and args.boots < 1:
         print("lab.ab: --boots must be at least 1", file=sys.stderr)
+        return 2
+    if not 0 < args.detect < 100 or args.vcpus < 1:
+        print("lab.ab: --detect must be a percent between 0 and 100, --vcpus at least 1", file=sys.stderr)
         return 2
     try:
         specs = [kernel_build.variant(args.a), kernel_build.variant(args.b)]
     except ValueError as exc:
         print(f"lab.ab: {exc}", file=sys.stderr)
         return 2
+    cpu = lab.GuestCPU(args.vcpus, None if args.icount == "off" else args.icount)
+    if args.boots is None:
+        args.boots, why = default_boots(args.detect)
+        say(f"{args.boots} boots a side: enough to detect a {args.detect:g}% change at {why}")
     scenarios = scenarios_of(args.scenarios)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -169,25 +229,37 @@ def main(argv: list[str]) -> int:
     names = [specs[0].name, specs[1].name]
     reports: dict[str, list[Path]] = {"A": [], "B": []}
     order = [(side, k) for k in range(1, args.boots + 1) for side in sides]
+    unquiet = 0
     for i, (side, k) in enumerate(order, 1):
         kern = kernels[sides.index(side)]
+        if args.wait_quiet > 0:
+            c = conditions.wait_quiet(args.wait_quiet, say=say)
+            if c["state"] != "quiet":
+                unquiet += 1
+                say(f"HOST NOT QUIET after {args.wait_quiet:.0f} s ({c['why']}): measuring boot {i} anyway; "
+                    "the report records it and warns")
         say(f"boot {i} of {len(order)}: {side} = {names[sides.index(side)]}, boot {k} of {args.boots}, "
-            f"scenarios {', '.join(scenarios)}")
+            f"scenarios {', '.join(scenarios)}; {cpu.describe()}")
         results = out / "boots" / f"{side}-{names[sides.index(side)]}-{k}"
         try:
-            run = lab.run(results, timeout=args.timeout, kernel=kern, scenarios=scenarios)
-            reports[side] += save_reports(run, scenarios, out / side / f"boot-{k}")
+            run = lab.run(results, timeout=args.timeout, kernel=kern, scenarios=scenarios, cpu=cpu)
+            reports[side] += save_reports(run, scenarios, out / side / f"boot-{k}", kern)
         except lab.LabError as exc:
             print(f"lab.ab: boot {i} ({side}, {names[sides.index(side)]} {k}) failed: {exc}", file=sys.stderr)
             return 1
-        say(f"boot {i} of {len(order)}: done in {_mmss(run.elapsed_s)}")
-    written = write_ab(reports["A"], reports["B"], out)
+        say(f"boot {i} of {len(order)}: done in {_mmss(run.elapsed_s)}; host {run.host_conditions['state']}"
+            + (f" ({run.host_conditions['why']})" if run.host_conditions["state"] != "quiet" else ""))
+    written = write_ab(reports["A"], reports["B"], out, args.detect)
+    (out / "spread.json").write_text(json.dumps({"source": str(out), "cpu": cpu.describe(),
+                                                 "residuals": spread_of(reports)}, indent=1))
     (out / "run.json").write_text(json.dumps({
         "a": args.a, "b": args.b, "boots": args.boots, "scenarios": scenarios, "order": order,
+        "cpu": cpu.describe(), "detect_pct": args.detect, "boots_started_unquiet": unquiet,
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name} for k in kernels],
         "wall_s": round(time.monotonic() - t0, 1), "finished": time.strftime("%F %T"),
         "command": "python3 -m lab.ab " + " ".join(argv)}, indent=1))
-    say(f"{len(order)} boots in {_mmss(time.monotonic() - t0)}")
+    say(f"{len(order)} boots in {_mmss(time.monotonic() - t0)}"
+        + (f"; {unquiet} started on a host that was not quiet" if unquiet else ""))
     print(f"A/B report: {written['html']} (and {', '.join(str(p.name) for f, p in written.items() if f != 'html')} "
           f"beside it)")
     return 0

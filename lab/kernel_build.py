@@ -69,8 +69,10 @@ class KernelBuildError(AssertionError):
     """A step of a kernel build failed; the message names the step and
     carries the tail of its log."""
 
+    hunks: list[str] = []          # a patch that does not apply: which hunks, where
+
     def __init__(self, variant: str, step: str, log: Path | None, detail: str = ""):
-        self.variant, self.step, self.log = variant, step, log
+        self.variant, self.step, self.log, self.detail = variant, step, log, detail
         tail, first = "", ""
         if log is not None and log.exists():
             lines = log.read_text(errors="replace").splitlines()
@@ -90,19 +92,26 @@ class Series:
     file: str
     version: str
     fixups: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    upto: int | None = None          # only patches 1..upto (a step of lab.steps)
 
     def path(self) -> Path:
         p = Path(self.file)
         return p if p.is_absolute() else SEEDS / p
 
     def patches(self) -> list[mailing_list.Patch]:
-        return mailing_list.series(self.path(), self.version)
+        every = mailing_list.series(self.path(), self.version)
+        return every if self.upto is None else [p for p in every if p.number <= self.upto]
 
 
 @dataclass(frozen=True)
 class Variant:
     name: str
     series: tuple[Series, ...] = ()
+    tree: str | None = None          # the work tree (default: the name); steps of one series share one
+
+    @property
+    def work(self) -> str:
+        return self.tree or self.name
 
 
 TEMPLATE_V8 = Series("zone-device-memmap-template-nt-v8.txt", "v8")
@@ -264,8 +273,11 @@ def _patch(src: Path, diff: str, log: Path, variant: str, step: str, allow_rejec
     failed = _failed_files(p.stdout)
     if p.returncode == 1 and allow_rejects and failed:
         return failed
-    raise KernelBuildError(variant, step, log, "the patch does not apply"
+    hunks = _failed_hunks(p.stdout)
+    exc = KernelBuildError(variant, step, log, "the patch does not apply"
                            + (f" (hunks failed in {', '.join(sorted(failed))})" if failed else ""))
+    exc.hunks = hunks
+    raise exc
 
 
 FUZZED: list[str] = []   # hunks applied with fuzz by the build under way
@@ -278,6 +290,17 @@ def _fuzzed(patch_output: str) -> list[tuple[str, int, int]]:
             current = line.removeprefix("patching file ").strip()
         elif m := re.match(r"Hunk #(\d+) succeeded at \d+ with fuzz (\d+)", line):
             out.append((current, int(m[1]), int(m[2])))
+    return out
+
+
+def _failed_hunks(patch_output: str) -> list[str]:
+    """'FILE hunk #N at LINE' for each hunk patch(1) could not apply."""
+    current, out = None, []
+    for line in patch_output.splitlines():
+        if line.startswith("patching file "):
+            current = line.removeprefix("patching file ").strip()
+        elif m := re.match(r"Hunk #(\d+) FAILED at (\d+)", line):
+            out.append(f"{current} hunk #{m[1]} at line {m[2]}")
     return out
 
 
@@ -462,7 +485,7 @@ def build(name: str, timeout: float = 2700) -> Kernel:
     naming the step that failed. A build of the same variant under way in
     another process is waited for, and its kernel taken."""
     variant = VARIANTS[name] if isinstance(name, str) else name
-    with _locked(f"variant-{variant.name}"):
+    with _locked(f"variant-{variant.work}"):   # one builder of a work tree at a time
         return _build(variant, timeout)
 
 
@@ -482,10 +505,16 @@ def _build(variant: Variant, timeout: float) -> Kernel:
         return Kernel.read(out)
     with _locked("source"):
         pristine = unpacked_source(deb, log)
-    work = CACHE / "work" / variant.name
+    work = CACHE / "work" / variant.work
     previous = work / "patched-files.json"
     t0 = time.monotonic()
-    touched = prepare_source(variant, pristine, plan, work, log)
+    try:
+        touched = prepare_source(variant, pristine, plan, work, log)
+    except KernelBuildError:
+        # a series that does not apply leaves no half-patched tree behind
+        # (the build tree's objects, of the last tree that built, stay)
+        shutil.rmtree(work / "src", ignore_errors=True)
+        raise
     # Files an earlier build of this tree patched, and this one may not: their
     # pristine copies are older than the objects built from the patched ones.
     earlier = json.loads(previous.read_text()) if previous.exists() else []

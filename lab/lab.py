@@ -34,10 +34,37 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nttrace.kernel import conditions
+
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parent
 IMAGE_INPUTS = ("build-image.sh", "guest-init.sh")
 TCG = os.environ.get("NTTRACE_LAB_TCG", "tcg,thread=single")
+
+
+@dataclass(frozen=True)
+class GuestCPU:
+    """How QEMU runs the guest's CPUs: how many vCPUs (round-robin on one
+    host thread under thread=single TCG) and, with `icount`, a guest clock
+    that counts executed instructions (QEMU's -icount shift=N: 2^N ns an
+    instruction) instead of following the host's."""
+    vcpus: int = 2
+    icount: str | None = None
+
+    def qemu_args(self) -> list[str]:
+        return ["-accel", TCG, "-cpu", "max", "-smp", str(self.vcpus),
+                *(["-icount", self.icount] if self.icount else [])]
+
+    def describe(self) -> str:
+        return (f"QEMU {TCG.replace(',', ' ')}, {self.vcpus} vCPU{'s' if self.vcpus != 1 else ''}"
+                + (f", icount {self.icount} (guest time counts instructions)" if self.icount else ", host clock"))
+
+
+# Every boot but the A/B's: two vCPUs (the daemon and trace scenarios run
+# work beside the tracer), the host's clock.
+DEFAULT_CPU = GuestCPU()
+# The A/B's boots (lab.ab): chosen by measurement, BENCHMARKS.md "lab noise".
+MEASURE_CPU = GuestCPU(vcpus=1, icount="shift=0,sleep=on")
 # Lines a kernel prints when it oopses or panics.
 PANIC_MARKERS = ("Kernel panic", "Oops:", "BUG: ", "general protection fault", "kernel BUG at")
 # Lines after which the guest is powering off (guest-init.sh's own, the kernel's).
@@ -118,6 +145,7 @@ class LabRun:
     console: str
     elapsed_s: float
     scrape: dict = field(default_factory=dict)
+    host_conditions: dict = field(default_factory=dict)   # the host's, over the boot (nttrace.kernel.conditions)
 
     def json(self, name: str) -> dict:
         path = self.results / f"{name}.json"
@@ -184,13 +212,13 @@ def kernel_args(img: Path, kernel=None) -> tuple[list[str], list[str]]:
 
 
 def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append: str, kernel=None,
-                 init: str = "/sbin/nttrace-lab-init") -> list[str]:
+                 init: str = "/sbin/nttrace-lab-init", cpu: GuestCPU = DEFAULT_CPU) -> list[str]:
     kargs, extra = kernel_args(img, kernel)
     return [
-        "qemu-system-x86_64", "-accel", TCG, "-cpu", "max", "-smp", "2",
+        "qemu-system-x86_64", *cpu.qemu_args(),
         "-machine", "pc,nvdimm=on", "-m", "2G,slots=2,maxmem=8G",
         "-object", "memory-backend-ram,id=ram0,size=2G",
-        "-numa", "node,nodeid=0,cpus=0-1,memdev=ram0", "-numa", "node,nodeid=1",
+        "-numa", f"node,nodeid=0,cpus=0-{cpu.vcpus - 1},memdev=ram0", "-numa", "node,nodeid=1",
         "-object", f"memory-backend-file,id=nv0,share=on,mem-path={nvdimm},size=2G",
         "-device", "nvdimm,id=nvdimm0,memdev=nv0,node=1",
         *kargs,
@@ -218,7 +246,7 @@ def scrape(port: int, timeout: float = 60) -> dict:
 
 
 def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
-        scenarios: list[str] | None = None, systemd: bool = False) -> LabRun:
+        scenarios: list[str] | None = None, systemd: bool = False, cpu: GuestCPU = DEFAULT_CPU) -> LabRun:
     """Boot the guest once; returns when it powers off. `kernel`: a
     kernel_build.Kernel (default: the image's stock kernel); `scenarios`: the
     guest_scenarios to run, in order (default: all); `systemd`: boot with
@@ -242,8 +270,13 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
     if systemd:
         append, init = f"{append} nttrace.systemd".strip(), "/lib/systemd/systemd"
     t0 = time.monotonic()
-    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+    # what else the host ran while the guest did (the guest's own QEMU and
+    # this harness are the measurement)
+    window = conditions.Monitor(extra={"accelerator": cpu.describe()})
+    window.__enter__()
+    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init, cpu),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+    window.own.add(proc.pid)
     scraped: dict = {}
     try:
         while proc.poll() is None:
@@ -259,10 +292,13 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        window.__exit__(None, None, None)
         nvdimm.unlink(missing_ok=True)
     out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
     elapsed = time.monotonic() - t0
-    lab = LabRun(results, _console(results) + out, elapsed, scraped)
+    host = window.as_json()
+    (results / "host_conditions.json").write_text(json.dumps(host, indent=1))
+    lab = LabRun(results, _console(results) + out, elapsed, scraped, host)
     panic = lab.panic()
     if panic:
         raise LabError(f"the guest kernel panicked{lab.where()} (QEMU exit {proc.returncode}):\n{panic}\n{lab.tail()}")
