@@ -16,7 +16,11 @@ Slots go to the longest waiting boot first (ties: registration order): two
 cores finish a set of guests soonest when the long ones start first, and the
 short ones fill in beside them. A guest that mostly waits (`idle`: the hang
 guest boots in seconds, then sleeps until its bound) holds no slot; it starts
-when the pool widens, so it never shares the cores with the other tests.
+when the pool widens, so it never shares the cores with the other tests. A
+guest that measures (`exclusive`: the A/B's boots) runs alone: after every
+other boot has taken its slot, holding all of the widened pool's slots, and
+after its `prepare` has waited for every kernel build to end, so that nothing
+the suite does compiles or emulates beside it.
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ class Boot:
     prepare: Callable[[], object] = lambda: None   # runs before a slot is taken
     seconds: float = 0.0       # expected run time: the longest waiting boot gets a slot first
     idle: bool = False         # mostly waits: takes no slot, starts once the pool widens
+    exclusive: bool = False    # measures: runs alone, after the others, holding every slot
 
 
 class _Slots:
@@ -49,13 +54,13 @@ class _Slots:
         self.cond = threading.Condition()
         self.waiting: list[tuple] = []
 
-    def acquire(self, rank: tuple) -> None:
+    def acquire(self, rank: tuple, n: int = 1) -> None:
         with self.cond:
             self.waiting.append(rank)
-            while not (self.free > 0 and min(self.waiting) == rank):
+            while not (self.free >= n and min(self.waiting) == rank):
                 self.cond.wait()
             self.waiting.remove(rank)
-            self.free -= 1
+            self.free -= n
             self.cond.notify_all()
 
     def release(self, n: int = 1) -> None:
@@ -86,16 +91,35 @@ class BootPool:
         if boot.idle:
             self.wide.wait()
             return self._run(boot, prepared)
-        self.slots.acquire(rank)
+        need = 1
+        if boot.exclusive:
+            self.wide.wait()                # all slots exist only once the pool has widened
+            self._others_done()             # an idle guest holds no slot, but its QEMU is beside us
+            need = self.parallel
+        self.slots.acquire(rank, need)
         try:
             return self._run(boot, prepared)
         finally:
-            self.slots.release()
+            self.slots.release(need)
 
     def _run(self, boot: Boot, prepared):
         if self.closed:
             raise RuntimeError(f"lab boot {boot.name}: the session ended before it started")
         return boot.run(prepared)
+
+    def _others_done(self) -> None:
+        """Wait for every started boot that is not exclusive (its outcome is its test's business)."""
+        exclusive = {b.name for b in self.boots if b.exclusive}
+        while True:
+            with self.lock:
+                pending = [f for n, f in self.futures.items() if n not in exclusive and not f.done()]
+            if not pending:
+                return
+            for f in pending:
+                try:
+                    f.result()
+                except BaseException:  # noqa: BLE001 - reported by the test that asks for it
+                    pass
 
     def close(self) -> None:
         """The session's end: boots not yet started never start, and the
@@ -107,8 +131,9 @@ class BootPool:
             subprocess.run(["pkill", "-KILL", "-P", str(os.getpid()), "-f", "qemu-system"], check=False)
 
     def _rank(self, boot: Boot) -> tuple:
-        """The order boots get slots in (lowest first): the longest, then the first registered."""
-        return -boot.seconds, self.boots.index(boot)
+        """The order boots get slots in (lowest first): the exclusive ones
+        last, then the longest, then the first registered."""
+        return boot.exclusive, -boot.seconds, self.boots.index(boot)
 
     def start(self, name: str) -> Future:
         """The boot's future, submitting it if it is not under way."""

@@ -113,11 +113,15 @@ def cpu_policy() -> dict:
 
 
 class Monitor:
-    """`with Monitor(own={pid}) as m: ...` then `m.as_json()`. `own` may be
-    added to while the window runs (a child started inside it: `m.own.add`)."""
+    """`with Monitor(own={pid}) as m: ...` then `m.as_json()`. `own`: the
+    roots of the process trees being measured (default: this process, its
+    threads and children); it may be added to while the window runs (a child
+    started inside it: `m.own.add`). A harness that is not itself the
+    measurement (the lab's, around a guest) passes only the guest's QEMU:
+    its own CPU time, and whatever else it runs, then counts as others'."""
 
     def __init__(self, own: set[int] | None = None, extra: dict | None = None, interval: float = SAMPLE_S):
-        self.own = set(own or {os.getpid()})
+        self.own = set(own) if own is not None else {os.getpid()}
         self.extra = dict(extra or {})
         self.interval = interval
         self._stop = threading.Event()
@@ -136,7 +140,7 @@ class Monitor:
     def _sample(self) -> None:
         st = _stat()
         procs = _processes()
-        own = _tree(procs, self.own | {os.getpid()})
+        own = _tree(procs, self.own)
         with self._lock:
             self._last = st
             self._running.append(max(0, st.get("running", 1) - 1))    # less the sampler itself

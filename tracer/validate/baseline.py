@@ -241,8 +241,13 @@ def condition_warnings(base: dict | None, cur: dict | None) -> list[str]:
     for name, s in (("base", base), ("patched", cur)):
         if s and any(k != "quiet" for k in s["states"]):
             bad = sum(v for k, v in s["states"].items() if k != "quiet")
-            out.append(f"warning: {name} side measured on a host that was not quiet in {bad} of {s['windows']} runs "
-                       f"({', '.join(s['busy_beside']) or 'other processes busy'}): its timings include that load")
+            beside = ", ".join(s["busy_beside"]) or "other processes busy"
+            if s["accelerators"] and all("icount" in a for a in s["accelerators"]):
+                out.append(f"note: {name} side's host was not quiet in {bad} of {s['windows']} runs ({beside}); its "
+                           "guest's clock counts instructions (icount), so that load is not in its timings")
+            else:
+                out.append(f"warning: {name} side measured on a host that was not quiet in {bad} of {s['windows']} "
+                           f"runs ({beside}): its timings include that load")
     if base and cur:
         if set(base["states"]) != set(cur["states"]) or base["busy_beside"] != cur["busy_beside"]:
             out.append("warning: the sides were measured under different host conditions: the change includes "
