@@ -9,7 +9,7 @@ import time
 from lab_boots import Boot, BootPool
 
 
-def _pool(names, log, gates, prepare_gate=None, parallel=2, seconds=None, idle=()):
+def _pool(names, log, gates, prepare_gate=None, parallel=2, seconds=None, idle=(), exclusive=()):
     pool = BootPool(parallel)
     for name in names:
         def run(_prepared, n=name):
@@ -19,7 +19,7 @@ def _pool(names, log, gates, prepare_gate=None, parallel=2, seconds=None, idle=(
             return n
         prep = (lambda n=name: prepare_gate.wait(10) if n == "slow-prepare" else None) if prepare_gate else (lambda: None)
         pool.register(Boot(name, lambda: True, run, prepare=prep, seconds=(seconds or {}).get(name, 0),
-                           idle=name in idle))
+                           idle=name in idle, exclusive=name in exclusive))
     return pool
 
 
@@ -65,7 +65,8 @@ def test_a_boot_waiting_in_prepare_holds_no_slot():
     # the first boot is still preparing (its kernel building): the next one boots
     assert _until(lambda: _running(log) == {"b"})
     prepare_gate.set()
-    assert _until(lambda: (0, 0) in pool.slots.waiting)      # prepared, waiting for b's slot
+    rank = pool._rank(pool.boots[0])
+    assert rank[1:] == (0, 0) and _until(lambda: rank in pool.slots.waiting)   # prepared, waiting for b's slot
     gates["b"].set()
     # once prepared, the first boot comes before c (registered earlier)
     assert _until(lambda: _running(log) == {"slow-prepare"}), log
@@ -133,3 +134,28 @@ def test_an_idle_boot_takes_no_slot_and_waits_for_a_lab_test_to_ask():
         g.set()
     asker.join(10)
     assert pool.result("a") == "a"
+
+
+def test_an_exclusive_boot_runs_alone_after_every_other_boot_idle_ones_included():
+    """The A/B's boots measure: nothing else of the pool runs beside them,
+    not even an idle guest, and they go last whatever their length."""
+    names = ["ab", "a", "b", "idle"]
+    log, gates = [], {n: threading.Event() for n in names}
+    pool = _pool(names, log, gates, seconds={"ab": 999}, idle=("idle",), exclusive=("ab",))
+    pool.start_wanted()
+    asker = threading.Thread(target=pool.result, args=("ab",))
+    asker.start()
+    assert _until(lambda: _running(log) == {"a", "b", "idle"}), log
+    gates["a"].set()
+    gates["b"].set()
+    time.sleep(0.3)
+    assert "ab" not in _running(log), "the exclusive boot started beside the idle guest"
+    gates["idle"].set()
+    assert _until(lambda: _running(log) == {"ab"}), log
+    gates["ab"].set()
+    asker.join(10)
+    starts = [n for e, n in log if e == "start"]
+    assert starts[-1] == "ab"
+    # while it ran, nothing else did
+    i = log.index(("start", "ab"))
+    assert all(e == "end" and n == "ab" for e, n in log[i + 1:]), log
