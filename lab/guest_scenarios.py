@@ -324,12 +324,26 @@ ALL = (capabilities, attach_modes, compaction, memcg_reclaim, memmap_fsdax, memm
 DEFAULT = ("capabilities", "attach_modes", "memcg_reclaim", "memmap_fsdax", "memmap_devdax", "demotion", "daemon")
 
 
+EXERCISE = "exercise_"
+
+
+def exercise_scenario(probe: str):
+    """exercise_<probe>: the probe's declared exercise, as `nttrace validate
+    --check probe.<probe> --exercise <probe>` runs it (any probe, by name from
+    the command line: a new probe needs no scenario of its own)."""
+    def run():
+        return {"report": nttrace_json("validate", "--check", f"probe.{probe}", "--exercise", probe)}
+    run.__name__ = EXERCISE + probe
+    return run
+
+
 def chosen() -> list:
     """nttrace.scenarios=a,b,c on the kernel command line, else DEFAULT."""
     m = re.search(r"nttrace\.scenarios=(\S+)", Path("/proc/cmdline").read_text())
     names = m.group(1).split(",") if m else list(DEFAULT)
     by_name = {fn.__name__: fn for fn in ALL}
-    return [by_name[n] for n in names if n in by_name]
+    return [by_name[n] if n in by_name else exercise_scenario(n.removeprefix(EXERCISE))
+            for n in names if n in by_name or n.startswith(EXERCISE)]
 
 
 if __name__ == "__main__":

@@ -48,9 +48,9 @@ from nttrace.validate import evidence, statistics
 SCENARIOS = ["memmap_fsdax", "memmap_devdax"]
 # What the guest cannot measure of a step, by what its patches do.
 CANNOT = {
-    "nt": "adds non-temporal stores (MOVNTI): under QEMU TCG they are ordinary stores, so the lab sees only the "
+    "nt_stores": "adds non-temporal stores (MOVNTI): under QEMU TCG they are ordinary stores, so the lab sees only the "
           "instructions the step adds or removes, not the cache effect the series is after",
-    "page_ref": "changes the path only while page_ref_set is enabled (and under KASAN/KMSAN): the rebinds timed "
+    "refcount_tracepoint": "changes the path only while page_ref_set is enabled (and under KASAN/KMSAN): the rebinds timed "
                 "here run without it; the memmap path row shows what it changes",
 }
 
@@ -70,9 +70,9 @@ class Step:
         text = " ".join(self.titles).lower()
         out = []
         if "nontemporal" in text or "non-temporal" in text or "memcpy_flushcache" in text:
-            out.append(CANNOT["nt"])
+            out.append(CANNOT["nt_stores"])
         if "always use" in text:
-            out.append(CANNOT["page_ref"])
+            out.append(CANNOT["refcount_tracepoint"])
         return out
 
 

@@ -109,8 +109,8 @@ AB = [v for v in ("base", "nt-v3") if v in VARIANTS]
 
 def _wanted_ab() -> bool:
     here = [n for n in SELECTED if "test_lab_kernels.py" in n]
-    return bool(AB) and any(t in n for n in here for t in ("memmap", "page_ref", "as_a_user")) \
-        and has("kernel-build", "seeds")
+    names = ("memmap", "page_ref", "as_a_user")  # not a probe: test-name substrings
+    return bool(AB) and any(t in n for n in here for t in names) and has("kernel-build", "seeds")
 
 
 def _build_after_every_build(variant: str):

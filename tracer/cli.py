@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "scenario's primary figure needs, at these runs' spread")
     v.add_argument("--rebind", metavar="NAMESPACE", help="rebind this pmem namespace to time memmap init (changes system state)")
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
+    v.add_argument("--exercise", metavar="PROBE[,PROBE]", default="",
+                   help="run these probes' workloads in their probe.<name> checks (they may change system state: "
+                        "e.g. load a module); see `nttrace validate --list`")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
     v.add_argument("--page-ref", action="store_true",
                    help="with --rebind: count page_ref_set per call (on a kernel with the template series' patches 4-8 but not 9/9 it turns the template path off)")
@@ -258,8 +261,12 @@ def _validate(args) -> int:
         ab.check_side(current, "--current")
         report = ab.merge(current)
     else:
+        from nttrace.probes import check_names
+        exercise = tuple(n for n in args.exercise.split(",") if n)
+        if exercise:
+            check_names(list(exercise))
         options = validate.ValidateOptions(rebind=args.rebind, runs=args.runs, demote=args.demote,
-                                           page_ref=args.page_ref, quick=args.quick)
+                                           page_ref=args.page_ref, quick=args.quick, exercise=exercise)
         started = time.time()
         try:
             report = validate.run(Sysroot(args.sysroot), args.check, options)

@@ -6,12 +6,14 @@ line in PROBES below (README: "Adding a probe")."""
 from nttrace.errors import UsageError
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe
+from nttrace.probes.memremap import MemremapProbe
 from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.migrate_fn import MigrateFunctionProbe
 from nttrace.probes.page_ref import PageRefProbe
 from nttrace.probes.reclaim import ReclaimProbe
 
-PROBES = {p.name: p for p in (MigrateProbe, MigrateFunctionProbe, MemmapProbe, PageRefProbe, CopyProbe, ReclaimProbe)}
+PROBES = {p.name: p for p in (MigrateProbe, MigrateFunctionProbe, MemmapProbe, PageRefProbe, CopyProbe, ReclaimProbe,
+                              MemremapProbe)}
 # what `nttrace trace` and the daemon attach when not told
 DEFAULT = (MigrateProbe.name,)
 # what watches a demotion: its migrations, the reclaim it runs in, the copies it makes

@@ -71,6 +71,10 @@ class Exercise:
     bench_round: Callable[[], object] | None = None
     bench_options: dict = field(default_factory=dict)
     no_bench: str = ""
+    # run by the lab's guests (their `exercise_<probe>` scenario, validate's
+    # probe.<name> check): a workload the guest kernel has and nothing else
+    # of the suite exercises
+    lab: bool = False
 
     def truth(self, run: dict) -> tuple[GroundTruth, int] | None:
         for t in self.truths:

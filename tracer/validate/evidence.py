@@ -36,6 +36,8 @@ PRIMARY_REASON = {
                              "recorded A/A and A/B boots (CoV 2.0-24.6%, the median's 1.8-63.6%), since "
                              "contention slows some rebinds of a boot but rarely all of them",
     "kernel.demotion_nt": "the mean migrate_pages() call of MR_DEMOTION: the demotion path's own cost",
+    "probe.": "the fastest call of a run, as for the memmap rebinds: the path's own cost, which contention "
+              "slows in some calls of a run but rarely in all",
 }
 
 
@@ -329,6 +331,52 @@ class MigrateObservedEvidence:
                 Figure("compaction_calls", "compaction calls", self.compaction_calls)]
 
 
+# -- probe.<name>: a probe's declared exercise ---------------------------------
+@dataclass
+class ExerciseEvidence:
+    """probe.<name>: the probe's workload run once while it was attached
+    alone: what the workload returned (the kernel's count among it), the
+    probe's rows and count, whether they agree, and each call it recorded."""
+    CHECK = "probe."                   # a prefix: one check per probe
+    probe: str
+    workload: str = ""
+    via: str | None = None
+    run: dict = field(default_factory=dict)
+    rows: list[dict] = field(default_factory=list)
+    seen: int | None = None
+    expected: int | None = None
+    source: str | None = None
+    agrees: bool | None = None
+    calls: list[dict] = field(default_factory=list)
+
+    def latencies_ms(self) -> list[float]:
+        return [c["latency_ns"] / 1e6 for c in self.calls if c.get("latency_ns") is not None]
+
+    def to_json(self) -> dict:
+        return {k: getattr(self, k) for k in ("probe", "workload", "via", "run", "rows", "seen", "expected",
+                                              "source", "agrees", "calls")}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "ExerciseEvidence":
+        return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
+
+    def subject(self) -> str:
+        return ""
+
+    def figures(self) -> list[Figure]:
+        ms = self.latencies_ms()
+        spread = _spread(ms) or {}
+        samples = ms if len(ms) >= 2 else None
+        tag = f" (n={len(ms)})" if ms else ""
+        return [Figure("calls.min_ms", f"calls{tag}, fastest ms", spread.get("min"), samples, "min", role="primary"),
+                Figure("calls.median_ms", f"calls{tag}, median ms", spread.get("median"), samples, "median",
+                       role="secondary"),
+                Figure("calls.max_ms", f"calls{tag}, slowest ms", spread.get("max"), samples, "max"),
+                Figure("pages", "pages the probe counted", self.seen),
+                Figure("agrees", f"agrees with {self.source or 'the kernel'}",
+                       None if self.agrees is None else ("yes" if self.agrees else "no"))]
+
+
 # -- everything else ----------------------------------------------------------
 @dataclass
 class Untyped:
@@ -366,7 +414,9 @@ def of(check: dict):
     ev = check.get("evidence") or {}
     if not isinstance(ev, dict):
         ev = {}
-    return TYPES.get(check.get("id"), Untyped).from_json(ev)
+    cid = str(check.get("id", ""))
+    cls = ExerciseEvidence if cid.startswith(ExerciseEvidence.CHECK) else TYPES.get(cid, Untyped)
+    return cls.from_json(ev)
 
 
 def as_dict(ev) -> dict:

@@ -27,6 +27,7 @@ class ValidateOptions:
     demote_mib: int = 256
     page_ref: bool = False
     quick: bool = False
+    exercise: tuple[str, ...] = ()     # probes whose workload probe.<name> may run (it changes system state)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """The validation catalog: every check nttrace validate can run, with a
-stable id. One module per family (env, native, kernel, perf)."""
+stable id. One module per family (env, native, kernel, perf, and exercises:
+one probe.<name> check per probe, made from its declared exercise)."""
 from __future__ import annotations
 
 import fnmatch
@@ -58,4 +59,4 @@ def select(patterns: list[str] | None, quick: bool) -> list[Check]:
 
 def _load_families() -> None:
     # Import for their @check registrations: this import order is the catalog order.
-    from nttrace.validate.checks import env, native, kernel, perf  # noqa: F401, I001  # isort: skip
+    from nttrace.validate.checks import env, native, kernel, perf, exercises  # noqa: F401, I001  # isort: skip

@@ -1,0 +1,78 @@
+"""The memremap probe (memremap_pages(), tracer/probes/memremap.py). On this
+host: its program generated from the running kernel's BTF and loaded
+through the verifier (kprobes and fentry cannot attach here), its workload's
+refusals, and the ground truth read from test_hmm's own lines. In the lab
+(tests/test_lab_kernels.py boots base and nt-v3 with CONFIG_TEST_HMM=m): the
+probe exercised for real, its pages against the driver's count."""
+import pytest
+
+from nttrace.kernel import metadata as kernel_meta
+from nttrace.kernel.btf import Btf
+from nttrace.kernel.sysroot import Sysroot
+from nttrace.probes import PROBES, capabilities
+from nttrace.probes.capabilities import Capability
+from nttrace.probes.memremap import CHUNK_LINE, MemremapProbe, hmm_loads
+
+
+@pytest.fixture(scope="module")
+def meta():
+    return kernel_meta.load(Sysroot("/"))
+
+
+def test_the_probe_is_registered_and_declares_what_it_attaches_to():
+    assert PROBES[MemremapProbe.name] is MemremapProbe
+    assert MemremapProbe.functions == ("memremap_pages",)
+    keys = {c.key for c in MemremapProbe.columns} | {m.value for m in MemremapProbe.metrics}
+    assert {"calls", "pages", "latency_ns", "failed"} <= keys
+
+
+@pytest.mark.needs("btf")
+def test_the_dev_pagemap_offsets_are_the_running_kernels():
+    btf = Btf.from_file("/sys/kernel/btf/vmlinux")
+    p = MemremapProbe(kernel_meta.load(Sysroot("/")), capabilities.report(live_probes=False))
+    off = p.offsets()
+    assert off["NTTRACE_PGMAP_TYPE"] == btf.member_offset("dev_pagemap", "type")
+    # ranges[] shares its start with the single `range` of the anonymous union
+    assert off["NTTRACE_PGMAP_RANGES"] == btf.member_offset("dev_pagemap", "range.start")
+    assert off["NTTRACE_PGMAP_NR_RANGE"] == btf.member_offset("dev_pagemap", "nr_range")
+
+
+@pytest.mark.needs("root", "btf", "bcc")
+@pytest.mark.parametrize("via", ["kprobe", "fentry"])
+def test_the_program_loads_through_the_verifier(meta, via):
+    caps = dict(capabilities.report())
+    caps["kprobe"] = Capability(True, "assumed for program generation")
+    caps["fentry"] = Capability(False, "not used")
+    caps["ksym:memremap_pages"] = Capability(True, "assumed")
+    p = MemremapProbe(meta, caps)
+    assert p.availability().ok
+    p.via = via
+    text = p.program_text()
+    if via == "fentry":
+        assert "KFUNC_PROBE(memremap_pages" in text and "NTTRACE_VIA_FENTRY 1" in text
+        return
+    p.load()
+    try:
+        assert p.bpf.load_func("nttrace_memremap_entry", p.bpf.KPROBE).fd > 0
+        assert p.bpf.load_func("nttrace_memremap_return", p.bpf.KPROBE).fd > 0
+    finally:
+        p.detach()
+
+
+def test_the_ground_truth_is_test_hmms_own_chunk_lines():
+    log = ("HMM test module loaded. This is only for testing HMM.\n"
+           "added new 256 MB chunk (total 1 chunks, 256 MB) PFNs [0x8000000 0x8010000)\n"
+           "added new 256 MB chunk (total 1 chunks, 256 MB) PFNs [0x8010000 0x8020000)\n")
+    assert [int(m) for m in CHUNK_LINE.findall(log)] == [256, 256]
+    assert CHUNK_LINE.findall("added new chunk") == []
+
+
+@pytest.mark.needs("root")
+def test_the_workload_refuses_where_there_is_no_test_hmm(monkeypatch):
+    """This host's kernel has no test_hmm: one clear refusal, nothing loaded."""
+    import subprocess
+    from nttrace.errors import UsageError
+    if subprocess.run(["modprobe", "-n", "test_hmm"], capture_output=True).returncode == 0:
+        pytest.skip("this kernel has test_hmm: the refusal is for kernels without it")
+    with pytest.raises(UsageError, match="no test_hmm module for this kernel"):
+        hmm_loads(1)
