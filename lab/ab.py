@@ -10,7 +10,8 @@ in every format (text, markdown, JSON, HTML) to one directory.
 Variants: the built-ins (kernel_build.py --list: base, nt-v3, nt-v2) or
 NAME=FILE:VERSION[+FILE:VERSION...] for a series of your own. Kernels are
 built or found in kernel_build.py's cache. Scenarios: memmap (fsdax and
-devdax rebinds, 30 each), demotion, or guest scenario names. The same kernel
+devdax rebinds, 30 each), demotion, exercises (each probe's declared
+exercise the lab runs: memremap_pages() by test_hmm), or guest scenario names. The same kernel
 on both sides (an A/A) keeps two sets of boots, A and B.
 
 Progress goes to stderr: each kernel build with its elapsed time against the
@@ -33,8 +34,14 @@ from nttrace.kernel import conditions
 
 HERE = Path(__file__).resolve().parent
 
+def lab_exercises() -> list[str]:
+    """The guest scenario of every probe whose exercise the lab runs (Exercise.lab)."""
+    from nttrace.probes import PROBES
+    return [f"exercise_{n}" for n, p in PROBES.items() if p.exercise is not None and p.exercise.lab]
+
+
 SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"],  # not a probe: a scenario set
-                 "demotion": ["demotion"]}
+                 "demotion": ["demotion"], "exercises": lab_exercises()}
 FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
 

@@ -21,7 +21,7 @@ import pytest
 
 from lab import kernel_build, lab_checks
 from lab import lab as labmod
-from lab.ab import save_reports
+from lab.ab import lab_exercises, save_reports
 from conftest import SELECTED, has, lab_variants, prebuild_running
 from lab_boots import POOL, Boot
 from lab.lab_checks import checks
@@ -103,7 +103,7 @@ for _variant in VARIANTS:
 # that the CI's A/B is never taken beside a compiler or another guest; the
 # reports record the host's conditions, and test_base_against_nt_v3_... holds
 # them quiet. The memmap tests read these boots.
-AB_SCENARIOS = [*MEMMAP, "demotion"]
+AB_SCENARIOS = [*MEMMAP, "demotion", *lab_exercises()]
 AB = [v for v in ("base", "nt-v3") if v in VARIANTS]
 
 
@@ -338,6 +338,23 @@ def test_the_suites_kernel_fact_tests_pass_inside_the_guest(variant):
     _kernel, lab = booted(variant)
     r = lab.json("kernel_facts_tests")
     assert r["rc"] == 0 and " passed" in r["stdout"] and "failed" not in r["stdout"], r
+
+
+@pytest.mark.parametrize("variant", ["base", "nt-v3"])
+def test_each_probe_the_lab_exercises_agrees_with_the_kernels_count(variant):
+    """Every probe whose exercise the lab runs (Exercise.lab), exercised in
+    the A/B boot: attached by fentry, its count equal to the kernel's own,
+    each call recorded with its latency."""
+    _kernel, lab = booted(variant, ab=True)
+    assert lab_exercises(), "no probe declares a lab exercise"
+    for scenario in lab_exercises():
+        report = lab.json(scenario)["report"]
+        name = scenario.removeprefix("exercise_")
+        check = checks(report)[f"probe.{name}"]
+        ev = check["evidence"]
+        assert check["status"] == "pass", (scenario, check["summary"])
+        assert ev["via"] == "fentry" and ev["agrees"] is True and ev["seen"] == ev["expected"] > 0, ev
+        assert len(ev["calls"]) >= 2 and all(c["latency_ns"] > 0 for c in ev["calls"]), ev["calls"]
 
 
 def test_base_against_nt_v3_as_a_user_gets_it():

@@ -65,3 +65,50 @@ def test_the_scan_finds_a_planted_name_and_honours_the_mark(tmp_path):
         "words = 'copy the migrate rows'\n")
     found = scan([tmp_path], set(PROBES))
     assert sorted(f.split(": ", 1)[1] for f in found) == ["'copy.rows'", "'migrate,memmap'", "'reclaim'"], found
+
+
+# -- no probe imported by name outside tracer/probes --------------------------------
+PRODUCT = ("tracer", "exporters", "lab", "benchmarks", "tools")
+
+
+def probe_imports(path: Path) -> list[str]:
+    """'path:line: what' for each import of a probe's module or class (the
+    modules and classes of PROBES) in one file."""
+    modules = {p.__module__ for p in PROBES.values()}
+    classes = {p.__name__ for p in PROBES.values()}
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = {a.name for a in node.names}
+            if node.module in modules or (node.module == "nttrace.probes" and names & classes):
+                out.append(f"{path.relative_to(REPO)}:{node.lineno}: from {node.module} import {', '.join(sorted(names))}")
+            elif node.module == "nttrace.probes" and names & {m.rsplit('.', 1)[1] for m in modules}:
+                out.append(f"{path.relative_to(REPO)}:{node.lineno}: a probe module from nttrace.probes")
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in modules:
+                    out.append(f"{path.relative_to(REPO)}:{node.lineno}: import {a.name}")
+    return out
+
+
+def test_no_module_outside_the_probes_imports_a_probe_by_name():
+    """validate, bench, the daemon, the exporters, the lab and the benchmark
+    scripts find a probe through the registry (PROBES, DEFAULT, by_role(),
+    the class's declarations), so a probe is its own files (tests may import
+    the probe they test)."""
+    found = []
+    for root in PRODUCT:
+        for path in sorted((REPO / root).rglob("*.py")) if (REPO / root).is_dir() else []:
+            if OWN not in path.parents:
+                found += probe_imports(path)
+    assert not found, "probes imported by name outside tracer/probes/:\n" + "\n".join(found)
+
+
+def test_the_import_scan_finds_a_planted_import(tmp_path):
+    planted = REPO / "tracer" / "validate" / "_planted_for_the_scan.py"
+    try:
+        planted.write_text("from nttrace.probes.copy import CopyProbe\nimport nttrace.probes.memmap\n"  # not a probe: planted
+                           "from nttrace.probes import ReclaimProbe, by_role\n")
+        assert len(probe_imports(planted)) == 3
+    finally:
+        planted.unlink()

@@ -20,6 +20,16 @@ DEFAULT = (MigrateProbe.name,)
 DEMOTION_WATCH = (MigrateProbe, ReclaimProbe, CopyProbe)
 
 
+def by_role(role: str):
+    """The probe class that observes `role` ("migrations", "page copies",
+    "memmap init", ...): how code outside this package finds a probe it needs,
+    never by its module or class name (tests/test_probe_names.py holds it)."""
+    found = [p for p in PROBES.values() if p.role == role]
+    if len(found) != 1:
+        raise LookupError(f"{len(found)} probes observe {role!r} (roles: {', '.join(p.role for p in PROBES.values())})")
+    return found[0]
+
+
 def demotion_probes(caps) -> list[str]:
     """DEMOTION_WATCH's names, less the probes of kernel functions where
     neither fentry nor kprobes can attach."""

@@ -54,6 +54,7 @@ MEMCG_RECLAIM = Exercise(
 
 class ReclaimProbe(TracepointProbe):
     name = "reclaim"
+    role = "reclaim episodes"
     source = SOURCE
     programs = ATTACHMENTS
     exercise = MEMCG_RECLAIM
