@@ -208,6 +208,14 @@ def trace_start():
         out["rebound"] = "namespace0.0"
     out["compaction"] = triggers.compaction(scratch_mib=64)
     out["memcg_reclaim"] = triggers.memcg_reclaim(scratch_mib=32)
+    # each probe's lab exercise (Exercise.lab): its work in the recording too
+    out["exercises"] = {}
+    for name, p in PROBES.items():
+        if p.exercise is not None and p.exercise.lab:
+            try:
+                out["exercises"][name] = p.exercise.run()
+            except Exception as exc:  # noqa: BLE001 - recorded, the trace goes on
+                out["exercises"][name] = {"error": str(exc)}
     return out
 
 
