@@ -257,11 +257,11 @@ def render_markdown(t: dict, meta: dict) -> str:
                          f"{_seed_cell(s['seeds'], r['step'])} |")
         total = s["total_pct"]
         lines += ["", f"Whole series (base to the last step measured): {total:+.1f}%." if total is not None else "", ""]
-    notes = sorted({c for s in t["subjects"].values() for r in s["rows"] for c in r.get("cannot") or []})
-    cannot_steps = sorted({r["step"] for s in t["subjects"].values() for r in s["rows"] if r.get("cannot")})
-    lines += ["What the lab cannot attribute:", ""]
-    lines += [f"- step {', '.join(st for st in cannot_steps if any(c == n for s in t['subjects'].values() for r in s['rows'] if r['step'] == st for c in r.get('cannot') or []))}: {n}"
-              for n in notes]
+    cannot: dict[str, list[str]] = {}
+    for r in next(iter(t["subjects"].values()), {"rows": []})["rows"]:
+        for note in r.get("cannot") or []:
+            cannot.setdefault(note, []).append(r["step"])
+    lines += ["What the lab cannot attribute:", ""] + [f"- step {', '.join(st)}: {note}" for note, st in cannot.items()]
     lines += ["", f"_Per scenario the step-to-step changes are one family: each tested at alpha 0.05/"
               f"{len([r for r in next(iter(t['subjects'].values()))['rows'] if r['step'] != 'base'])} = "
               f"{t['alpha_per_step']:.3g} (Bonferroni), exact Mann-Whitney U across boots with the Hodges-Lehmann "

@@ -59,6 +59,11 @@ NT_FSDAX = str(RECORDED / "nt-v3-7.2" / "memmap_fsdax.report.json")
                 [NT_FSDAX]),
      "machine kind 'bare-metal'"),
     ("a side without the figure", lambda t: ([BASE_DEMOTION], [NT_FSDAX]), "has no run of"),
+    ("two lab kernel builds on one side (steps of a series mixed)",
+     lambda t: ([_edited(t, BASE_FSDAX, "s1.json", lambda d: d.update(lab_kernel={"variant": "v8-to-3", "key": "a"})),
+                 _edited(t, BASE_FSDAX, "s2.json", lambda d: d.update(lab_kernel={"variant": "v8-to-4", "key": "b"}))],
+                [NT_FSDAX]),
+     "kernel build 'v8-to-4 (b)'"),
 ])
 def test_bad_sides_are_one_line_exit_2_and_write_nothing(tmp_path, what, make, message):
     base, cur = make(tmp_path)
