@@ -249,9 +249,12 @@ def condition_warnings(base: dict | None, cur: dict | None) -> list[str]:
                 out.append(f"warning: {name} side measured on a host that was not quiet in {bad} of {s['windows']} "
                            f"runs ({beside}): its timings include that load")
     if base and cur:
-        if set(base["states"]) != set(cur["states"]) or base["busy_beside"] != cur["busy_beside"]:
-            out.append("warning: the sides were measured under different host conditions: the change includes "
-                       "that difference")
+        icount = all("icount" in a for s in (base, cur) for a in s["accelerators"]) and \
+            base["accelerators"] and cur["accelerators"]
+        if set(base["states"]) != set(cur["states"]) and not icount:
+            out.append(f"warning: the sides were measured under different host conditions "
+                       f"({', '.join(base['states'])} | {', '.join(cur['states'])}): the change includes that "
+                       "difference")
         if base["accelerators"] != cur["accelerators"]:
             out.append(f"warning: the sides ran under different accelerators ({', '.join(base['accelerators'])} | "
                        f"{', '.join(cur['accelerators'])}): not comparable")
@@ -304,7 +307,7 @@ def _change(r: dict) -> str:
     if numeric and r["metric"].endswith("_pct"):     # a share: the change in points
         return f"{r['current'] - r['baseline']:+.1f} pts"
     if r["delta_pct"] is not None:
-        return f"{r['delta_pct']:+.1f}%"
+        return f"{_pct(r['delta_pct'])}%"
     if r["baseline"] == r["current"]:
         return "same"
     if isinstance(r["current"], str) or isinstance(r["baseline"], str):
@@ -312,8 +315,15 @@ def _change(r: dict) -> str:
     return "n/a"
 
 
+def _pct(x: float, sign: bool = True) -> str:
+    """A percent to one decimal, or to two significant digits below 0.1
+    (the lab's icount A/A differs by thousandths of a percent)."""
+    f = ("+" if sign else "") + (".1f" if abs(x) >= 0.1 or x == 0 else ".2g")
+    return f"{x:{f}}"
+
+
 def _ci(ci) -> str:
-    return f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else ""
+    return f" [{_pct(ci[0])}, {_pct(ci[1])}]" if ci else ""
 
 
 def verdict(r: dict) -> str:
@@ -340,7 +350,7 @@ def _side(r: dict, side: str) -> str:
     if not st:
         return _fmt(r[side])
     d = st["base" if side == "baseline" else "current"]
-    cov = f" ±{d['cov_pct']:.1f}%" if d.get("cov_pct") is not None else ""
+    cov = f" ±{_pct(d['cov_pct'], sign=False)}%" if d.get("cov_pct") is not None else ""
     return _fmt(d["median"]) + cov
 
 
@@ -360,7 +370,7 @@ def _detectable(r: dict) -> str:
     st = r.get("stats")
     if not st or st["role"] == "descriptive" or st["base"]["n"] < 2 or st["current"]["n"] < 2:
         return "-"
-    return f"±{st['detectable_pct']:.1f}%" if st.get("detectable_pct") is not None else "none"
+    return f"±{_pct(st['detectable_pct'], sign=False)}%" if st.get("detectable_pct") is not None else "none"
 
 
 def _role(r: dict) -> str:
