@@ -372,9 +372,10 @@ def test_bench_overhead_interleaves_probes_and_none_and_detaches():
     """Each run is checked whole. Whether a compaction moves anything is the
     host's state, not the bench's: after many compactions a scratch mapping
     can land where the free scanner takes its targets, and then nothing below
-    it is left to move. Session 16's cold CI saw four compactions in a row
-    move 0 pages (and 704 to 70,791 pages by hand just after). So a run that
-    moved nothing is repeated, at most three runs, and one must move pages."""
+    it is left to move. The cold CI run of d95534d (2026-12-03, AMD EPYC
+    2-core VM) saw four compactions in a row move 0 pages (and 704 to 70,791
+    pages by hand just after). So a run that moved nothing is repeated, at
+    most three runs, and one must move pages."""
     moved = []
     for _attempt in range(3):
         moved.append(_bench_overhead_run_checked())
