@@ -64,23 +64,85 @@ def test_memmap_program_uses_btf_offsets_and_loads(meta, via):
         assert "KFUNC_PROBE(memmap_init_zone_device" in text and "NTTRACE_VIA_FENTRY 1" in text
 
 
-@pytest.mark.needs("root", "btf", "bcc")
+class KernelBtf:
+    """The running kernel's BTF as bpftool dumps it (`format raw`): the
+    kernel's own tool, not nttrace's reader, for the facts the programs'
+    defines must agree with."""
+
+    def __init__(self):
+        import re
+        import subprocess
+        out = subprocess.run(["bpftool", "btf", "dump", "file", "/sys/kernel/btf/vmlinux", "format", "raw"],
+                             capture_output=True, text=True, check=True, timeout=60).stdout
+        self.types: dict[int, tuple[str, str, str, list[tuple[str, str]]]] = {}
+        self.by_name: dict[tuple[str, str], int] = {}
+        for line in out.splitlines():
+            m = re.match(r"\[(\d+)\] (\w+) '([^']*)'(.*)", line)
+            if m:
+                tid, kind, name, rest = int(m[1]), m[2], m[3], m[4]
+                self.types[tid] = (kind, name, rest, [])
+                self.by_name.setdefault((kind, name), tid)
+            elif line.startswith("\t'"):
+                name, rest = re.match(r"\t'([^']*)'(.*)", line).groups()
+                self.types[tid][3].append((name, rest))
+
+    @staticmethod
+    def _attr(rest: str, key: str) -> int:
+        import re
+        return int(re.search(rf"\b{key}=(-?\d+)", rest)[1])
+
+    def enum_value(self, enum: str, member: str) -> int:
+        return next(self._attr(r, "val") for n, r in self.types[self.by_name[("ENUM", enum)]][3] if n == member)
+
+    def member_offset(self, struct: str, member: str) -> int:
+        """Byte offset of `member` in `struct`, through its anonymous unions and structs."""
+        todo = [(self.by_name[("STRUCT", struct)], 0)]
+        while todo:
+            tid, base = todo.pop()
+            for name, rest in self.types[tid][3]:
+                bits = base + self._attr(rest, "bits_offset")
+                if name == member:
+                    return bits // 8
+                if name == "(anon)":
+                    todo.append((self._attr(rest, "type_id"), bits))
+        raise KeyError(member)
+
+    def params(self, func: str) -> list[tuple[str, str]]:
+        """(name, the struct its pointer points at, or its kind) of each parameter."""
+        proto = self._attr(self.types[self.by_name[("FUNC", func)]][2], "type_id")
+        out = []
+        for name, rest in self.types[proto][3]:
+            tid, pointer = self._attr(rest, "type_id"), False
+            while self.types[tid][0] in ("PTR", "CONST", "VOLATILE", "TYPEDEF", "RESTRICT"):
+                pointer |= self.types[tid][0] == "PTR"
+                tid = self._attr(self.types[tid][2], "type_id")
+            kind, tname = self.types[tid][:2]
+            out.append((name, f"struct {tname} *" if pointer and kind == "STRUCT" else kind))
+        return out
+
+
+@pytest.mark.needs("root", "btf", "bcc", "bpftool")
 def test_copy_program_reads_folio_order_from_btf(meta):
     import re
     from nttrace.probes import copy
+    btf = KernelBtf()
     caps = with_kprobes(capabilities.report())
     p = CopyProbe(meta, caps)
     # the routines this kernel has, by its own symbol table (an NT kernel adds folio_mc_copy_nt)
     kallsyms = Path("/proc/kallsyms").read_text()
-    expected = [r for r in copy.ROUTINES if re.search(rf" {r[0]}$", kallsyms, re.M)]
-    assert p.present == expected and expected
+    expected = [r[0] for r in copy.ROUTINES if re.search(rf" {r[0]}$", kallsyms, re.M)]
+    assert [sym for sym, _kind, _nt in p.present] == expected and expected
     p.via = "kprobe"
     d = p.defines()
-    assert d["NTTRACE_PG_HEAD"] >= 0 and d["NTTRACE_FOLIO_FLAGS"] == 0
-    assert d["NTTRACE_COPY_ROUTINES"] == " ".join(
-        f"COPY_{kind}_KPROBE({i}, {sym})" for i, (sym, kind, _nt) in enumerate(expected))
+    assert d["NTTRACE_PG_HEAD"] == btf.enum_value("pageflags", "PG_head")
+    assert d["NTTRACE_FOLIO_FLAGS"] == btf.member_offset("folio", "flags")
+    # one kprobe program a routine, in order, copying what the kernel's own declaration passes it
+    routines = re.findall(r"COPY_(FOLIO|PAGE)_KPROBE\((\d+), (\w+)\)", d["NTTRACE_COPY_ROUTINES"])
+    assert [(int(i), sym) for _kind, i, sym in routines] == list(enumerate(expected))
+    for kind, _i, sym in routines:
+        assert btf.params(sym)[0][1] == f"struct {kind.lower()} *", (sym, btf.params(sym))
     p.load()
-    for sym, _kind, _nt in expected:
+    for sym in expected:
         assert p.bpf.load_func(f"nttrace_copy_{sym}", p.bpf.KPROBE).fd > 0
     p.detach()
 
@@ -169,14 +231,15 @@ def test_unknown_probe_is_a_usage_error():
     assert "bogus" in one_line_error(proc)
 
 
-@pytest.mark.needs("root", "btf", "bcc")
+@pytest.mark.needs("root", "btf", "bcc", "bpftool")
 def test_migrate_fn_program_takes_argument_positions_from_btf(meta):
-    from nttrace.kernel.btf import Btf
     from nttrace.probes.migrate_fn import MigrateFunctionProbe
     caps = with_kprobes(capabilities.report())
     caps["ksym:migrate_pages"] = Capability(True, "assumed")
     p = MigrateFunctionProbe(meta, caps)
-    params = Btf.from_file("/sys/kernel/btf/vmlinux").func_params("migrate_pages")
+    # the kernel's declaration of migrate_pages() as bpftool reads it: where mode and reason are passed
+    params = [name for name, _type in KernelBtf().params("migrate_pages")]
+    assert "mode" in params and "reason" in params
     assert p.availability().ok
     p.via = "kprobe"
     d = p.defines()
@@ -192,22 +255,45 @@ def test_migrate_fn_program_takes_argument_positions_from_btf(meta):
     assert "#define NTTRACE_FN_PARAMS " + ", ".join(f"u64 {x}" for x in params) in text
 
 
+def _fingerprint(probe) -> dict[str, str]:
+    """Each attribute of a probe by value (JSON) where it has one, else by identity."""
+    import json
+    out = {}
+    for k, v in vars(probe).items():
+        try:
+            out[k] = json.dumps(v, sort_keys=True)
+        except (TypeError, ValueError):
+            out[k] = f"object {id(v)}"
+    return out
+
+
 @pytest.mark.needs("btf", "tracepoint")
-def test_each_probe_hands_over_exactly_the_state_it_declares(meta):
-    """The loader sends each probe's declared handover attributes, nothing
-    implicit: every declared name is carried (as JSON), an undeclared one is
-    refused on the daemon's side."""
+def test_each_probe_hands_over_what_its_loader_side_computed(meta):
+    """The loader works a probe out (its availability, how it attaches, its
+    program's defines) and hands it over; the daemon's copy never does. So
+    every attribute that working-out changes must be declared in `handover`,
+    and a copy restored from the state as the socket carries it (JSON) must
+    answer as the loader's probe does: its notes, its fallback note, and how
+    it reaches each kernel function. Every probe, traced all together."""
     import json
     from nttrace.probes import PROBES
     caps = with_kprobes(capabilities.report(live_probes=False))
+    names = list(PROBES)
     for name, cls in PROBES.items():
-        probe = cls(meta, caps, cls.options_for([name], False))
-        state = probe.state()
-        assert list(state) == list(cls.handover), name
-        json.dumps(state)
-        twin = cls(meta, caps, cls.options_for([name], False))
-        twin.restore(json.loads(json.dumps(state)))
-        assert all(getattr(twin, k) == json.loads(json.dumps(v)) for k, v in state.items()), name
+        probe = cls(meta, caps, cls.options_for(names, False))
+        before = _fingerprint(probe)
+        av = probe.availability()
+        probe.via = av.attach_via
+        probe.defines()
+        after = _fingerprint(probe)
+        computed = {k for k in after if before.get(k) != after[k]}
+        assert computed <= set(cls.handover), f"{name} computes {sorted(computed - set(cls.handover))} on the " \
+                                             "loader's side but does not hand it over"
+        twin = cls(meta, caps, cls.options_for(names, False))
+        twin.restore(json.loads(json.dumps(probe.state())))
+        assert {k: after[k] for k in computed} == {k: _fingerprint(twin)[k] for k in computed}, name
+        assert twin.notes() == probe.notes() and twin.fallback_note() == probe.fallback_note(), name
+        assert [twin.by_kprobe(f) for f in cls.functions] == [probe.by_kprobe(f) for f in cls.functions], name
         with pytest.raises(ValueError, match="undeclared"):
             twin.restore({"bpf": None})
     # a declared attribute JSON cannot carry is said at once
