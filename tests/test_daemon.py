@@ -291,13 +291,17 @@ def test_reloads_under_scrape_load_never_fail_a_scrape(daemon):
     assert results["failed"] == [], (len(results["failed"]), results["failed"][:5])
     assert results["ok"] > 100 and reloads >= 25
     assert "scrape failed" not in d.read_log()
-    # let the last reload finish (a bcc compile cannot be interrupted), then stop
+    # the last reload takes effect: the daemon settles on the last config's probes
+    # (a bcc compile cannot be interrupted), then stops
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    while True:
         log = d.read_log()
         time.sleep(2)
-        if set(json.loads(d.get("/healthz")[1])["probes"]) == set(probes) and d.read_log() == log:
+        serving = set(json.loads(d.get("/healthz")[1])["probes"])
+        if serving == set(probes) and d.read_log() == log:
             break
+        assert time.monotonic() < deadline, f"serving {sorted(serving)} 60 s after the last reload asked for " \
+                                            f"{sorted(probes)}:\n{d.read_log()[-2000:]}"
     assert d.stop(signal.SIGTERM) < 2.0 and d.proc.returncode == 0
     assert programs_left(before) == set()
 
@@ -433,6 +437,20 @@ def _prom_query(port: int, path: str, **params) -> list:
     return body["data"]["result"]
 
 
+def _scraped_after(port: int, job: str, when: float, timeout: float = 30) -> None:
+    """Until Prometheus has scraped `job` after the wall time `when`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            last = _prom_query(port, "query", query=f'timestamp(up{{job="{job}"}})')
+            if last and float(last[0]["value"][1]) > when:
+                return
+        except OSError:
+            pass        # not listening yet
+        time.sleep(0.2)
+    raise AssertionError(f"Prometheus did not scrape {job} within {timeout} s")
+
+
 @pytest.mark.needs(*LIVE, "prometheus")
 def test_histograms_keep_one_le_set_and_prometheus_quantiles_agree(daemon, tmp_path):
     """A real Prometheus scrapes the daemon across compactions: every series
@@ -444,18 +462,24 @@ def test_histograms_keep_one_le_set_and_prometheus_quantiles_agree(daemon, tmp_p
     prom, prom_port = start_prometheus(tmp_path, d.port)
     try:
         t0 = time.time()
-        for _ in range(3):       # the bucket counts change between scrapes
+        for _ in range(3):       # each compaction scraped before the next: the bucket counts change between scrapes
             triggers.compaction()
-            time.sleep(2.5)
-        series = 'nttrace_migrate_duration_seconds_bucket{mode="MIGRATE_SYNC",reason="MR_COMPACTION"}'
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not _prom_query(prom_port, "query", query=series):
-            time.sleep(0.5)
+            _scraped_after(prom_port, "nttrace", time.time())
         t1 = time.time()
+        series = 'nttrace_migrate_duration_seconds_bucket{mode="MIGRATE_SYNC",reason="MR_COMPACTION"}'
+        counts = _prom_query(prom_port, "query_range", query=f'sum({series.replace("_bucket", "_count")})',
+                             start=t0, end=t1, step="1s")
+        assert counts and len({v for _ts, v in counts[0]["values"]}) > 1, "no scrape saw the counts change"
         lo, hi = histogram.LATENCY_SLOTS
-        expected = [histogram.cumulative({}, 1e9)[i][0] for i in range(hi - lo + 1)] + [float("inf")]
-        # every histogram series, every scrape: the whole layout
-        for metric in ("nttrace_migrate_duration_seconds_bucket",):
+        # the layout the module promises: log2 slots' inclusive upper bounds, 2**(slot+1) - 1 ns, doubling from
+        # 2.047 us to 68.7 s, then +Inf
+        expected = [(2 ** (slot + 1) - 1) / 1e9 for slot in range(lo, hi + 1)] + [float("inf")]
+        assert expected[0] == 2.047e-6 and round(expected[-2], 1) == 68.7
+        # every histogram the daemon exports, every series, every scrape: the whole layout
+        metrics = {r["metric"]["__name__"] for r in _prom_query(prom_port, "query", time=t1,
+                                                                 query='{__name__=~"nttrace_.+_bucket"}')}
+        assert "nttrace_migrate_duration_seconds_bucket" in metrics, metrics
+        for metric in sorted(metrics):
             rows = _prom_query(prom_port, "query_range", query=metric, start=t0, end=t1, step="1s")
             assert rows
             les_at: dict = {}

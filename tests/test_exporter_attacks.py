@@ -37,6 +37,43 @@ def threads_and_fds(pid: int) -> tuple[int, int]:
     return threads, len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def held_connections(pid: int) -> int:
+    """The process's descriptors that hold a TCP connection: its sockets that
+    are neither a listener nor a Unix, netlink or UDP socket. (A connection
+    closed on both sides leaves /proc/net/tcp, but its socket lives on until
+    the descriptor is closed, so the sockets are counted from the descriptors.)"""
+    sockets = set()
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            link = os.readlink(f"/proc/{pid}/fd/{fd}")
+        except FileNotFoundError:
+            continue        # closed meanwhile
+        if link.startswith("socket:["):
+            sockets.add(link[8:-1])
+    other = set()
+    for table, inode_at, listening in (("tcp", 9, "0A"), ("tcp6", 9, "0A"), ("udp", 9, None), ("udp6", 9, None),
+                                       ("unix", 6, None), ("netlink", 9, None)):
+        for line in Path(f"/proc/net/{table}").read_text().splitlines()[1:]:
+            fields = line.split()
+            if len(fields) > inode_at and (listening is None or fields[3] == listening):
+                other.add(fields[inode_at])
+    return len(sockets - other)
+
+
+def quiet_threads_and_fds(pid: int, timeout: float = HEADER_TIMEOUT_S + 5) -> tuple[int, int]:
+    """The daemon's threads and descriptors with no client connection left:
+    each connection holds a thread and a descriptor until it ends, so the
+    figures are read once none is held and two readings 0.2 s apart agree."""
+    last, deadline = None, time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        now = threads_and_fds(pid)
+        if held_connections(pid) == 0 and now == last:
+            return now
+        last = now
+        time.sleep(0.2)
+    raise AssertionError(f"the daemon still held {held_connections(pid)} connection(s) after {timeout} s")
+
+
 @pytest.fixture(scope="module")
 def guarded(tmp_path_factory):
     """A daemon serving TLS with RequireAndVerifyClientCert and a bcrypt user."""
@@ -210,8 +247,7 @@ def _query(prom_port: int, q: str, **extra) -> list:
 def test_200_idle_connections_and_a_slowloris_do_not_block_prometheus_and_leak_nothing(guarded, tmp_path):
     pid = guarded.proc.pid
     assert guarded.get("/healthz")[0] == 200
-    time.sleep(0.5)
-    base_threads, base_fds = threads_and_fds(pid)
+    base_threads, base_fds = quiet_threads_and_fds(pid)
     prom, prom_port = promserver.start(tmp_path, _prom_job(guarded), timeout="900ms")
     idle, trickle = [], None
     try:
@@ -261,11 +297,8 @@ def test_200_idle_connections_and_a_slowloris_do_not_block_prometheus_and_leak_n
             trickle.close()
         prom.terminate()
         prom.wait(timeout=10)
-    # nothing leaked: back to the threads and descriptors of before
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and threads_and_fds(pid) > (base_threads, base_fds):
-        time.sleep(0.2)
-    threads, fds = threads_and_fds(pid)
+    # nothing leaked: with every connection gone, back to the threads and descriptors of before
+    threads, fds = quiet_threads_and_fds(pid)
     assert threads <= base_threads and fds <= base_fds, ((threads, fds), (base_threads, base_fds))
     assert guarded.proc.poll() is None and guarded.get("/healthz")[0] == 200
     assert "Traceback" not in guarded.read_log()
