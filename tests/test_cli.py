@@ -1,10 +1,10 @@
 """The command line: help, version, exit codes and one-line errors."""
-import os
 import subprocess
 
 import pytest
 
 from conftest import one_line_error, run_nttrace
+from unprivileged import DROP, staged_nttrace
 
 
 def test_version_and_help():
@@ -61,13 +61,10 @@ def test_list_prints_the_catalog():
 
 @pytest.mark.needs("root", "setpriv")
 def test_unprivileged_validate_is_exit_3_and_names_the_capability():
-    # Drop to nobody with an empty capability set.
-    exe = os.path.join(os.path.dirname(os.sys.executable), "nttrace")
-    proc = subprocess.run(
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all",
-         "--bounding-set=-all", exe, "validate", "--quick"],
-        capture_output=True, text=True, timeout=60,
-    )
+    # Drop to nobody with an empty capability set, running nttrace from where nobody can reach it.
+    with staged_nttrace() as staged:
+        proc = subprocess.run([*DROP, *staged.argv, "validate", "--quick"], env=staged.env, cwd=staged.cwd,
+                              capture_output=True, text=True, timeout=60)
     assert proc.returncode == 3, proc.stderr
     line = one_line_error(proc)
     assert "CAP_BPF" in line and "CAP_PERFMON" in line

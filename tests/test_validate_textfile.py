@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import nttrace
 import promserver
 from conftest import one_line_error, run_nttrace
+from unprivileged import DROP, staged_nttrace
 from nttrace.validate import textfile
 from nttrace.daemon.process import NTTRACE, free_port
 
@@ -115,8 +116,9 @@ def test_a_run_without_privilege_writes_its_exit_code_and_no_checks():
     d = Path(tempfile.mkdtemp(prefix="nttrace-textfile-"))   # pytest's own tmp is root-only
     try:
         d.chmod(0o777)
-        proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", NTTRACE, "validate",
-                               "--quick", "--textfile-dir", str(d)], capture_output=True, text=True, timeout=300)
+        with staged_nttrace() as staged:     # run from where nobody can reach it, whatever the clone's path
+            proc = subprocess.run([*DROP, *staged.argv, "validate", "--quick", "--textfile-dir", str(d)],
+                                  env=staged.env, cwd=staged.cwd, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 3, proc.stderr
         fams = families(d / textfile.FILENAME)
         assert fams["nttrace_validate_last_run_exit_code"].samples[0].value == 3
