@@ -49,14 +49,20 @@ def test_check_pattern_matching_nothing_is_exit_2():
 
 
 def test_list_prints_the_catalog():
+    """One line per registered check, in the catalog's order: its id, its
+    title, quick or slow and what it changes on the system; every id is one
+    that --check selects alone."""
+    from nttrace.validate import checks
     proc = run_nttrace("validate", "--list")
-    assert proc.returncode == 0
-    ids = [line.split()[0] for line in proc.stdout.splitlines()]
-    for expected in ("env.core", "native.correctness", "native.nt_benefit", "kernel.nt_support",
-                     "kernel.migrate_observed", "kernel.demotion_nt", "kernel.memmap_latency",
-                     "perf.llc", "perf.device_reads"):
-        assert expected in ids
-    assert len(ids) == len(set(ids))
+    assert proc.returncode == 0 and proc.stderr == ""
+    lines = proc.stdout.splitlines()
+    catalog = checks.select(None, quick=False)      # every family's registrations
+    assert len(catalog) >= 4 and len(lines) == len(catalog), (len(lines), [c.id for c in catalog])
+    for line, c in zip(lines, catalog):
+        cid, rest = line.split(None, 1)
+        flags = ("quick" if c.quick else "slow") + (f", changes system state: {c.triggers}" if c.triggers else "")
+        assert (cid, rest) == (c.id, f"{c.title} [{flags}]")
+        assert [s.id for s in checks.select([cid], quick=False)] == [cid]
 
 
 @pytest.mark.needs("root", "setpriv")

@@ -8,11 +8,23 @@ import pytest
 from conftest import live_nt_revision, live_tracepoint_tables, one_line_error, run_nttrace
 from nttrace.probes.copy import CopyProbe
 
-CAP_KEYS = {"btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "tracepoint:migrate:mm_migrate_pages",
-            "tracepoint:page_ref:page_ref_set", "kprobe", "fentry", "uprobe", "bcc", "ksym:memmap_init_zone_device",
-            "ksym:migrate_pages", "ksym:folio_mc_copy", "ksym:folio_mc_copy_nt", "ksym:copy_mc_page_nt",
-            "perf:software", "perf:hardware", "perf:uncore", "numa:tiers", "pmem", "cap:bpf", "cap:perfmon",
-            "cap:sys_admin"}
+def relied_on(report: dict) -> dict[str, str]:
+    """The capabilities something relies on, each with what: every probe's
+    tracepoints and kernel functions (its contract), what env.core's evidence
+    lists, and the one each other env check is about (its title in --list
+    starts with it)."""
+    from nttrace.probes import PROBES
+    out = {}
+    for name, cls in PROBES.items():
+        out.update({f"tracepoint:{s}:{e}": f"probe {name}" for s, e in cls.tracepoints})
+        out.update({f"ksym:{f}": f"probe {name}" for f in cls.functions})
+    by_id = {c["id"]: c for c in report["checks"]}
+    out.update({k: "env.core" for k in by_id["env.core"]["evidence"]})
+    for line in run_nttrace("validate", "--list", check=True).stdout.splitlines():
+        cid, key = line.split()[:2]
+        if cid.startswith("env.") and cid not in ("env.core", "env.kernel_metadata"):
+            out[key] = cid
+    return out
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +38,12 @@ def quick_report():
 def test_quick_json_shape_and_host_facts(quick_report):
     r = quick_report
     assert {"version", "capabilities", "kernel", "checks", "summary"} <= set(r)
-    assert CAP_KEYS <= set(r["capabilities"])
+    needed = relied_on(r)
+    assert {k: w for k, w in needed.items() if k not in r["capabilities"]} == {}
+    by_id = {c["id"]: c for c in r["checks"]}
+    for key, who in needed.items():     # an env check's evidence is the report's own entry
+        if who.startswith("env.") and who != "env.core":
+            assert by_id[who]["evidence"] == r["capabilities"][key], who
     for cap in r["capabilities"].values():
         assert set(cap) == {"available", "detail"} and isinstance(cap["available"], bool) and cap["detail"]
     for key in ("btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "uprobe", "bcc", "perf:software"):
