@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 import nttrace
+from conftest import REPO
 
-REPO = Path(__file__).resolve().parents[1]
 LINT = str(Path(sys.executable).with_name("lint-imports"))
 
 

@@ -4,7 +4,7 @@ builds, base and nt-v3 with the seed series; where a recording kept the
 probes' raw maps, maps.json, the snapshot is decoded from those): the `trace` table, every
 probe's metrics, `validate`'s text and markdown, and the A/B of base against
 nt-v3. Regenerate a golden file only after reading the diff:
-NTTRACE_UPDATE_GOLDEN=1 pytest tests/test_golden_outputs.py"""
+NTTRACE_UPDATE_GOLDEN=1 pytest tests/unit/test_golden_outputs.py"""
 import io
 import json
 

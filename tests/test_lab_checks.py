@@ -5,13 +5,13 @@ change them. Runs on the host: no guest is booted."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
+from conftest import REPO
 from lab import lab_checks
 
-RECORDED = Path(__file__).resolve().parents[1] / "benchmarks" / "lab-kernels-2026-12-01"
+RECORDED = REPO / "benchmarks" / "lab-kernels-2026-12-01"
 RUNS = [("base", "fsdax", "FS_DAX", 0), ("base", "devdax", "GENERIC", 9),
         ("nt-v3", "fsdax", "FS_DAX", 0), ("nt-v3", "devdax", "GENERIC", 9)]
 

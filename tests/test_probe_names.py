@@ -8,9 +8,9 @@ says so on its line with `# not a probe: <what it is>`."""
 import ast
 from pathlib import Path
 
+from conftest import REPO
 from nttrace.probes import PROBES
 
-REPO = Path(__file__).resolve().parents[1]
 # the code that could name a probe: the package (its probes aside), the
 # exporters, the lab, the benchmarks' renderer, the tools, and the tests
 ROOTS = ("tracer", "exporters", "lab", "benchmarks", "tools", "tests")
