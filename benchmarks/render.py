@@ -4,7 +4,7 @@ script: each block between
     <!-- generated: NAME -->  ...  <!-- end generated: NAME -->
 
 is rewritten from the raw file(s) BLOCKS names, so a figure in those tables
-is the figure in its raw file. tests/test_benchmarks_doc.py fails when the
+is the figure in its raw file. tests/unit/test_benchmarks_doc.py fails when the
 document and its raw data disagree.
 
     python3 benchmarks/render.py           # rewrite BENCHMARKS.md's generated blocks
@@ -465,7 +465,7 @@ BLOCKS = {
                           "cached-epyc-d1bcfc8": "ci-cached-epyc-vm-2026-12-02-d1bcfc8.json",
                           "cached-epyc-70873f5": "ci-cached-epyc-vm-2026-12-02-70873f5.json",
                           "slowest": "ci-cached-epyc-vm-2026-12-02-1f44afc.json"}),
-    # the A/B of the recorded base and nt-v3 boots, as tests/test_golden_outputs.py holds it to them
+    # the A/B of the recorded base and nt-v3 boots, as tests/unit/test_golden_outputs.py holds it to them
     "ab-one-boot": (text_file, ["tests/fixtures/golden/ab-base-nt-v3.md"]),
     "lab-ab-runs": (lab_ab_runs, AB_RUNS),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
