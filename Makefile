@@ -1,12 +1,15 @@
 # nttrace: setup, tests and validation. Run as root (bcc and perf need it).
 #   make setup     install system packages, prepare the host, build .venv
-#   make test      setup, then run the test suite
+#   make test      setup, then run the test suite: tests/unit, tests/live, tests/lab
+#   make test-unit the unit tests alone (no root, no kernel, no guest): under a minute
+#   make test-live setup, then the tests that need root on this host
+#   make test-lab  setup, then the lab's guests and their kernels
 #   make validate  setup, then run `nttrace validate`
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages tracefs kernel-headers venv install test validate clean
+.PHONY: setup system-packages tracefs kernel-headers venv install test test-unit test-live test-lab validate clean
 
 setup: system-packages tracefs kernel-headers install
 
@@ -33,6 +36,16 @@ install: venv
 
 test: setup
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# install, not setup: the unit room needs no system package step, no root
+test-unit: install
+	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
+
+test-live: setup
+	$(VENV)/bin/pytest tests/live $(PYTEST_ARGS)
+
+test-lab: setup
+	$(VENV)/bin/pytest tests/lab $(PYTEST_ARGS)
 
 validate: setup
 	$(VENV)/bin/nttrace validate

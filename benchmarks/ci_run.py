@@ -1,8 +1,8 @@
 """Time CI as CI runs it: `bash .ci/run` on a fresh clone of HEAD, and
 write what it took to a raw file for BENCHMARKS.md.
 
-    python3 benchmarks/ci_run.py --cold --json benchmarks/ci-cold-DATE.json
-    python3 benchmarks/ci_run.py --json benchmarks/ci-cached-DATE.json
+    python3 benchmarks/ci_run.py --cold --json benchmarks/ci-cold-MACHINE-DATE-COMMIT.json
+    python3 benchmarks/ci_run.py --json benchmarks/ci-cached-MACHINE-DATE-COMMIT.json
 
 --cold empties the lab's caches first (kernels, the source package, the
 guest image, perf's binding: everything /var/cache/nttrace-* holds), so the

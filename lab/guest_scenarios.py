@@ -230,8 +230,9 @@ def trace_stop():
 def kernel_facts_tests():
     """The suite's kernel-metadata tests, run against this kernel: they take
     its facts (enum values, NT revision) from the kernel they run on."""
+    test = next(Path("/nttrace/tests").rglob("test_kernel_metadata.py"))    # whichever room of the suite holds it
     p = sh("/opt/venv/bin/python", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=",
-           "/nttrace/tests/test_kernel_metadata.py", timeout=600, check=False)
+           str(test), timeout=600, check=False)
     return {"rc": p.returncode, "stdout": p.stdout[-6000:], "stderr": p.stderr[-2000:]}
 
 

@@ -367,16 +367,11 @@ class KernelConfig:
 # -fno-var-tracking drops the variables' location lists (what
 # CONFIG_DEBUG_INFO_REDUCED does too, but that option also drops types and
 # Kconfig rules BTF out with it); -gno-statement-frontiers drops the line
-# table's statement marks (gcc adds them at -O2 -g). Neither changes a type:
-# lab.build_cost compares the BTF each config gives.
+# table's statement marks (gcc adds them at -O2 -g). Neither changes a type.
 NO_VAR_TRACKING = "-fno-var-tracking -fno-var-tracking-assignments"
 NO_STATEMENT_FRONTIERS = "-gno-statement-frontiers"
 LAB_CONFIG = KernelConfig("lab", "allnoconfig", (CONFIG_FRAGMENT,),
                           kcflags=f"{NO_VAR_TRACKING} {NO_STATEMENT_FRONTIERS}")
-# The config the lab used before (kept to measure what lab.config saves;
-# `python3 -m lab.build_cost`).
-DEFCONFIG_BASED = KernelConfig("defconfig-based", "x86_64_defconfig",
-                               ("kernel/configs/kvm_guest.config", HERE / "kernel" / "defconfig-based.config"))
 
 
 def configure(src: Path, build: Path, log: Path, variant: str, config: KernelConfig = LAB_CONFIG) -> None:
@@ -398,7 +393,7 @@ def configure(src: Path, build: Path, log: Path, variant: str, config: KernelCon
 
 
 def make_command(build: Path, config: KernelConfig, jobs: int = JOBS) -> list[str]:
-    """The build step proper: what `build` runs and what lab.build_cost times."""
+    """The build step proper: what `build` runs."""
     return ["make", f"-j{jobs}", f"O={build}", *([f"KCFLAGS={config.kcflags}"] if config.kcflags else []),
             "bzImage", "modules"]
 

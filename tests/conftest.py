@@ -139,8 +139,44 @@ _PREBUILD: subprocess.Popen | None = None
 SELECTED: set[str] = set()     # the session's test ids (what a lab test may prepare ahead for)
 
 
+# -- the suite's rooms ------------------------------------------------------------
+# tests/unit: no root, no kernel, seconds (`make test-unit`); tests/live: root
+# on this host; tests/lab: the QEMU guests and their kernels. A test filed in
+# a room it does not fit is a collection error that names it, so the unit
+# room never comes to need root or the kernel, nor to boot a guest.
+ROOMS = ("unit", "live", "lab")
+UNIT_NEEDS = {"browser", "openssl", "promtool", "systemd-analyze"}   # tools that run unprivileged
+
+
+def room_of(path: Path) -> str | None:
+    """The room a test file is in (None: a file outside the rooms)."""
+    try:
+        first = Path(path).resolve().relative_to(Path(__file__).resolve().parent).parts[0]
+    except (ValueError, IndexError):
+        return None
+    return first if first in ROOMS else None
+
+
+def misfiled(tests: list[tuple[str, str | None, set[str], bool]]) -> list[str]:
+    """'test id: why' for each (test id, room, capabilities it needs, lab
+    mark) that its room does not fit (a file outside the rooms: no opinion)."""
+    out = []
+    for nodeid, room, needs, lab in tests:
+        if lab and room in ("unit", "live"):
+            out.append(f"{nodeid}: boots a guest (marked lab) outside tests/lab")
+        elif room == "unit" and needs - UNIT_NEEDS:
+            out.append(f"{nodeid}: needs {', '.join(sorted(needs - UNIT_NEEDS))}, so it belongs in tests/live")
+    return out
+
+
 def pytest_collection_modifyitems(session, config, items):
-    """The lab's tests last: their guests boot while the rest run (tests/lab_boots.py)."""
+    """Each test in a room that fits it; the lab's tests last: their guests
+    boot while the rest run (tests/lab_boots.py)."""
+    wrong = misfiled([(item.nodeid, room_of(item.path), {c for m in item.iter_markers("needs") for c in m.args},
+                       item.get_closest_marker("lab") is not None) for item in items])
+    if wrong:
+        raise pytest.UsageError("tests filed in the wrong room (tests/unit, tests/live, tests/lab):\n"
+                                + "\n".join(wrong))
     items.sort(key=lambda item: item.get_closest_marker("lab") is not None)   # stable: order kept otherwise
 
 
@@ -163,7 +199,7 @@ def _start_prebuild(session) -> None:
     (kernel_build.CACHE / "logs").mkdir(parents=True, exist_ok=True)
     with open(kernel_build.CACHE / "logs" / "prebuild.log", "w") as log:
         _PREBUILD = subprocess.Popen(["nice", "-n", "19", sys.executable, "-m", "lab.kernel_build", *variants],
-                                     cwd=Path(__file__).resolve().parents[1], stdout=log, stderr=subprocess.STDOUT,
+                                     cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
 
 
@@ -186,6 +222,8 @@ def has(*caps: str) -> bool:
 def _start_lab_boots(session) -> None:
     if "lab_boots" not in sys.modules or session.config.option.collectonly:
         return      # no lab module collected
+    if not any(item.get_closest_marker("lab") for item in session.items):
+        return      # no lab test selected (make test-unit, -m "not lab"): no guest boots for nothing
     if not has("root", "qemu"):
         return      # the lab tests skip (or fail, where required) saying why
     from lab_boots import EARLY, POOL

@@ -1,7 +1,7 @@
 """Counting perf events: one adapter over the `perf` Python module.
 
 Newer builds of the binding (2025 on) can count: `evsel.read(cpu, thread)`,
-enabled and disabled through an `evlist` (tests/test_perf_binding.py runs
+enabled and disabled through an `evlist` (tests/live/test_perf_binding.py runs
 this path with the binding built from Linux 7.2's tools/perf). Debian 12's
 build can open events but not read them. The adapter uses the
 binding's counting API where it exists and otherwise opens the same

@@ -1,0 +1,252 @@
+"""nttrace validate end to end on this host, and --baseline."""
+import json
+from pathlib import Path
+import re
+
+import pytest
+
+from conftest import live_nt_revision, live_tracepoint_tables, one_line_error, run_nttrace
+from nttrace.probes.copy import CopyProbe
+
+def relied_on(report: dict) -> dict[str, str]:
+    """The capabilities something relies on, each with what: every probe's
+    tracepoints and kernel functions (its contract), what env.core's evidence
+    lists, and the one each other env check is about (its title in --list
+    starts with it)."""
+    from nttrace.probes import PROBES
+    out = {}
+    for name, cls in PROBES.items():
+        out.update({f"tracepoint:{s}:{e}": f"probe {name}" for s, e in cls.tracepoints})
+        out.update({f"ksym:{f}": f"probe {name}" for f in cls.functions})
+    by_id = {c["id"]: c for c in report["checks"]}
+    out.update({k: "env.core" for k in by_id["env.core"]["evidence"]})
+    for line in run_nttrace("validate", "--list", check=True).stdout.splitlines():
+        cid, key = line.split()[:2]
+        if cid.startswith("env.") and cid not in ("env.core", "env.kernel_metadata"):
+            out[key] = cid
+    return out
+
+
+@pytest.fixture(scope="module")
+def quick_report():
+    proc = run_nttrace("validate", "--quick", "--json", timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
+def test_quick_json_shape_and_host_facts(quick_report):
+    r = quick_report
+    assert {"version", "capabilities", "kernel", "checks", "summary"} <= set(r)
+    needed = relied_on(r)
+    assert {k: w for k, w in needed.items() if k not in r["capabilities"]} == {}
+    by_id = {c["id"]: c for c in r["checks"]}
+    for key, who in needed.items():     # an env check's evidence is the report's own entry
+        if who.startswith("env.") and who != "env.core":
+            assert by_id[who]["evidence"] == r["capabilities"][key], who
+    for cap in r["capabilities"].values():
+        assert set(cap) == {"available", "detail"} and isinstance(cap["available"], bool) and cap["detail"]
+    for key in ("btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "uprobe", "bcc", "perf:software"):
+        assert r["capabilities"][key]["available"], key
+    modes, reasons = live_tracepoint_tables()
+    assert r["kernel"]["migrate_mode"]["MIGRATE_SYNC"] == modes["MIGRATE_SYNC"]
+    assert r["kernel"]["migrate_reason"]["MR_COMPACTION"] == reasons["compaction"]
+    assert r["kernel"]["nt_revision"] == live_nt_revision()
+    for c in r["checks"]:
+        assert set(c) == {"id", "status", "summary", "evidence"}
+        assert c["status"] in ("pass", "fail", "warn", "skip")
+    assert r["summary"] == {s: sum(c["status"] == s for c in r["checks"]) for s in ("pass", "fail", "warn", "skip")}
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
+def test_core_checks_pass_and_missing_capabilities_skip_with_reasons(quick_report):
+    by_id = {c["id"]: c for c in quick_report["checks"]}
+    for cid in ("native.correctness", "native.nt_benefit", "kernel.nt_support", "kernel.migrate_observed",
+                "perf.software", "env.core", "env.kernel_metadata"):
+        assert by_id[cid]["status"] in ("pass", "warn"), by_id[cid]
+    assert by_id["native.correctness"]["status"] == "pass"
+    assert by_id["kernel.migrate_observed"]["status"] == "pass"
+    caps = quick_report["capabilities"]
+    for cid, cap in (("env.kprobe", "kprobe"), ("env.fentry", "fentry"), ("env.perf_hardware", "perf:hardware"),
+                     ("env.pmem", "pmem"), ("perf.llc", "perf:hardware")):
+        if not caps[cap]["available"]:
+            assert by_id[cid]["status"] == "skip"
+            assert by_id[cid]["summary"]  # the reason
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc")
+def test_state_changing_checks_skip_without_their_flag():
+    proc = run_nttrace("validate", "--json", "--check", "kernel.demotion_nt", "--check", "kernel.memmap_latency")
+    assert proc.returncode == 0, proc.stderr
+    by_id = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert by_id["kernel.memmap_latency"]["status"] == "skip" and "--rebind" in by_id["kernel.memmap_latency"]["summary"]
+    assert by_id["kernel.demotion_nt"]["status"] == "skip"
+
+
+def _report(checks, version="0.1.0"):
+    return {"version": version, "capabilities": {}, "kernel": {}, "summary": {},
+            "checks": [{"id": i, "status": "pass", "summary": "", "evidence": e} for i, e in checks.items()]}
+
+
+def test_baseline_prints_per_check_deltas(tmp_path):
+    base, new = tmp_path / "base.json", tmp_path / "patched.json"
+    base.write_text(json.dumps(_report({"kernel.memmap_latency": {"rebind_avg_ms": 244.28, "first_bind_ms": 1456}})))
+    new.write_text(json.dumps(_report({"kernel.memmap_latency": {"rebind_avg_ms": 96.79, "first_bind_ms": 1272}})))
+    proc = run_nttrace("validate", "--baseline", str(base), "--current", str(new))
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    # one run a side and no samples: the change, untested (no mark, no p), n 1/1
+    assert any("rebinds, mean ms" in line and "-60.4%" in line and line.endswith("-  1/1") for line in lines), \
+        proc.stdout
+    assert any("first bind, ms" in line and "-12.6%" in line for line in lines), proc.stdout
+    js = run_nttrace("validate", "--baseline", str(base), "--current", str(new), "--json")
+    rows = json.loads(js.stdout)["baseline_comparison"]
+    assert {r["metric"] for r in rows} == {"rebind_avg_ms", "first_bind_ms"}
+
+
+@pytest.mark.parametrize("content,message", [
+    ('{"version": "0.1.0", "checks": [', "not valid JSON"),
+    ('{"hello": "world"}', "not an `nttrace validate --json` report"),
+    ("", "not valid JSON"),
+])
+def test_bad_baseline_is_one_line_exit_2(tmp_path, content, message):
+    f = tmp_path / "bad.json"
+    f.write_text(content)
+    proc = run_nttrace("validate", "--baseline", str(f), "--current", str(f))
+    assert proc.returncode == 2
+    assert message in one_line_error(proc)
+
+
+def test_missing_baseline_file_is_exit_2(tmp_path):
+    proc = run_nttrace("validate", "--baseline", str(tmp_path / "nope.json"), "--current", str(tmp_path / "nope.json"))
+    assert proc.returncode == 2 and "No such file" in proc.stderr
+
+
+def _lab_like(kind, nt, rebinds, modes, copy):
+    """Reports shaped like the lab's: fsdax and devdax memmap runs, a demotion."""
+    def spread(v):
+        v = sorted(v)
+        return {"n": len(v), "min": v[0], "median": v[len(v) // 2], "max": v[-1], "mean": sum(v) / len(v)}
+    memmap = [{"id": "kernel.memmap_latency", "status": "pass", "summary": "",
+               "evidence": {"mode": mode, "first_bind_ms": first, "first_bind_ns_per_page": first * 1e6 / 515584,
+                            "rebind_ms": spread(r), "rebind_avg_ms": sum(r) / len(r),
+                            "rebind_ns_per_page": spread([x * 1e6 / 515584 for x in r])}}
+              for mode, first, r in rebinds]
+    demotion = {"id": "kernel.demotion_nt", "status": "pass" if nt else "warn", "summary": "",
+                "evidence": {"rows": [{"mode": m, "nt": m.startswith("MIGRATE_ASYNC_NON"), "succeeded": pages,
+                                       "calls": 4, "reason": "MR_DEMOTION"} for m, pages in modes],
+                             "probe_succeeded_pages": sum(p for _m, p in modes),
+                             CopyProbe.name: {"rows": [{"routine": r, "calls": c, "bytes": c * 4096} for r, c in copy]}}}
+    return {"version": "0.1.0", "capabilities": {}, "kernel": {"nt_revision": nt or "none"}, "summary": {},
+            "kernel_release": "7.2.13", "machine": {"kind": kind, "hypervisor": "QEMU TCG" if kind == "emulated" else None},
+            "checks": memmap + [demotion]}
+
+
+def test_ab_of_a_base_and_a_patched_kernel_as_markdown(tmp_path):
+    base = _lab_like("emulated", None, [("fsdax", 30.0, [20.0, 21.0, 24.0]), ("devdax", 40.0, [26.0, 27.0, 30.0])],
+                     [("MIGRATE_ASYNC", 65000)], [("folio_mc_copy", 65000)])
+    nt = _lab_like("emulated", "v3", [("fsdax", 25.0, [16.0, 17.0, 19.0]), ("devdax", 30.0, [15.0, 15.5, 18.0])],
+                   [("MIGRATE_ASYNC_NONTEMPORAL", 64000), ("MIGRATE_ASYNC", 1000)], [("folio_mc_copy_nt", 64000)])
+    (tmp_path / "base.json").write_text(json.dumps(base))
+    (tmp_path / "nt.json").write_text(json.dumps(nt))
+    proc = run_nttrace("validate", "--baseline", str(tmp_path / "base.json"), "--current", str(tmp_path / "nt.json"),
+                       "--format", "markdown")
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    assert "| check | figure | role | base | patched | change [interval] | verdict | p | detectable | n |" in out
+    # per namespace mode, with min/median/max of the rebinds
+    one = "not tested: 1 run a side"
+    assert (f"| kernel.memmap_latency [fsdax] | rebinds (n=3), median ms | secondary | 21 | 17 | -19.0% | {one} "
+            "| - | - | 1/1 |") in out, out
+    assert (f"| kernel.memmap_latency [devdax] | rebinds (n=3), min ms | primary | 26 | 15 | -42.3% | {one} "
+            "| - | - | 1/1 |") in out, out
+    assert (f"| kernel.demotion_nt | NT share of demoted pages, % | descriptive | 0 | 98.46 | +98.5 pts | {one} "
+            "| - | - | 1/1 |") in out, out
+    assert ("| kernel.demotion_nt | copy routines (calls) |  | folio_mc_copy 65000 | folio_mc_copy_nt 64000 | changed "
+            "|  | - | - | 1/1 |") in out
+    # where it was measured, and what emulation means for the figures
+    assert "measured on emulated (QEMU TCG)" in out and "relative changes" in out
+    js = json.loads(run_nttrace("validate", "--baseline", str(tmp_path / "base.json"),
+                                "--current", str(tmp_path / "nt.json"), "--json").stdout)
+    rows = {(r["check"], r["subject"], r["metric"]): r for r in js["baseline_comparison"]}
+    assert rows[("kernel.demotion_nt", "", "mode")]["current"] == "MIGRATE_ASYNC, MIGRATE_ASYNC_NONTEMPORAL"
+    assert rows[("kernel.memmap_latency", "devdax", "rebind_ms.max")]["delta_pct"] == pytest.approx(-40.0)
+
+
+@pytest.mark.needs("root", "btf")
+def test_report_says_where_it_was_measured():
+    proc = run_nttrace("validate", "--json", "--check", "env.*")
+    m = json.loads(proc.stdout)["machine"]
+    # the kernel's own account: the hypervisor CPUID bit as /proc/cpuinfo
+    # shows it, and the CPU model QEMU's TCG names itself by
+    cpuinfo = Path("/proc/cpuinfo").read_text()
+    flags = re.search(r"^flags\s*:(.*)$", cpuinfo, re.M).group(1).split()
+    model = re.search(r"^model name\s*:(.*)$", cpuinfo, re.M).group(1)
+    if "hypervisor" not in flags:
+        assert m["kind"] == "bare-metal" and m["cpuid_signature"] is None
+    elif "QEMU TCG" in model:
+        assert m["kind"] == "emulated" and m["cpuid_signature"] == "TCGTCGTCGTCG"
+    else:
+        assert m["kind"] == "vm" and m["cpuid_signature"], m
+    # the mitigations the kernel chose at boot, each as the kernel words it
+    vulns = Path("/sys/devices/system/cpu/vulnerabilities")
+    assert m["mitigations"] == {f.name: f.read_text().strip() for f in vulns.iterdir()}
+    assert "spectre_v2" in m["mitigations"]
+
+
+def test_an_ab_says_when_its_sides_ran_with_different_mitigations():
+    from nttrace.validate import baseline
+
+    def report(spectre_v2):
+        return {"kernel_release": "7.2.13", "kernel": {"nt_revision": "v3"},
+                "machine": {"kind": "emulated", "hypervisor": "QEMU TCG",
+                            "mitigations": {"meltdown": "Not affected", "spectre_v2": spectre_v2}}}
+    same = baseline.header(report("Mitigation: Retpolines"), report("Mitigation: Retpolines"))
+    assert not [line for line in same if "mitigations" in line]
+    differ = baseline.header(report("Mitigation: Retpolines"), report("Vulnerable"))
+    assert ("note: the sides ran with different CPU mitigations (base | patched): "
+            "spectre_v2: Mitigation: Retpolines | Vulnerable") in differ
+    unrecorded = baseline.header(report("Mitigation: Retpolines"), {"machine": {"kind": "emulated"}})
+    assert not [line for line in unrecorded if "mitigations" in line]
+
+
+ISOLATION = r"""
+import sys
+from nttrace import cli
+from nttrace.probes.migrate import MigrateProbe
+
+def refuse(self):
+    # what bcc raises when the kernel refuses a program
+    raise Exception("Failed to attach BPF program b'nttrace_migrate_start' to tracepoint migrate:mm_migrate_pages_start")
+
+MigrateProbe.attach = refuse
+if sys.argv[1] == "raise":
+    import nttrace.validate.checks as checks
+    checks._load_families()
+    for c in checks.CATALOG:
+        if c.id == "native.correctness":
+            def broken(ctx):
+                raise ZeroDivisionError("injected")
+            c.run = broken
+sys.exit(cli.main(["validate", "--json", "--check", "env.core", "--check", "kernel.nt_support",
+                   "--check", "kernel.migrate_observed", "--check", "native.correctness"]))
+"""
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc")
+@pytest.mark.parametrize("mode,exit_code", [("attach", 0), ("raise", 1)])
+def test_a_check_that_cannot_attach_or_raises_reports_itself_and_the_rest_run(mode, exit_code):
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", ISOLATION, mode], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == exit_code, proc.stderr
+    by_id = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
+    assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "kernel.migrate_observed"]
+    mig = by_id["kernel.migrate_observed"]
+    assert mig["status"] == "skip" and "no probe could attach" in mig["summary"] and "mm_migrate_pages_start" in mig["summary"]
+    assert by_id["env.core"]["status"] == "pass" and by_id["kernel.nt_support"]["status"] == "pass"
+    if mode == "raise":
+        assert by_id["native.correctness"]["status"] == "fail"
+        assert "ZeroDivisionError: injected" in by_id["native.correctness"]["summary"]
+    else:
+        assert by_id["native.correctness"]["status"] == "pass"

@@ -1,0 +1,47 @@
+"""The import architecture (.importlinter at the top of the tree): the
+installed package keeps its layers, and a wrong-way import planted in a copy
+of it breaks the contract with the edge named."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nttrace
+from conftest import REPO
+
+LINT = str(Path(sys.executable).with_name("lint-imports"))
+
+
+def lint(cwd: Path, pythonpath: str | None = None) -> subprocess.CompletedProcess:
+    import os
+    env = {**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+    return subprocess.run([LINT, "--no-cache", str(REPO / ".importlinter")], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_the_installed_package_keeps_its_layers(tmp_path):
+    proc = lint(tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 kept, 0 broken" in proc.stdout
+
+
+def test_a_wrong_way_import_breaks_the_contract_naming_the_edge(tmp_path):
+    copy = tmp_path / "site" / "nttrace"
+    shutil.copytree(Path(nttrace.__file__).parent, copy, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    btf = copy / "kernel" / "btf.py"
+    btf.write_text(btf.read_text() + "\nfrom nttrace.daemon import service  # planted: kernel facts importing the daemon\n")
+    proc = lint(tmp_path, str(tmp_path / "site"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "BROKEN" in proc.stdout and "nttrace.kernel.btf -> nttrace.daemon.service" in proc.stdout, proc.stdout
+
+
+def test_each_subpackage_says_in_a_line_what_it_is():
+    root = Path(nttrace.__file__).parent
+    for init in sorted(root.glob("*/__init__.py")):
+        if init.parent.name in ("data",):
+            continue
+        doc = (init.read_text().split('"""')[1] if '"""' in init.read_text() else "").strip()
+        assert doc and len(doc.splitlines()[0]) > 20, f"{init.parent.name}/__init__.py says nothing about itself"
+    # only the command line at the root
+    assert sorted(p.name for p in root.glob("*.py")) == ["__init__.py", "__main__.py", "cli.py", "errors.py",
+                                                         "trace_cmd.py"]
