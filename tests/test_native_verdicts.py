@@ -58,8 +58,12 @@ def test_a_template_no_shorter_than_the_slow_path_warns():
     assert v.status == WARN and "longer than the slow path" in v.summary and "would not speed" in v.summary
 
 
-def test_a_spread_memmap_series_is_noisy_not_a_verdict():
-    movnti = [0.5, 2.9, 1.0, 2.95, 1.5, 2.8, 0.7, 2.85, 2.0, 2.7, 1.2]   # 3% .. 83% shorter than 3.0
+@pytest.mark.parametrize("shorter_pct", [
+    [83, 3, 67, 2, 50, 7, 77, 5, 33, 10, 60],     # median 33%, above the line
+    [-5, 25, -2, 20, 0, 15, 2, 30, 4, 8, 6],      # median 6%, below it
+])
+def test_a_spread_memmap_series_is_noisy_not_a_verdict(shorter_pct):
+    movnti = [3.0 * (1 - p / 100) for p in shorter_pct]
     v = native_checks._memmap_verdict(_memmap([3.0] * 11, movnti))
     assert v.status == NOISY and v.summary.startswith("too noisy to call") and "spans the 10% line" in v.summary
 
@@ -79,9 +83,14 @@ def test_nt_page_copies_as_fast_as_memcpy_pass():
     assert v.status == PASS and "faster than memcpy" in v.summary and "would not slow" in v.summary
 
 
-def test_spread_page_copies_are_too_noisy_to_call():
-    v = native_checks._demotion_verdict(_pages([0.5, 1.3, 0.6, 1.2, 0.9, 1.1, 0.7, 1.25, 0.8, 1.4, 1.0]))
-    assert v.status == NOISY and v.summary.startswith("too noisy to call")
+@pytest.mark.parametrize("ratios,median", [
+    ([1.3, 0.5, 1.1, 0.6, 0.92, 0.7, 1.2, 0.8, 0.85, 0.9, 1.0], "x0.90"),   # median below the line
+    ([1.3, 0.7, 1.1, 1.05, 1.02, 0.8, 1.2, 1.08, 0.6, 1.25, 1.4], "x1.08"),  # median above it
+])
+def test_spread_page_copies_are_too_noisy_to_call(ratios, median):
+    # whichever side the median is on, an interval that spans the line gives no verdict
+    v = native_checks._demotion_verdict(_pages(ratios))
+    assert v.status == NOISY and v.summary.startswith("too noisy to call") and median in v.summary
 
 
 @pytest.mark.parametrize("statuses,want", [((PASS, PASS), PASS), ((PASS, WARN), WARN), ((NOISY, WARN), WARN),
