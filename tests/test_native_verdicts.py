@@ -46,7 +46,7 @@ def _pages(v3, memcpy_gbps=5.0, **others):
 
 
 def test_a_template_clearly_shorter_than_the_slow_path_passes_with_its_reason():
-    v = native_checks._memmap_verdict(_memmap([3.0 + 0.01 * i for i in range(11)], [0.8 + 0.01 * i for i in range(11)]))
+    v = native_checks.memmap_verdict(_memmap([3.0 + 0.01 * i for i in range(11)], [0.8 + 0.01 * i for i in range(11)]))
     assert v.status == PASS and v.series == "zone_device_template"
     assert "shorter than the slow path" in v.summary and "n=11" in v.summary and "would speed" in v.summary
     assert "99% interval" in v.summary
@@ -54,7 +54,7 @@ def test_a_template_clearly_shorter_than_the_slow_path_passes_with_its_reason():
 
 
 def test_a_template_no_shorter_than_the_slow_path_warns():
-    v = native_checks._memmap_verdict(_memmap([3.0] * 11, [3.05 + 0.01 * i for i in range(11)]))
+    v = native_checks.memmap_verdict(_memmap([3.0] * 11, [3.05 + 0.01 * i for i in range(11)]))
     assert v.status == WARN and "longer than the slow path" in v.summary and "would not speed" in v.summary
 
 
@@ -64,14 +64,14 @@ def test_a_template_no_shorter_than_the_slow_path_warns():
 ])
 def test_a_spread_memmap_series_is_noisy_not_a_verdict(shorter_pct):
     movnti = [3.0 * (1 - p / 100) for p in shorter_pct]
-    v = native_checks._memmap_verdict(_memmap([3.0] * 11, movnti))
+    v = native_checks.memmap_verdict(_memmap([3.0] * 11, movnti))
     assert v.status == NOISY and v.summary.startswith("too noisy to call") and "spans the 10% line" in v.summary
 
 
 def test_nt_page_copies_slower_than_memcpy_warn_that_the_series_would_slow_demotion():
     pc = _pages([0.70 + 0.005 * i for i in range(11)], movnti_prefetchnta__per_page=[0.62] * 11,
                 movnti_prefetchnta__none=[0.75] * 11, avx512_stream__per_folio=[1.4] * 11)
-    v = native_checks._demotion_verdict(pc)
+    v = native_checks.demotion_verdict(pc)
     assert v.status == WARN and v.series == "nt_demotion"
     assert "NT page copies" in v.summary and "% slower than memcpy" in v.summary
     assert "would slow demotion here" in v.summary
@@ -79,7 +79,7 @@ def test_nt_page_copies_slower_than_memcpy_warn_that_the_series_would_slow_demot
 
 
 def test_nt_page_copies_as_fast_as_memcpy_pass():
-    v = native_checks._demotion_verdict(_pages([1.10 + 0.01 * i for i in range(11)]))
+    v = native_checks.demotion_verdict(_pages([1.10 + 0.01 * i for i in range(11)]))
     assert v.status == PASS and "faster than memcpy" in v.summary and "would not slow" in v.summary
 
 
@@ -89,7 +89,7 @@ def test_nt_page_copies_as_fast_as_memcpy_pass():
 ])
 def test_spread_page_copies_are_too_noisy_to_call(ratios, median):
     # whichever side the median is on, an interval that spans the line gives no verdict
-    v = native_checks._demotion_verdict(_pages(ratios))
+    v = native_checks.demotion_verdict(_pages(ratios))
     assert v.status == NOISY and v.summary.startswith("too noisy to call") and median in v.summary
 
 

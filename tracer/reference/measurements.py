@@ -41,7 +41,7 @@ FIXED_BENCH_SIZES = (32, 48, 64, 80, 96)
 # The quick plan's bound: the most one quick table's buffers hold at once
 # (the memmap model's descriptor array; a page copy's source plus its
 # destination), whatever the LLC.
-QUICK_BUDGET_BYTES = 16 << 20
+QUICK_BUDGET_BYTES = 32 << 20
 QUICK_RUNS = 15
 
 
@@ -59,6 +59,8 @@ class Plan:
     clock: str = "wall"        # memmap and page-copy cells: "wall" or "thread_cpu" (see _clock_ns)
     memmap_compound: bool = True   # the order-9 compound variant of the memmap table
     cold_runs: int | None = None   # runs of the memmap and page-copy tables (None: `runs`)
+    sweep_bytes: int | None = None  # "sweep": the eviction buffer (None: a quarter of page_copy_bytes,
+    #                                 at least 64 MiB, page copies only); set, the memmap cells sweep too
 
     @classmethod
     def quick(cls, llc_bytes: int | None) -> "Plan":
@@ -72,8 +74,11 @@ class Plan:
 
     def largest_buffers(self) -> int:
         """The bytes the plan's memmap or page-copy table holds at once."""
-        sweep = max(self.page_copy_bytes // 4, 64 << 20) if self.evict == "sweep" else 0
-        return max(self.memmap_descriptors * 64, 2 * self.page_copy_bytes + sweep)
+        sweep = self.sweep_size() if self.evict == "sweep" else 0
+        return max(self.memmap_descriptors * 64 + (sweep if self.sweep_bytes else 0), 2 * self.page_copy_bytes + sweep)
+
+    def sweep_size(self) -> int:
+        return self.sweep_bytes or max(self.page_copy_bytes // 4, 64 << 20)
 
     def cold_method(self, flush_insn: str | None = None) -> str:
         """How a cell starts cold, in words."""
@@ -86,6 +91,8 @@ class Plan:
             return (f"{insn} of the cell's buffers before every cell ({self.page_copy_bytes >> 20} MiB buffers "
                     f"cannot evict {why} by themselves; the quick plan holds at most "
                     f"{(self.budget_bytes or 0) >> 20} MiB)")
+        if self.sweep_bytes:
+            return f"a {self.sweep_bytes >> 20} MiB eviction buffer written before every cell"
         return "buffers at least 4x the LLC and an eviction buffer written before every page-copy cell"
 
 
@@ -223,19 +230,28 @@ def memmap_model(plan: Plan) -> dict:
     times.update({name: [] for name, _fn in MEMMAP_LIMITS})
     flush_insn = None
     clock = _clock_ns(plan)
-    with native.Buffer(nr * size, fill=0) as buf:
+    evict_ns = []
+    sweep = plan.evict == "sweep" and plan.sweep_bytes
+
+    def evict(buf, sweeper, run):
+        nonlocal flush_insn
+        t = time.perf_counter_ns()
+        if plan.evict == "flush":
+            flush_insn = native.flush(buf)
+        elif sweep:
+            ctypes.memset(sweeper.addr, run & 0xFF, sweeper.size)
+        evict_ns.append(time.perf_counter_ns() - t)
+    with native.Buffer(nr * size, fill=0) as buf, native.Buffer(plan.sweep_bytes if sweep else 4096) as sweeper:
         for run in range(_cold_runs(plan) + 1):
             for name, method, order in variants:
-                if plan.evict == "flush":
-                    flush_insn = native.flush(buf)
+                evict(buf, sweeper, run)
                 t0 = clock()
                 r = native.memmap_init(buf, nr, size, "FS_DAX", order, method)
                 ns = clock() - t0 if plan.clock != "wall" else r.elapsed_ns  # wall: the model's own clock
                 if run:
                     times[name].append(ns / 1e6)
             for name, fn in MEMMAP_LIMITS:
-                if plan.evict == "flush":
-                    flush_insn = native.flush(buf)
+                evict(buf, sweeper, run)
                 t0 = clock()
                 getattr(lib, fn)(buf.addr, nr * size, 0x0123456789ABCDEF)
                 if run:
@@ -244,6 +260,7 @@ def memmap_model(plan: Plan) -> dict:
     return {
         "descriptors": nr, "descriptor_size": size, "namespace_bytes": nr * 4096, "pgmap_type": "FS_DAX",
         "bytes": nr * size, "evict": plan.evict, "flush_insn": flush_insn, "clock": plan.clock,
+        "evict_ms_median": statistics.median(evict_ns) / 1e6,
         "widest_nt_store": widest_nt_store(),
         "slow_ms": med["slow"], "template_cached_ms": med["template_cached"], "template_nt_ms": med["template_nt"],
         "template_movnti_ms": med["template_movnti"],
@@ -344,16 +361,19 @@ def page_copy(plan: Plan) -> dict:
     flush_insn = None
     clock = _clock_ns(plan)
     sweep = plan.evict == "sweep"
+    evict_ns = []
     with native.Buffer(nbytes, fill=0x11) as src, native.Buffer(nbytes, fill=0x22) as dst, \
-            native.Buffer(max(nbytes // 4, 64 << 20) if sweep else 4096, fill=0x33) as evict:
+            native.Buffer(plan.sweep_size() if sweep else 4096, fill=0x33) as evict:
         for run in range(_cold_runs(plan) + 1):
             base = None
             for name, method, drain in variants:
+                t = time.perf_counter_ns()
                 if sweep:
                     ctypes.memset(evict.addr, run & 0xFF, evict.size)  # push src/dst out of the LLC
                 else:
                     native.flush(src)
                     flush_insn = native.flush(dst)
+                evict_ns.append(time.perf_counter_ns() - t)
                 t0 = clock()
                 native.demotion_copy(dst, src, nbytes, name, method, drain)
                 ns = clock() - t0
@@ -366,7 +386,8 @@ def page_copy(plan: Plan) -> dict:
              "gbps_min": min(g), "gbps_median": statistics.median(g),
              "vs_memcpy_median": statistics.median(ratios[n]), "vs_memcpy_runs": ratios[n]} for n, g in gbps.items()]
     return {"bytes": nbytes, "folio_pages": native.FOLIO_PAGES, "cold": True, "evict": plan.evict,
-            "flush_insn": flush_insn, "clock": plan.clock, "runs": _cold_runs(plan), "rows": rows}
+            "flush_insn": flush_insn, "clock": plan.clock, "runs": _cold_runs(plan),
+            "evict_ms_median": statistics.median(evict_ns) / 1e6, "rows": rows}
 
 
 # validate --quick's correctness: every size and destination offset, source

@@ -56,7 +56,7 @@ def _interval(values: list[float]) -> dict:
             "min": min(values), "max": max(values)}
 
 
-def _memmap_verdict(mm: dict) -> SeriesVerdict:
+def memmap_verdict(mm: dict) -> SeriesVerdict:
     """The zone-device template series: its NT template (8-byte MOVNTI, as
     its memcpy_nontemporal() stores) against the slow path it replaces."""
     runs = mm["per_run_ms"]
@@ -105,7 +105,7 @@ def _copy_speed(ratio: float) -> str:
     return f"{100 * (1 - ratio):.0f}% slower than"
 
 
-def _demotion_verdict(pc: dict) -> SeriesVerdict:
+def demotion_verdict(pc: dict) -> SeriesVerdict:
     """The NT demotion RFC: its page copy (MOVNTI + prefetchnta, the
     copy_mc_page_nt() shape, drained once per folio as v3's
     folio_mc_copy_nt()) against memcpy, cold."""
@@ -160,11 +160,12 @@ def nt_benefit(ctx) -> CheckResult:
     plan = measurements.Plan.quick(llc.bytes)
     mm = measurements.memmap_model(plan)
     pc = measurements.page_copy(plan)
-    verdicts = [_memmap_verdict(mm), _demotion_verdict(pc)]
+    verdicts = [memmap_verdict(mm), demotion_verdict(pc)]
     ev = {"plan": {
         "llc": llc.as_json(), "budget_bytes": plan.budget_bytes, "memmap_bytes": mm["bytes"],
         "page_copy_bytes": pc["bytes"], "runs": pc["runs"], "first_run_dropped": True,
         "clock": plan.clock,
+        "evict_ms_per_cell": {"memmap": round(mm["evict_ms_median"], 3), "page_copy": round(pc["evict_ms_median"], 3)},
         "cold": plan.cold_method(pc["flush_insn"]), "seconds": round(time.monotonic() - t0, 3)}}
     status = overall(verdicts)
     summary = "; ".join(f"{v.title}: {v.status.upper()}" for v in verdicts)
