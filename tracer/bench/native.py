@@ -25,7 +25,17 @@ from nttrace.reference.measurements import (
 
 
 def peak_rss_mib() -> float:
-    """This process's peak resident set so far (the kernel's high-water mark)."""
+    """This program's peak resident set so far: VmHWM, the high-water mark
+    of its own address space. (getrusage's ru_maxrss also carries the RSS of
+    the address space exec replaced, which for a child of a large process
+    is that process's.)"""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 

@@ -68,7 +68,8 @@ class _RunCollector:
             for c in self.report["checks"]:
                 for v in c.get("series") or ():
                     series.add_metric([c["id"], v["series"], v["status"]], 1.0)
-            yield series
+            if series.samples:  # reports from before per-series verdicts have none
+                yield series
         yield GaugeMetricFamily("nttrace_validate_last_run_timestamp_seconds",
                                 "When the last nttrace validate run finished", value=self.finished)
         yield GaugeMetricFamily("nttrace_validate_last_run_duration_seconds",
