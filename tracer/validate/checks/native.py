@@ -165,7 +165,8 @@ def nt_benefit(ctx) -> CheckResult:
         "llc": llc.as_json(), "budget_bytes": plan.budget_bytes, "memmap_bytes": mm["bytes"],
         "page_copy_bytes": pc["bytes"], "runs": pc["runs"], "first_run_dropped": True,
         "clock": plan.clock,
-        "evict_ms_per_cell": {"memmap_model": round(mm["evict_ms_median"], 3), "page_copy": round(pc["evict_ms_median"], 3)},
+        "evict_ms_per_cell": {"memmap_model": round(mm["evict_ms_median"], 3),
+                              "page_copy": round(pc["evict_ms_median"], 3)},
         "cold": plan.cold_method(pc["flush_insn"]), "seconds": round(time.monotonic() - t0, 3)}}
     status = overall(verdicts)
     summary = "; ".join(f"{v.title}: {v.status.upper()}" for v in verdicts)
