@@ -93,7 +93,10 @@ class Plan:
                     f"{(self.budget_bytes or 0) >> 20} MiB)")
         if self.sweep_bytes:
             return f"a {self.sweep_bytes >> 20} MiB eviction buffer written before every cell"
-        return "buffers at least 4x the LLC and an eviction buffer written before every page-copy cell"
+        size = f"{self.page_copy_bytes >> 20} MiB page-copy buffers"
+        if llc:
+            size += f" ({self.page_copy_bytes / llc:.1f}x the {llc >> 20} MiB LLC)"
+        return f"{size} and a {self.sweep_size() >> 20} MiB eviction buffer written before every page-copy cell"
 
 
 CLOCKS = {
