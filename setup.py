@@ -9,6 +9,7 @@ NATIVE_SOURCES = [
     "native/page_copy.c",
     "native/memmap_model.c",
     "native/demotion_model.c",
+    "native/cache_flush.c",
     "native/module.c",
 ]
 

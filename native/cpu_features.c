@@ -29,6 +29,8 @@ NT_EXPORT unsigned nt_cpu_features(void)
 			f |= NT_CPU_FSRM;
 		if (b & (1u << 24))
 			f |= NT_CPU_CLWB;
+		if (b & (1u << 23))
+			f |= NT_CPU_CLFLUSHOPT;
 	}
 	/* AVX state must also be enabled by the OS (XCR0). */
 	if (f & (NT_CPU_AVX2 | NT_CPU_AVX512F)) {

@@ -75,3 +75,15 @@ NT_EXPORT void nt_stream_fill(void *dst, size_t len, uint64_t pattern)
 	memset(dst, (int)pattern, len);
 #endif
 }
+
+/* The same writes with 8-byte MOVNTI only (the x86 memcpy_nontemporal()
+ * backend's store): the write limit of the series' own instruction. Drains. */
+NT_EXPORT void nt_movnti_fill(void *dst, size_t len, uint64_t pattern)
+{
+#if defined(__x86_64__)
+	fill_movnti(dst, len, pattern);
+	nt_drain();
+#else
+	memset(dst, (int)pattern, len);
+#endif
+}

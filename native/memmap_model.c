@@ -186,6 +186,29 @@ static void emit_run64_avx512(char *p, uint64_t count, const uint64_t *w, uint64
 	}
 }
 
+/* `count` consecutive 64-byte descriptors with eight straight-line 8-byte
+ * MOVNTIs each, the template's invariant words held in registers: the
+ * stores of the series' fixed-size 64-byte memcpy_nontemporal() (v8 7/9),
+ * without its per-copy loads of the in-memory template. */
+static void emit_run64_movnti(char *p, uint64_t count, const uint64_t *w, uint64_t flags_base, uint64_t pfn)
+{
+	const uint64_t w1 = w[1], w2 = w[2], w3 = w[3], w4 = w[4], w5 = w[5], w6 = w[6], w7 = w[7];
+
+	for (uint64_t i = 0; i < count; i++, p += 64, pfn++) {
+		uint64_t flags = flags_base | page_links(pfn, 0, 0);
+
+		__asm__ volatile(
+			"movnti %[f], 0(%[d])\n\tmovnti %[w1], 8(%[d])\n\t"
+			"movnti %[w2], 16(%[d])\n\tmovnti %[w3], 24(%[d])\n\t"
+			"movnti %[w4], 32(%[d])\n\tmovnti %[w5], 40(%[d])\n\t"
+			"movnti %[w6], 48(%[d])\n\tmovnti %[w7], 56(%[d])\n\t"
+			:
+			: [d] "r"(p), [f] "r"(flags), [w1] "r"(w1), [w2] "r"(w2), [w3] "r"(w3), [w4] "r"(w4),
+			  [w5] "r"(w5), [w6] "r"(w6), [w7] "r"(w7)
+			: "memory");
+	}
+}
+
 __attribute__((target("avx2")))
 static void emit_avx2(char *p, const uint64_t *w, uint32_t words, uint64_t flags, uint64_t virt, int nt)
 {
@@ -252,7 +275,10 @@ static void load_template(uint64_t *w, const char *tpl, uint32_t words)
 		w[k] = ld64(tpl, 8 * k);
 }
 
-static inline __attribute__((always_inline)) void memmap_template(const struct nt_memmap_args *a, int nt)
+/* nt: streaming stores; movnti: only 8-byte MOVNTI, one per word, as the
+ * series' fixed-size memcpy_nontemporal() stores a template (else the
+ * widest store the CPU has, choose_emitter()). */
+static inline __attribute__((always_inline)) void memmap_template(const struct nt_memmap_args *a, int nt, int movnti)
 {
 	uint64_t per = 1ull << a->order, section_mask = ((1ull << 19) - 1) << SECTION_PGSHIFT;
 	uint32_t words = a->desc_size / 8;
@@ -275,15 +301,21 @@ static inline __attribute__((always_inline)) void memmap_template(const struct n
 	}
 	uint64_t tail_flags = tw[0] & ~section_mask;
 #if defined(__x86_64__)
-	int how = choose_emitter(a);
+	int how = movnti ? EMIT_WORDS : choose_emitter(a);
 #define EMIT(p, w, flags, pfn) emit_vec(how, p, w, words, flags, pfn, has_virtual, nt)
 #else
+	(void)movnti;
 #define EMIT(p, w, flags, pfn) emit_from_template(p, w, words, flags, pfn, has_virtual, 0)
 #endif
 
 #if defined(__x86_64__)
-	if (how == EMIT_AVX512 && per == 1) {
-		emit_run64_avx512(base, a->nr, hw, head_flags, a->start_pfn, nt);
+	int movnti64 = movnti && a->desc_size == 64;
+
+	if ((how == EMIT_AVX512 || movnti64) && per == 1) {
+		if (movnti64)
+			emit_run64_movnti(base, a->nr, hw, head_flags, a->start_pfn);
+		else
+			emit_run64_avx512(base, a->nr, hw, head_flags, a->start_pfn, nt);
 		if (nt)
 			nt_drain();
 		return;
@@ -299,7 +331,9 @@ static inline __attribute__((always_inline)) void memmap_template(const struct n
 		tw[F_LRU_NEXT / 8] = (uint64_t)(uintptr_t)head | 1;  /* per-compound field */
 		uint64_t tails = (i + per <= a->nr ? per : a->nr - i) - 1;
 #if defined(__x86_64__)
-		if (how == EMIT_AVX512) {
+		if (movnti64) {
+			emit_run64_movnti(head + 64, tails, tw, tail_flags, pfn + 1);
+		} else if (how == EMIT_AVX512) {
 			emit_run64_avx512(head + 64, tails, tw, tail_flags, pfn + 1, nt);
 		} else
 #endif
@@ -372,13 +406,14 @@ NT_EXPORT int nttrace_memmap_init_zone_device_model(struct nt_memmap_args *a)
 	if (!a || !a->descs || (a->desc_size != 64 && a->desc_size != 80 && a->desc_size != 96) ||
 	    a->order > 30 || a->method >= NT_MEMMAP_COUNT || a->pgmap_type < 1 || a->pgmap_type > 5)
 		return -1;
-	if (a->method == NT_MEMMAP_TEMPLATE_NT && !nt_have_nt_backend())
+	if ((a->method == NT_MEMMAP_TEMPLATE_NT || a->method == NT_MEMMAP_TEMPLATE_MOVNTI) && !nt_have_nt_backend())
 		return -1;
 	uint64_t t0 = nt_now_ns();
 	switch (a->method) {
 	case NT_MEMMAP_SLOW: memmap_slow(a); break;
-	case NT_MEMMAP_TEMPLATE_CACHED: memmap_template(a, 0); break;
-	case NT_MEMMAP_TEMPLATE_NT: memmap_template(a, 1); break;
+	case NT_MEMMAP_TEMPLATE_CACHED: memmap_template(a, 0, 0); break;
+	case NT_MEMMAP_TEMPLATE_NT: memmap_template(a, 1, 0); break;
+	case NT_MEMMAP_TEMPLATE_MOVNTI: memmap_template(a, 1, 1); break;
 	case NT_MEMMAP_TEMPLATE_REFRESH_COPY: memmap_template_refresh_copy(a); break;
 	}
 	a->elapsed_ns = nt_now_ns() - t0;

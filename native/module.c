@@ -59,7 +59,7 @@ static int one_case(nt_copy_fn fn, int fixed_variant, unsigned char *src, unsign
 }
 
 NT_EXPORT int nt_selftest_copy(int prim, size_t exhaustive_max, size_t max_size, size_t sample_stride,
-			       struct nt_selftest_result *out)
+			       size_t src_offsets, struct nt_selftest_result *out)
 {
 	nt_copy_fn fn = nt_primitive_fn(prim);
 	size_t cap = GUARD + 64 + max_size + GUARD + 64;
@@ -67,7 +67,7 @@ NT_EXPORT int nt_selftest_copy(int prim, size_t exhaustive_max, size_t max_size,
 
 	memset(out, 0, sizeof(*out));
 	out->first_size = out->first_src_off = out->first_dst_off = -1;
-	if (!fn || !src || !dst || !expect || sample_stride == 0) {
+	if (!fn || !src || !dst || !expect || sample_stride == 0 || src_offsets == 0 || src_offsets > 64) {
 		free(src); free(dst); free(expect);
 		return -1;
 	}
@@ -77,7 +77,7 @@ NT_EXPORT int nt_selftest_copy(int prim, size_t exhaustive_max, size_t max_size,
 		int exhaustive = size <= exhaustive_max;
 		if (!exhaustive && (size % sample_stride) && size != max_size)
 			continue;
-		for (size_t so = 0; so < 64; so++) {
+		for (size_t so = 0; so < src_offsets; so++) {
 			for (size_t dof = 0; dof < 64; dof++) {
 				/* Above the exhaustive range: every offset pair that
 				 * differs in its low 3 bits, plus a few others. */

@@ -25,6 +25,7 @@ enum nt_cpu_feature {
 	NT_CPU_ERMS = 1 << 4,
 	NT_CPU_FSRM = 1 << 5,
 	NT_CPU_CLWB = 1 << 6,
+	NT_CPU_CLFLUSHOPT = 1 << 7,
 };
 unsigned nt_cpu_features(void);
 int nt_hypervisor_signature(char out[13]);
@@ -82,6 +83,13 @@ int nt_demote_copy(void *dst, const void *src, size_t npages, int method,
 		   size_t pages_per_folio, int drain_policy);
 int nt_mbind_node(void *addr, size_t len, int node);
 void nt_stream_fill(void *dst, size_t len, uint64_t pattern); /* pure NT writes; drains */
+void nt_movnti_fill(void *dst, size_t len, uint64_t pattern);  /* the same with MOVNTI only; drains */
+
+/* cache_flush.c: write back and evict [p, p+len) from every cache level
+ * (CLFLUSHOPT where the CPU has it, else CLFLUSH), then a fence. Returns
+ * the instruction used (enum nt_flush_insn). */
+enum nt_flush_insn { NT_FLUSH_NONE, NT_FLUSH_CLFLUSHOPT, NT_FLUSH_CLFLUSH };
+int nt_flush_range(void *p, size_t len);
 
 /* memmap_model.c */
 enum nt_memmap_method {
@@ -89,6 +97,7 @@ enum nt_memmap_method {
 	NT_MEMMAP_TEMPLATE_CACHED, /* template in registers, cached stores           */
 	NT_MEMMAP_TEMPLATE_NT,     /* template in registers, MOVNTI, drained at end  */
 	NT_MEMMAP_TEMPLATE_REFRESH_COPY, /* hazard: refresh template in memory, memcpy it */
+	NT_MEMMAP_TEMPLATE_MOVNTI, /* template in registers, 8-byte MOVNTI only (the series' stores), drained */
 	NT_MEMMAP_COUNT
 };
 enum nt_pgmap_type { /* values as the kernel's enum memory_type */
@@ -114,8 +123,9 @@ uint32_t nt_memmap_refcount_stores(const struct nt_memmap_args *args);
 
 /* selftest.c-style checks kept in the library so they run at C speed. */
 struct nt_selftest_result { uint64_t cases; uint64_t failures; int64_t first_size, first_src_off, first_dst_off; };
+/* Source offsets 0..src_offsets-1 (at most 64), every destination offset 0..63. */
 int nt_selftest_copy(int prim, size_t exhaustive_max, size_t max_size, size_t sample_stride,
-		     struct nt_selftest_result *out);
+		     size_t src_offsets, struct nt_selftest_result *out);
 int nt_selftest_fixed(int variant, struct nt_selftest_result *out);
 
 /* bench loops */

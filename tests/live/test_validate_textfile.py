@@ -53,6 +53,17 @@ def test_one_series_per_check_with_the_reports_status(quick_run):
 
 
 @pytest.mark.needs(*LIVE)
+def test_one_series_per_patch_series_verdict_with_its_status(quick_run):
+    """native.nt_benefit's verdicts, one per patch series, as the report has them."""
+    report, path, _span, _rc, _d = quick_run
+    want = {(c["id"], v["series"], v["status"]) for c in report["checks"] for v in c.get("series", ())}
+    assert {s for _c, s, _st in want} == {"zone_device_template", "nt_demotion"}
+    samples = families(path)["nttrace_validate_series_status"].samples
+    assert {(s.labels["check"], s.labels["series"], s.labels["status"]) for s in samples} == want
+    assert len(samples) == len(want) and all(s.value == 1 for s in samples)
+
+
+@pytest.mark.needs(*LIVE)
 def test_run_time_duration_exit_code_and_kernel_facts(quick_run):
     report, path, (t0, t1), rc, _d = quick_run
     fams = families(path)
@@ -154,6 +165,9 @@ def test_node_exporter_carries_the_results_to_prometheus(quick_run, tmp_path):
         rows = _wait_prom(prom_port, 'nttrace_validate_check_status{job="node"}')
         got = {(r["metric"]["check"], r["metric"]["status"]) for r in rows}
         assert got == {(c["id"], c["status"]) for c in report["checks"]}
+        rows = _wait_prom(prom_port, 'nttrace_validate_series_status{job="node"}')
+        assert {(r["metric"]["check"], r["metric"]["series"], r["metric"]["status"]) for r in rows} == \
+            {(c["id"], v["series"], v["status"]) for c in report["checks"] for v in c.get("series", ())}
         info = _wait_prom(prom_port, "nttrace_validate_info")[0]["metric"]
         assert info["kernel_release"] == report["kernel_release"]
         # node_exporter read the file without complaint

@@ -1,17 +1,31 @@
 """The native reference's measurements on this CPU: the seeds' copy table,
 fixed-size MOVNTI, the memmap model, cold page copies, the two hazards and
-byte-exact correctness. `nttrace bench native` runs and prints them all;
-validate's native checks run the quick plan of some.
+byte-exact correctness. `nttrace bench native` runs and prints them all (the
+full plan); validate's native checks run the quick plan of some.
 
-Method (tinymembench/STREAM style): buffers pre-faulted and at least 4x the
-LLC where a table is about memory; each cell repeats until it has run for at
-least `cell_s`; the first (warm-up) run of every cell is dropped; min and
-median of `runs` runs are reported; comparisons are ratios taken within the
-same run, variants interleaved. GB/s is bytes copied per second (1e9).
+Method (tinymembench/STREAM style): buffers pre-faulted; each cell repeats
+until it has run for at least `cell_s`; the first (warm-up) run of every cell
+is dropped; min and median of `runs` runs are reported; comparisons are
+ratios taken within the same run, variants interleaved. GB/s is bytes copied
+per second (1e9).
+
+Cold caches, two ways (`Plan.evict`):
+  "sweep"  the full plan: buffers at least 4x the LLC where a table is about
+           memory, and an eviction buffer written before every page-copy cell.
+  "flush"  the quick plan: buffers bounded by QUICK_BUDGET_BYTES whatever the
+           LLC, and every line of a cell's buffers written back and evicted
+           (CLFLUSHOPT, or CLFLUSH) before the cell, so it starts from memory
+           as it would after a working set several times the LLC. Cheaper in
+           time and memory than an eviction buffer, which must exceed the LLC
+           (BENCHMARKS.md measures both against the 4x-LLC method). What it
+           does not reproduce: a cached copy's dirty lines stay in the LLC
+           when the cell ends, where at 4x the LLC they would be written back
+           during it.
 """
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import platform
 import statistics
@@ -24,6 +38,12 @@ COPY_SIZES = (16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 COPY_PRIMS = ("movq_unrolled", "rep_movsq", "rep_movsb", "memcpy")
 FIXED_BENCH_SIZES = (32, 48, 64, 80, 96)
 
+# The quick plan's bound: the most one quick table's buffers hold at once
+# (the memmap model's descriptor array; a page copy's source plus its
+# destination), whatever the LLC.
+QUICK_BUDGET_BYTES = 32 << 20
+QUICK_RUNS = 15
+
 
 @dataclass
 class Plan:
@@ -32,31 +52,89 @@ class Plan:
     memmap_descriptors: int = seeds.MEMMAP_DESCRIPTORS
     page_copy_bytes: int = 1 << 30
     copy_span: int = 16 << 20  # the batch-page-copy reply's 16 MB buffers
+    evict: str = "sweep"       # "sweep" or "flush" (the module docstring)
+    page_variants: tuple[str, ...] | None = None  # PAGE_VARIANTS names; None: all this CPU has
+    llc_bytes: int | None = None   # the LLC the plan was made for (for the evidence)
+    budget_bytes: int | None = None
+    clock: str = "wall"        # memmap and page-copy cells: "wall" or "thread_cpu" (see _clock_ns)
+    memmap_compound: bool = True   # the order-9 compound variant of the memmap table
+    cold_runs: int | None = None   # runs of the memmap and page-copy tables (None: `runs`)
+    sweep_bytes: int | None = None  # "sweep": the eviction buffer (None: a quarter of page_copy_bytes,
+    #                                 at least 64 MiB, page copies only); set, the memmap cells sweep too
 
     @classmethod
-    def quick(cls) -> "Plan":
-        llc = llc_bytes() or (32 << 20)
-        return cls(cell_s=0.02, runs=5, memmap_descriptors=max(4 * llc // 64, 1 << 20),
-                   page_copy_bytes=max(4 * llc, 64 << 20))
+    def quick(cls, llc_bytes: int | None) -> "Plan":
+        """Bounded by QUICK_BUDGET_BYTES whatever `llc_bytes` is: the same
+        sizes on a 4 MiB and a 480 MiB LLC; cold by flushing. The LLC only
+        decides how the evidence describes it (`cold_method`)."""
+        return cls(cell_s=0.02, runs=5, cold_runs=QUICK_RUNS, memmap_descriptors=QUICK_BUDGET_BYTES // 64,
+                   page_copy_bytes=QUICK_BUDGET_BYTES // 2, evict="flush", page_variants=QUICK_PAGE_VARIANTS,
+                   llc_bytes=llc_bytes, budget_bytes=QUICK_BUDGET_BYTES, clock="thread_cpu",
+                   memmap_compound=False)
+
+    def largest_buffers(self) -> int:
+        """The bytes the plan's memmap or page-copy table holds at once."""
+        sweep = self.sweep_size() if self.evict == "sweep" else 0
+        return max(self.memmap_descriptors * 64 + (sweep if self.sweep_bytes else 0), 2 * self.page_copy_bytes + sweep)
+
+    def sweep_size(self) -> int:
+        return self.sweep_bytes or max(self.page_copy_bytes // 4, 64 << 20)
+
+    def cold_method(self, flush_insn: str | None = None) -> str:
+        """How a cell starts cold, in words."""
+        llc = self.llc_bytes
+        if self.evict == "flush":
+            insn = (flush_insn or "CLFLUSHOPT/CLFLUSH").upper()
+            if llc and 4 * llc <= self.page_copy_bytes:
+                return f"buffers at least 4x the {llc >> 20} MiB LLC, and {insn} of them before every cell"
+            why = f"the {llc >> 20} MiB LLC" if llc else "an LLC of unknown size"
+            return (f"{insn} of the cell's buffers before every cell ({self.page_copy_bytes >> 20} MiB buffers "
+                    f"cannot evict {why} by themselves; the quick plan holds at most "
+                    f"{(self.budget_bytes or 0) >> 20} MiB)")
+        if self.sweep_bytes:
+            return f"a {self.sweep_bytes >> 20} MiB eviction buffer written before every cell"
+        size = f"{self.page_copy_bytes >> 20} MiB page-copy buffers"
+        if llc:
+            size += f" ({self.page_copy_bytes / llc:.1f}x the {llc >> 20} MiB LLC)"
+        return f"{size} and a {self.sweep_size() >> 20} MiB eviction buffer written before every page-copy cell"
 
 
-def llc_bytes() -> int | None:
-    best = None
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for idx in os.listdir(base):
-            try:
-                level = int(open(f"{base}/{idx}/level").read())
-                size = open(f"{base}/{idx}/size").read().strip()
-            except (OSError, ValueError):
-                continue
-            mult = {"K": 1 << 10, "M": 1 << 20}.get(size[-1], 1)
-            value = int(size.rstrip("KM")) * mult
-            if best is None or level >= best[0]:
-                best = (level, value)
-    except OSError:
-        return None
-    return best[1] if best else None
+CLOCKS = {
+    # CLOCK_MONOTONIC: what a cell took, including any time another task
+    # had the CPU (the full plan's 0.5 s cells average that out).
+    "wall": time.perf_counter_ns,
+    # CLOCK_THREAD_CPUTIME_ID, as perf's task-clock: only the time this
+    # thread was on a CPU (stalls on memory included), so a millisecond cell
+    # that another task's timeslice interrupts is not counted as slower.
+    "thread_cpu": time.thread_time_ns,
+}
+
+
+def _clock_ns(plan: Plan):
+    return CLOCKS[plan.clock]
+
+
+def _cold_runs(plan: Plan) -> int:
+    return plan.cold_runs if plan.cold_runs is not None else plan.runs
+
+
+def median_interval(values: list[float], level: float = 0.95) -> tuple[float, float, float]:
+    """A distribution-free interval for the median: the order statistics
+    (x(k), x(n+1-k)) with the largest k whose coverage, 1 - 2 P(Bin(n, 1/2) < k),
+    is still at least `level`. Returns (low, high, coverage); with too few
+    values for `level` (n < 6 at 0.95), the whole range and its coverage."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("no values")
+
+    def coverage(k: int) -> float:
+        return 1 - 2 * sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= level:
+        k += 1
+    return xs[k - 1], xs[n - k], coverage(k)
 
 
 def cpu_info() -> dict:
@@ -68,7 +146,7 @@ def cpu_info() -> dict:
                 break
     except OSError:
         pass
-    return {"model": model or platform.processor(), "cpus": os.cpu_count(), "llc_bytes": llc_bytes(),
+    return {"model": model or platform.processor(), "cpus": os.cpu_count(),
             "features": native.cpu_features(), "nt_backend": native.have_nt_backend()}
 
 
@@ -133,33 +211,69 @@ def fixed_size_nt(plan: Plan) -> dict:
 MEMMAP_VARIANTS = (
     ("slow", "slow", 0),
     ("template_cached", "template_cached", 0),
-    ("template_nt", "template_nt", 0),
+    ("template_nt", "template_nt", 0),            # the widest NT store this CPU has
+    ("template_movnti", "template_movnti", 0),    # 8-byte MOVNTI: the series' memcpy_nontemporal()
     ("template_nt_compound", "template_nt", 9),
 )
+# Pure NT writes over the same array: the write limit of each store width.
+MEMMAP_LIMITS = (("nt_write_limit", "nt_stream_fill"), ("movnti_write_limit", "nt_movnti_fill"))
+
+
+def widest_nt_store() -> str:
+    f = native.cpu_features()
+    return "AVX-512 64-byte streaming store" if f["avx512f"] else \
+        "AVX2 32-byte streaming store" if f["avx2"] else "SSE2 16-byte streaming store"
 
 
 def memmap_model(plan: Plan) -> dict:
     nr, size = plan.memmap_descriptors, 64
-    times = {name: [] for name, _m, _o in MEMMAP_VARIANTS}
-    times["nt_write_limit"] = []
-    with native.Buffer(nr * size, fill=0) as buf:
-        for run in range(plan.runs + 1):
-            for name, method, order in MEMMAP_VARIANTS:
+    lib = native.lib()
+    variants = [v for v in MEMMAP_VARIANTS if plan.memmap_compound or v[2] == 0]
+    times = {name: [] for name, _m, _o in variants}
+    times.update({name: [] for name, _fn in MEMMAP_LIMITS})
+    flush_insn = None
+    clock = _clock_ns(plan)
+    evict_ns = []
+    sweep = plan.evict == "sweep" and plan.sweep_bytes
+
+    def evict(buf, sweeper, run):
+        nonlocal flush_insn
+        t = time.perf_counter_ns()
+        if plan.evict == "flush":
+            flush_insn = native.flush(buf)
+        elif sweep:
+            ctypes.memset(sweeper.addr, run & 0xFF, sweeper.size)
+        evict_ns.append(time.perf_counter_ns() - t)
+    with native.Buffer(nr * size, fill=0) as buf, native.Buffer(plan.sweep_bytes if sweep else 4096) as sweeper:
+        for run in range(_cold_runs(plan) + 1):
+            for name, method, order in variants:
+                evict(buf, sweeper, run)
+                t0 = clock()
                 r = native.memmap_init(buf, nr, size, "FS_DAX", order, method)
+                ns = clock() - t0 if plan.clock != "wall" else r.elapsed_ns  # wall: the model's own clock
                 if run:
-                    times[name].append(r.elapsed_ns / 1e6)
-            t0 = time.perf_counter_ns()
-            native.lib().nt_stream_fill(buf.addr, nr * size, 0x0123456789ABCDEF)
-            if run:
-                times["nt_write_limit"].append((time.perf_counter_ns() - t0) / 1e6)
+                    times[name].append(ns / 1e6)
+            for name, fn in MEMMAP_LIMITS:
+                evict(buf, sweeper, run)
+                t0 = clock()
+                getattr(lib, fn)(buf.addr, nr * size, 0x0123456789ABCDEF)
+                if run:
+                    times[name].append((clock() - t0) / 1e6)
     med = {k: statistics.median(v) for k, v in times.items()}
     return {
         "descriptors": nr, "descriptor_size": size, "namespace_bytes": nr * 4096, "pgmap_type": "FS_DAX",
+        "bytes": nr * size, "evict": plan.evict, "flush_insn": flush_insn, "clock": plan.clock,
+        "evict_ms_median": statistics.median(evict_ns) / 1e6,
+        "widest_nt_store": widest_nt_store(),
         "slow_ms": med["slow"], "template_cached_ms": med["template_cached"], "template_nt_ms": med["template_nt"],
-        "template_nt_compound_ms": med["template_nt_compound"], "nt_write_limit_ms": med["nt_write_limit"],
+        "template_movnti_ms": med["template_movnti"],
+        "template_nt_compound_ms": med.get("template_nt_compound"), "nt_write_limit_ms": med["nt_write_limit"],
+        "movnti_write_limit_ms": med["movnti_write_limit"],
         "reduction_pct": 100.0 * (1 - med["template_nt"] / med["slow"]),
+        "movnti_reduction_pct": 100.0 * (1 - med["template_movnti"] / med["slow"]),
         "template_nt_over_limit": med["template_nt"] / med["nt_write_limit"],
         "runs_ms": {k: _stats(v) for k, v in times.items()},
+        "per_run_ms": times,
         "seed": seeds.MEMMAP_REBIND_MS,
     }
 
@@ -212,29 +326,60 @@ def mixed_nt_hazard(plan: Plan) -> dict:
 PAGE_VARIANTS = (
     ("memcpy", "memcpy", "none"),
     ("rep_movsb", "rep_movsb", "none"),
+    ("movnti_prefetchnta/none", "movnti_prefetchnta", "none"),          # RFC v2: no drain
     ("movnti_prefetchnta/per_page", "movnti_prefetchnta", "per_page"),
-    ("movnti_prefetchnta/per_folio", "movnti_prefetchnta", "per_folio"),
+    ("movnti_prefetchnta/per_folio", "movnti_prefetchnta", "per_folio"),  # RFC v3: wmb() per folio
     ("avx2_stream/per_page", "avx2_stream", "per_page"),
     ("avx512_stream/per_page", "avx512_stream", "per_page"),
     ("avx512_stream/per_folio", "avx512_stream", "per_folio"),
+    ("avx2_stream/per_folio", "avx2_stream", "per_folio"),
 )
+# The quick plan's: memcpy, the RFC's MOVNTI copy drained per page, per
+# folio and not, and the widest streaming store this CPU has per folio.
+QUICK_PAGE_VARIANTS = ("memcpy", "movnti_prefetchnta/none", "movnti_prefetchnta/per_page",
+                       "movnti_prefetchnta/per_folio", "widest/per_folio")
+
+
+def _page_variants(plan: Plan) -> list[tuple[str, str, str]]:
+    lib = native.lib()
+    have = [v for v in PAGE_VARIANTS if lib.nt_page_method_supported(native.PAGE_METHODS.index(v[1]))]
+    if plan.page_variants is None:
+        return [v for v in have if v[0] != "avx2_stream/per_folio"]  # the full plan's table as before
+    out = []
+    for name in plan.page_variants:
+        if name == "widest/per_folio":
+            widest = next((v for v in have if v[0] in ("avx512_stream/per_folio", "avx2_stream/per_folio")), None)
+            if widest:
+                out.append(widest)
+        else:
+            out.extend(v for v in have if v[0] == name)
+    return out
 
 
 def page_copy(plan: Plan) -> dict:
-    lib = native.lib()
     nbytes = plan.page_copy_bytes
-    variants = [v for v in PAGE_VARIANTS if lib.nt_page_method_supported(native.PAGE_METHODS.index(v[1]))]
+    variants = _page_variants(plan)
     gbps = {v[0]: [] for v in variants}
     ratios = {v[0]: [] for v in variants}
+    flush_insn = None
+    clock = _clock_ns(plan)
+    sweep = plan.evict == "sweep"
+    evict_ns = []
     with native.Buffer(nbytes, fill=0x11) as src, native.Buffer(nbytes, fill=0x22) as dst, \
-            native.Buffer(max(nbytes // 4, 64 << 20), fill=0x33) as evict:
-        for run in range(plan.runs + 1):
+            native.Buffer(plan.sweep_size() if sweep else 4096, fill=0x33) as evict:
+        for run in range(_cold_runs(plan) + 1):
             base = None
             for name, method, drain in variants:
-                ctypes.memset(evict.addr, run & 0xFF, evict.size)  # push src/dst out of the LLC
-                t0 = time.perf_counter_ns()
+                t = time.perf_counter_ns()
+                if sweep:
+                    ctypes.memset(evict.addr, run & 0xFF, evict.size)  # push src/dst out of the LLC
+                else:
+                    native.flush(src)
+                    flush_insn = native.flush(dst)
+                evict_ns.append(time.perf_counter_ns() - t)
+                t0 = clock()
                 native.demotion_copy(dst, src, nbytes, name, method, drain)
-                ns = time.perf_counter_ns() - t0
+                ns = clock() - t0
                 if run:
                     gbps[name].append(nbytes / ns)
                     base = base if base is not None else nbytes / ns
@@ -242,14 +387,22 @@ def page_copy(plan: Plan) -> dict:
     rows = [{"primitive": n, "nt": n.split("/")[0] in native.NT_PAGE_METHODS,
              "drain": next(v[2] for v in variants if v[0] == n),
              "gbps_min": min(g), "gbps_median": statistics.median(g),
-             "vs_memcpy_median": statistics.median(ratios[n])} for n, g in gbps.items()]
-    return {"bytes": nbytes, "folio_pages": native.FOLIO_PAGES, "cold": True, "rows": rows}
+             "vs_memcpy_median": statistics.median(ratios[n]), "vs_memcpy_runs": ratios[n]} for n, g in gbps.items()]
+    return {"bytes": nbytes, "folio_pages": native.FOLIO_PAGES, "cold": True, "evict": plan.evict,
+            "flush_insn": flush_insn, "clock": plan.clock, "runs": _cold_runs(plan),
+            "evict_ms_median": statistics.median(evict_ns) / 1e6, "rows": rows}
 
 
-def correctness() -> dict:
+# validate --quick's correctness: every size and destination offset, source
+# offsets 0..7 (no primitive branches on the source's alignment; the loads
+# are unaligned either way), an eighth of the cases and of the time.
+QUICK_SRC_OFFSETS = 8
+
+
+def correctness(src_offsets: int = 64) -> dict:
     out = {}
     for p in native.PRIMITIVES:
-        r = native.selftest_copy(p)
+        r = native.selftest_copy(p, src_offsets=src_offsets)
         out[p] = {"cases": r.cases, "failures": r.failures}
     for v in ("A", "B"):
         r = native.selftest_fixed(v)

@@ -14,12 +14,13 @@ from functools import lru_cache
 
 from nttrace.errors import CapabilityError
 
-CPU_FEATURES = {"x86": 1 << 0, "sse2": 1 << 1, "avx2": 1 << 2, "avx512f": 1 << 3, "erms": 1 << 4, "fsrm": 1 << 5, "clwb": 1 << 6}
+CPU_FEATURES = {"x86": 1 << 0, "sse2": 1 << 1, "avx2": 1 << 2, "avx512f": 1 << 3, "erms": 1 << 4, "fsrm": 1 << 5, "clwb": 1 << 6,
+                "clflushopt": 1 << 7}
 PRIMITIVES = ["memcpy", "rep_movsb", "rep_movsq", "movq_unrolled", "nt_generic", "nt_mixed"]
 PAGE_METHODS = ["memcpy", "rep_movsb", "movnti_prefetchnta", "avx2_stream", "avx512_stream"]
 NT_PAGE_METHODS = {"movnti_prefetchnta", "avx2_stream", "avx512_stream"}
 DRAIN = {"none": 0, "per_page": 1, "per_folio": 2}
-MEMMAP_METHODS = ["slow", "template_cached", "template_nt", "template_refresh_copy"]
+MEMMAP_METHODS = ["slow", "template_cached", "template_nt", "template_refresh_copy", "template_movnti"]
 PGMAP_TYPES = {"PRIVATE": 1, "COHERENT": 2, "FS_DAX": 3, "GENERIC": 4, "PCI_P2PDMA": 5}
 FIXED_SIZES = (4, 8, 16, 32, 48, 64, 80, 96)
 MODEL_SYMBOL = "nttrace_memmap_init_zone_device_model"
@@ -58,10 +59,11 @@ def lib() -> ctypes.CDLL:
         "nt_copy_fixed_a": ([vp, vp, sz], i32), "nt_copy_fixed_b": ([vp, vp, sz], i32),
         "nt_page_method_supported": ([i32], i32), "nt_copy_page": ([i32, vp, vp], i32),
         "nt_demote_copy": ([vp, vp, sz, i32, sz, i32], i32), "nt_mbind_node": ([vp, sz, i32], i32),
-        "nt_stream_fill": ([vp, sz, u64], None),
+        "nt_stream_fill": ([vp, sz, u64], None), "nt_movnti_fill": ([vp, sz, u64], None),
+        "nt_flush_range": ([vp, sz], i32),
         MODEL_SYMBOL: ([ctypes.POINTER(MemmapArgs)], i32),
         "nt_memmap_refcount_stores": ([ctypes.POINTER(MemmapArgs)], ctypes.c_uint32),
-        "nt_selftest_copy": ([i32, sz, sz, sz, ctypes.POINTER(SelftestResult)], i32),
+        "nt_selftest_copy": ([i32, sz, sz, sz, sz, ctypes.POINTER(SelftestResult)], i32),
         "nt_selftest_fixed": ([i32, ctypes.POINTER(SelftestResult)], i32),
         "nt_bench_copy_ns": ([i32, vp, vp, sz, sz, u64], u64),
         "nt_bench_fixed_ns": ([i32, vp, vp, sz, u64], u64),
@@ -119,6 +121,16 @@ class Buffer:
         self.close()
 
 
+FLUSH_INSNS = (None, "clflushopt", "clflush")
+
+
+def flush(buf: "Buffer", offset: int = 0, length: int | None = None) -> str | None:
+    """Write back and evict buf[offset:offset+length] from every cache level;
+    returns the instruction used ("clflushopt", "clflush"), None off x86."""
+    n = buf.size - offset if length is None else length
+    return FLUSH_INSNS[lib().nt_flush_range(buf.addr + offset, n)]
+
+
 # A demotion's copy, as the kernel makes it without and with the NT series:
 # name -> (page method, drain). Pages are copied in 512-page folios.
 DEMOTION_COPIES = {"cached": ("memcpy", "none"), "nt": ("movnti_prefetchnta", "per_folio")}
@@ -159,9 +171,15 @@ def memmap_init(buf: Buffer, nr: int, desc_size: int = 64, pgmap_type: str = "FS
     return MemmapRun(method, nr, desc_size, args.elapsed_ns, lib().nt_memmap_refcount_stores(ctypes.byref(args)))
 
 
-def selftest_copy(primitive: str, exhaustive_max: int = 256, max_size: int = 4160, sample_stride: int = 61) -> SelftestResult:
+def selftest_copy(primitive: str, exhaustive_max: int = 256, max_size: int = 4160, sample_stride: int = 61,
+                  src_offsets: int = 64) -> SelftestResult:
+    """Every size up to exhaustive_max, then every sample_stride-th, at every
+    destination offset 0..63 and source offsets 0..src_offsets-1."""
     out = SelftestResult()
-    if lib().nt_selftest_copy(PRIMITIVES.index(primitive), exhaustive_max, max_size, sample_stride, ctypes.byref(out)):
+    if not 1 <= src_offsets <= 64:
+        raise ValueError("src_offsets must be 1..64")
+    if lib().nt_selftest_copy(PRIMITIVES.index(primitive), exhaustive_max, max_size, sample_stride, src_offsets,
+                              ctypes.byref(out)):
         raise MemoryError("native selftest could not allocate")
     return out
 

@@ -115,7 +115,8 @@ def print_table(report: dict, out=sys.stdout) -> None:
           f"  (measured on {m.get('kind', 'unrecorded')}{' (' + m['hypervisor'] + ')' if m.get('hypervisor') else ''})", file=out)
     width = max((len(c["id"]) for c in report["checks"]), default=10)
     for c in report["checks"]:
-        print(f"{c['status'].upper():5} {c['id']:<{width}}  {c['summary']}", file=out)
+        for status, summary in _lines(c):
+            print(f"{status.upper():5} {c['id']:<{width}}  {summary}", file=out)
     s = report["summary"]
     print(f"{s['pass']} passed, {s['fail']} failed, {s['warn']} warned, {s['skip']} skipped", file=out)
 
@@ -127,7 +128,16 @@ def print_markdown(report: dict, out=sys.stdout) -> None:
           f"{k['nt_revision']}, measured on {m.get('kind', 'unrecorded')}_\n", file=out)
     print("| status | check | summary |\n|---|---|---|", file=out)
     for c in report["checks"]:
-        print(f"| {c['status'].upper()} | {c['id']} | {c['summary'].replace('|', chr(92) + '|')} |", file=out)
+        for status, summary in _lines(c):
+            print(f"| {status.upper()} | {c['id']} | {summary.replace('|', chr(92) + '|')} |", file=out)
+
+
+def _lines(c: dict) -> list[tuple[str, str]]:
+    """A check's printed lines: one, or one per series it judges (each with
+    that series' status and reason)."""
+    if c.get("series"):
+        return [(v["status"], f"{v['title']}: {v['summary']}") for v in c["series"]]
+    return [(c["status"], c["summary"])]
 
 
 def print_list(out=sys.stdout) -> None:

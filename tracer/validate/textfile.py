@@ -9,6 +9,8 @@ directory, then rename(2)), so the collector never reads half a run:
 
     nttrace_validate_check_status{check="kernel.nt_support",status="pass"} 1   # one series a check
     nttrace_validate_checks{status="fail"} 0                                   # the tally
+    nttrace_validate_series_status{check="native.nt_benefit",series="nt_demotion",status="warn"} 1
+                                    # one series a patch series a check judges: pass, warn or noisy
     nttrace_validate_last_run_timestamp_seconds 1.7e9                          # when it finished
     nttrace_validate_last_run_duration_seconds 12.5
     nttrace_validate_last_run_exit_code 0          # 0 ok, 1 a check failed, 2-4 the run itself failed
@@ -59,6 +61,15 @@ class _RunCollector:
             for s in STATUSES:
                 tally.add_metric([s], float(self.report["summary"].get(s, 0)))
             yield tally
+            series = GaugeMetricFamily("nttrace_validate_series_status",
+                                       "Each patch series' verdict in the last nttrace validate run, per check that "
+                                       "judges several (pass, warn, or noisy: too spread to call)",
+                                       labels=["check", "series", "status"])
+            for c in self.report["checks"]:
+                for v in c.get("series") or ():
+                    series.add_metric([c["id"], v["series"], v["status"]], 1.0)
+            if series.samples:  # reports from before per-series verdicts have none
+                yield series
         yield GaugeMetricFamily("nttrace_validate_last_run_timestamp_seconds",
                                 "When the last nttrace validate run finished", value=self.finished)
         yield GaugeMetricFamily("nttrace_validate_last_run_duration_seconds",

@@ -8,6 +8,24 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
+# A series' verdict may also be NOISY: the evidence too spread to call it.
+NOISY = "noisy"
+SERIES_STATUSES = (PASS, WARN, NOISY)
+
+
+@dataclass
+class SeriesVerdict:
+    """One patch series' verdict inside a check that judges several (each
+    series its own line, status, reason and evidence)."""
+    series: str        # stable key, the metrics' `series` label
+    title: str         # what it is, for the table
+    status: str        # PASS, WARN or NOISY
+    summary: str       # the reason, in words
+    evidence: dict = field(default_factory=dict)
+
+    def as_json(self) -> dict:
+        return {"series": self.series, "title": self.title, "status": self.status, "summary": self.summary,
+                "evidence": self.evidence}
 
 
 @dataclass
@@ -16,9 +34,24 @@ class CheckResult:
     status: str
     summary: str
     evidence: dict = field(default_factory=dict)
+    series: list[SeriesVerdict] = field(default_factory=list)
 
     def as_json(self) -> dict:
-        return {"id": self.id, "status": self.status, "summary": self.summary, "evidence": self.evidence}
+        out = {"id": self.id, "status": self.status, "summary": self.summary, "evidence": self.evidence}
+        if self.series:
+            out["series"] = [v.as_json() for v in self.series]
+        return out
+
+
+def overall(verdicts: list[SeriesVerdict]) -> str:
+    """A check's status from its series' verdicts: WARN if any series warns,
+    PASS if every one passes, else SKIP (some series could not be called)."""
+    statuses = {v.status for v in verdicts}
+    if WARN in statuses:
+        return WARN
+    if statuses == {PASS}:
+        return PASS
+    return SKIP
 
 
 def tally(results: list[dict]) -> dict[str, int]:
