@@ -152,6 +152,15 @@ def write_ab(base: list[Path], cur: list[Path], out: Path, detect_pct: float | N
     return written
 
 
+def checkout_commit() -> str:
+    """The checkout's commit, with '+' where its tree has changes (a run is named by it)."""
+    git = ["git", "-C", str(HERE.parent)]
+    head = subprocess.run([*git, "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                           text=True).stdout.strip()
+    return (head or "unknown") + ("+" if dirty else "")
+
+
 def spread_of(reports: dict[str, list[Path]]) -> dict:
     """The boot-to-boot spread of each scenario's primary figure in these
     boots (nttrace.validate.statistics.residuals, pooled over the sides):
@@ -177,7 +186,10 @@ def default_boots(detect_pct: float) -> tuple[int, str]:
     need = [statistics.boots_needed(r, detect_pct) for r in rec["residuals"].values()]
     if any(n is None for n in need):
         return statistics.MAX_BOOTS, f"more than {statistics.MAX_BOOTS} at the recorded spread"
-    return max(max(need), 2), f"the lab's recorded spread ({rec['source']})"
+    # and enough that the secondary figures can be tested at all: at 6 a side
+    # the exact test reaches alpha/m for up to 22 of them
+    secondary = next(n for n in range(2, statistics.MAX_BOOTS) if statistics.smallest_p(n, n) <= statistics.ALPHA / 22)
+    return max(max(need), secondary), f"the lab's recorded spread ({rec['source']}), and the secondary figures' test"
 
 
 # The lab's measured boot-to-boot spread: the residuals of an A/A of base
@@ -264,6 +276,7 @@ def main(argv: list[str]) -> int:
         "cpu": cpu.describe(), "detect_pct": args.detect, "boots_started_unquiet": unquiet,
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name} for k in kernels],
         "wall_s": round(time.monotonic() - t0, 1), "finished": time.strftime("%F %T"),
+        "machine": conditions.cpu_policy()["cpu"], "commit": checkout_commit(),
         "command": "python3 -m lab.ab " + " ".join(argv)}, indent=1))
     say(f"{len(order)} boots in {_mmss(time.monotonic() - t0)}"
         + (f"; {unquiet} started on a host that was not quiet" if unquiet else ""))

@@ -59,6 +59,11 @@ def scenario(fn):
     print(f"scenario {name}: {'error' if 'error' in result else 'done'} in {result['_seconds']:.0f}s", flush=True)
 
 
+def bpftool_maps() -> set:
+    """The names of the BPF maps loaded now."""
+    return {m.get("name", "") for m in json.loads(sh("bpftool", "-j", "map", "show").stdout or "[]")}
+
+
 def bpftool_ids() -> set:
     return {(p["id"], p.get("name", "")) for p in json.loads(sh("bpftool", "-j", "prog", "show").stdout or "[]")}
 
@@ -189,18 +194,21 @@ def trace_start():
     reclaim. What it prints at the end is a snapshot recorded on this kernel."""
     from nttrace.workloads import triggers
     from nttrace.probes import PROBES
-    before = bpftool_ids()
+    from nttrace import bpf as bpf_sources
+    maps_before = bpftool_maps()
     proc = subprocess.Popen([NTTRACE, "trace", "--probes", ",".join(PROBES), "--json", "--interval", "3600",
                              "--record-maps", str(RESULTS / "trace-maps.json")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     _TRACE["proc"] = proc
     deadline = time.monotonic() + 600
-    # the probes attach in PROBES order: reclaim's programs come last
-    while not any(name.startswith("nttrace_reclai") for _id, name in bpftool_ids() - before):
+    # every probe loaded: each one's maps exist (map names, as the kernel keeps
+    # them, are cut to 15 characters); it attaches right after its load
+    wanted = {p.name: {m[:15] for m in bpf_sources.map_decls(p.source)} for p in PROBES.values()}
+    while any(not (names & (bpftool_maps() - maps_before)) for names in wanted.values()):
         if proc.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError(f"nttrace trace did not attach: rc {proc.poll()} {proc.stderr.read()[-2000:] if proc.poll() is not None else ''}")
         time.sleep(1)
-    time.sleep(1)
+    time.sleep(2)
     out = {"probes": list(PROBES)}
     if json.loads(sh("ndctl", "list", "-N").stdout or "[]"):
         sh("ndctl", "disable-namespace", "namespace0.0", timeout=300)

@@ -344,9 +344,8 @@ def main(argv: list[str]) -> int:
         say(f"boot {i} of {len(order)}: done in {_mmss(run.elapsed_s)}; host {run.host_conditions['state']}")
     t = table(steps, boots, {k: v.splitlines()[0] for k, v in failed.items()})
     summ = conditions.summary(states)
-    import subprocess
-    commit = subprocess.run(["git", "-C", str(kernel_build.TREE), "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip() or "unknown"
+    from lab.ab import checkout_commit
+    commit = checkout_commit()
     meta = {"series": args.series, "steps": args.steps, "boots": args.boots, "cpu": cpu.describe(),
             "finished": time.strftime("%F %T"), "machine": conditions.cpu_policy()["cpu"], "commit": commit,
             "conditions": ", ".join(f"{v} {k}" for k, v in summ["states"].items()) + " boots"
