@@ -3,6 +3,7 @@ and the polling helper the host's and the guest's tests both use."""
 from __future__ import annotations
 
 import math
+import re
 import time
 
 
@@ -21,10 +22,23 @@ def checks(report: dict) -> dict:
     return {c["id"]: c for c in report.get("checks", [])}
 
 
+def tick_ms_of_config(config: str) -> int:
+    """The kernel's tick in ms (1000 / CONFIG_HZ) from the .config it was
+    built with: the lab's kernels carry theirs."""
+    hz = re.search(r"^CONFIG_HZ=(\d+)$", config, re.M)
+    assert hz, "CONFIG_HZ missing from the kernel's config"
+    return 1000 // int(hz[1])
+
+
 def kernel_tick_ms(lines: list[dict]) -> int:
-    """The kernel's tick in ms (1000 / HZ): every value its line prints is a
-    multiple of it, so over 30 calls the gcd finds it."""
-    tick = math.gcd(*(k["ms"] for k in lines if k["ms"]))
+    """The tick of a kernel whose config is not at hand (the stock guest's):
+    every value its line prints is a multiple of it, so over 30 calls the
+    gcd finds it. It cannot when every call prints the same count (under
+    icount a call takes the same number of instructions each time); such
+    lines say nothing of the tick, and the caller must pass it."""
+    values = {k["ms"] for k in lines if k["ms"]}
+    assert len(values) > 1, f"every call printed {values}: the tick cannot be told from the lines"
+    tick = math.gcd(*values)
     assert tick in (1, 2, 3, 4, 10), tick
     return tick
 

@@ -123,3 +123,24 @@ def test_latency_off_the_kernels_count_fails():
         c["latency_ns"] = int(c["latency_ns"] * 1.3) + 5_000_000
     with pytest.raises(AssertionError):
         check(r, "FS_DAX", 0)
+
+
+def test_the_tick_comes_from_the_kernels_config():
+    assert lab_checks.tick_ms_of_config("CONFIG_HZ_1000=y\nCONFIG_HZ=1000\n") == 1
+    assert lab_checks.tick_ms_of_config("# CONFIG_HZ_1000 is not set\nCONFIG_HZ=250\n") == 4
+    with pytest.raises(AssertionError, match="CONFIG_HZ missing"):
+        lab_checks.tick_ms_of_config("CONFIG_HZ_250=y\n")
+
+
+def test_lines_that_all_print_one_count_pass_with_the_configs_tick():
+    """Under icount every call takes the same instructions, so the kernel's
+    line prints one count 31 times (CI: 31 ms each call, base fsdax): the
+    gcd of the lines would call that the tick. The lines cannot tell it; the
+    kernel's config can."""
+    r = recorded("base", "fsdax")
+    for c, k in zip(calls(r), r["kernel_debug_lines"]):
+        k["ms"], c["jiffies"], c["latency_ns"] = 31, 31, 31_200_000
+    with pytest.raises(AssertionError, match="cannot be told from the lines"):
+        lab_checks.kernel_tick_ms(r["kernel_debug_lines"])
+    ev = lab_checks.memmap_matches_the_kernels_line(r, "FS_DAX", 0, runs=30, tick_ms=1)
+    assert len(ev["calls"]) == 31
