@@ -81,7 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--format", choices=("text", "json", "markdown", "html"), default=None,
                    help="output format (default text); markdown: tables to paste into a mail or a cover letter")
     v.add_argument("--list", action="store_true", help="print the check catalog and exit")
-    v.add_argument("--check", action="append", metavar="PATTERN", help="run only checks matching PATTERN (glob or prefix; repeatable)")
+    v.add_argument("--check", action="append", metavar="PATTERN", help="run only checks matching PATTERN (a glob, an id, or a family: env, native, kernel, perf, probe; repeatable)")
     v.add_argument("--quick", action="store_true", help="only the checks that finish quickly")
     v.add_argument("--textfile-dir", metavar="DIR",
                    help="also write the results to DIR/nttrace_validate.prom for node_exporter's textfile "

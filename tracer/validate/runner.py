@@ -141,7 +141,6 @@ def _lines(c: dict) -> list[tuple[str, str]]:
 
 
 def print_list(out=sys.stdout) -> None:
-    checks._load_families()
-    for c in checks.CATALOG:
+    for c in checks.catalog():
         flags = ("quick" if c.quick else "slow") + (f", changes system state: {c.triggers}" if c.triggers else "")
         print(f"{c.id:<26} {c.title} [{flags}]", file=out)
