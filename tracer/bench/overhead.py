@@ -22,21 +22,19 @@ import statistics
 import sys
 
 from nttrace.errors import EXIT_OK, CapabilityError
-from nttrace.probes import DEFAULT, demotion_probes
-from nttrace.probes.copy import DEMOTION
-from nttrace.probes.migrate import COMPACTION
+from nttrace.probes import DEFAULT, by_role, demotion_probes
 from nttrace.workloads import demotion
 
 
 def _compaction(scratch_mib: int) -> tuple[int, float]:
     """(pages migrated, seconds of the compact_memory write) of one compaction of a fragmented scratch mapping."""
-    run = COMPACTION.run(scratch_mib, settle_s=0)
+    run = by_role("migrations").exercise.run(scratch_mib, settle_s=0)
     return run["pgmigrate_success"], run["compact_s"]
 
 
 def _demotion(scratch_mib: int) -> tuple[int, float]:
     """(pages demoted, seconds of the memory.reclaim write) of one scratch demotion."""
-    run = DEMOTION.run(scratch_mib)
+    run = by_role("page copies").exercise.run(scratch_mib)
     return run["pgdemote"], run["reclaim_s"]
 
 

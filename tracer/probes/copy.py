@@ -63,6 +63,7 @@ class CopyProbe(Probe):
     source = "copy.bpf.c"
     functions = tuple(r[0] for r in ROUTINES)
     exercise = DEMOTION
+    folio_layout = staticmethod(folio_layout)   # what it reads of struct folio, from a BTF
     columns = (Column("ROUTINE", "routine", 18), Column("NT", "nt", 3), Column("VIA", "via", 7),
                Column("CALLS", "calls", 9), Column("BYTES", "bytes", 14))
     metrics = (
