@@ -428,7 +428,94 @@ def lab_ab_runs(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def _stats(ab: dict, subject: str, metric: str, check: str = "kernel.memmap_latency") -> dict:
+    return next(r["stats"] for r in ab["baseline_comparison"]
+                if r["check"] == check and r["subject"] == subject and r["metric"] == metric)
+
+
+def _cov(x) -> str:
+    return "-" if x is None else (f"{x:.1f}%" if x >= 0.1 else f"{x:.2g}%")
+
+
+def lab_noise(raw: dict) -> str:
+    """Boot-to-boot CoV of the rebinds, per A/A run: the guest CPU it ran
+    on, the host's state, and the smallest change its boots could detect."""
+    rows = ["| A/A of base | guest CPU and clock | host | boots a side | namespace | fastest rebind: CoV base / B | "
+            "median rebind: CoV base / B | detectable (fastest) |", "|---|---|---|--:|---|--:|--:|--:|"]
+    for label, (ab, run) in raw.items():
+        cpu = run.get("cpu", "QEMU tcg thread=single, 2 vCPUs, host clock")
+        conds = ab.get("baseline_conditions") or {}
+        states = {k for side in conds.values() if side for k in side["states"]}
+        host = ", ".join(sorted(states)) if states else label.split(", ")[-1] + " (not recorded)"
+        for ns in ("fsdax", "devdax"):
+            mn, md = _stats(ab, ns, "rebind_ms.min"), _stats(ab, ns, "rebind_ms.median")
+            det = mn.get("detectable_pct")
+            rows.append(f"| {label} | {cpu.removeprefix('QEMU tcg thread=single, ')} | {host} | {mn['base']['n']} | {ns} | "
+                        f"{_cov(mn['base']['cov_pct'])} / {_cov(mn['current']['cov_pct'])} | "
+                        f"{_cov(md['base']['cov_pct'])} / {_cov(md['current']['cov_pct'])} | "
+                        f"{'-' if det is None else '±' + _cov(det)} |")
+    rows += ["", "CoV: standard deviation over mean of the boots' values, each side. Detectable: the smallest change "
+                 "the run's own boots would mark with 80% power (nttrace.validate.statistics; '-' where the run "
+                 "predates it). " + "; ".join(f"{label}: `{run['command']}`" for label, (_ab, run) in raw.items())]
+    return "\n".join(rows)
+
+
+def lab_ab_icount(raw: dict) -> str:
+    """The A/A and A/B on the A/B's guest CPU: per figure tested, the change,
+    its interval, verdict and what the boots could detect; host and wall time."""
+    rows = ["| run | figure | role | base | patched | change [interval] | verdict, p | detectable |",
+            "|---|---|---|--:|--:|--:|---|--:|"]
+    for label, (ab, run) in raw.items():
+        for r in ab["baseline_comparison"]:
+            st = r.get("stats")
+            if not st or st["role"] == "descriptive":
+                continue
+            ci = st["change_ci"]
+            verdict = ("*" if st["significant"] else "~") if st["p"] is not None else st["verdict"]
+            p = f", {st['p']:.2g}" if st["p"] is not None else ""
+            det = st.get("detectable_pct")
+            name = r["check"] + (f" [{r['subject']}]" if r["subject"] else "")
+            rows.append(f"| {label} | {name}: {r['label']} | {st['role']} | {st['base']['median']:.4g} | "
+                        f"{st['current']['median']:.4g} | {st['change_pct']:+.3g}%"
+                        + (f" [{ci[0]:+.3g}, {ci[1]:+.3g}]" if ci else "") + f" | {verdict}{p} | "
+                        + ("-" if det is None else f"±{det:.2g}%") + " |")
+    rows.append("")
+    for label, (ab, run) in raw.items():
+        conds = ab["baseline_conditions"]
+        host = "; ".join(f"{side}: " + ", ".join(f"{v} {k}" for k, v in c["states"].items())
+                         + f" of {c['windows']} boots, others at most {100 * c['others_share_max']:.0f}% of a CPU"
+                         + (f", beside {', '.join(c['busy_beside'])}" if c["busy_beside"] else "")
+                         for side, c in conds.items() if c)
+        rows.append(f"- {label}: `{run['command']}`, {run['boots']} boots a side, {_mmss(run['wall_s'])}, "
+                    f"{run['cpu']}; host {host}.")
+    return "\n".join(rows)
+
+
+def memremap_beside_seeds(raw: dict) -> str:
+    """memremap_pages() of test_hmm's DEVICE_PRIVATE chunks, base against
+    nt-v3 in the lab, beside the series' own test_hmm figures."""
+    ab, run = raw["ab"]
+    st = _stats(ab, "", "calls.min_ms", "probe.memremap")
+    med = _stats(ab, "", "calls.median_ms", "probe.memremap")
+    ci = st["change_ci"]
+    return "\n".join([
+        "| | base | nt-v3 | change |", "|---|--:|--:|--:|",
+        f"| lab: fastest memremap_pages() of a boot, 256 MiB chunk, ms (median of {st['base']['n']} boots) | "
+        f"{st['base']['median']:.3f} | {st['current']['median']:.3f} | {st['change_pct']:+.1f}% "
+        f"[{ci[0]:+.1f}, {ci[1]:+.1f}] {'*' if st['significant'] else '~'} |",
+        f"| lab: median call | {med['base']['median']:.3f} | {med['current']['median']:.3f} | "
+        f"{med['change_pct']:+.1f}% |",
+        "| the series (64 GB chunks, physical x86_64 host, mean of two devices' averages), ms | 116.61 | 54.53 | "
+        "-53.2% |", "",
+        f"Lab: `{run['command']}`; QEMU TCG with icount (instruction counts, no NT or cache effect)."])
+
+
 NATIVE = ["native-epyc-vm-2026-11-30.json"]
+NOISE_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
+    ("epyc-vm 2026-12-01, quiet", "lab-aa-base-2026-12-01"),
+    ("epyc-vm 2026-12-01, contended", "lab-aa-base-contended-2026-12-01"),
+    ("xeon-vm 2026-12-05 254f4b9, host clock", "lab-aa-base-hostclock-xeon-vm-2026-12-05-254f4b9"),
+    ("xeon-vm 2026-12-05 8621d6f, icount", "lab-aa-base-icount-xeon-vm-2026-12-05-8621d6f"))}
 AB_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
     ("A/A base, quiet", "lab-aa-base-2026-12-01"), ("A/B base/nt-v3, quiet", "lab-ab-base-nt-v3-2026-12-01"),
     ("A/A base, contended", "lab-aa-base-contended-2026-12-01"),
@@ -468,6 +555,7 @@ BLOCKS = {
     # the A/B of the recorded base and nt-v3 boots, as tests/unit/test_golden_outputs.py holds it to them
     "ab-one-boot": (text_file, ["tests/fixtures/golden/ab-base-nt-v3.md"]),
     "lab-ab-runs": (lab_ab_runs, AB_RUNS),
+    "lab-noise": (lab_noise, NOISE_RUNS),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
                                               for k in ("base", "nt-v3") for m in ("fsdax", "devdax")}),
 }
