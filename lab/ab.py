@@ -194,7 +194,7 @@ def default_boots(detect_pct: float) -> tuple[int, str]:
 
 # The lab's measured boot-to-boot spread: the residuals of an A/A of base
 # (lab.ab writes spread.json beside every A/B; this is the recorded A/A's,
-# kept so --boots can default from it; tests/test_ab_statistics.py holds it
+# kept so --boots can default from it; tests/unit/test_ab_statistics.py holds it
 # to the raw boots it came from).
 BOOT_SPREAD = HERE / "boot_spread.json"
 

@@ -23,7 +23,7 @@ DEMOTION_WATCH = (MigrateProbe, ReclaimProbe, CopyProbe)
 def by_role(role: str):
     """The probe class that observes `role` ("migrations", "page copies",
     "memmap init", ...): how code outside this package finds a probe it needs,
-    never by its module or class name (tests/test_probe_names.py holds it)."""
+    never by its module or class name (tests/unit/test_probe_names.py holds it)."""
     found = [p for p in PROBES.values() if p.role == role]
     if len(found) != 1:
         raise LookupError(f"{len(found)} probes observe {role!r} (roles: {', '.join(p.role for p in PROBES.values())})")

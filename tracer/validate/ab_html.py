@@ -5,7 +5,7 @@ measured; then the table with its statistics; then the plots: for each
 latency figure, every boot's samples of base and patched side by side (each
 rebind a dot, the boot's median a bar), the demotion modes' share of pages
 and the copy routines' calls per side. A small inline script counts the
-plots and marks the page ready (tests/test_ab_report.py opens it in a real
+plots and marks the page ready (tests/unit/test_ab_report.py opens it in a real
 headless browser).
 
 matplotlib runs with the Agg backend and fixed SVG ids and no date, so the

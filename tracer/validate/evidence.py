@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass, field, fields
 # 2.0-24.6%, against 1.8-63.6% for the median rebind and 3.3-74.3% for the
 # mean: a rebind slowed by anything else on the host or the other vCPU
 # moves the median and mean, while the fastest of 30 is the path's own cost.
-# tests/test_ab_statistics.py derives the choice again from those files. The
+# tests/unit/test_ab_statistics.py derives the choice again from those files. The
 # slowest rebind of a boot is an outlier by construction: described, never
 # tested.
 PRIMARY_REASON = {
