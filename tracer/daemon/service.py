@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from nttrace.daemon import config, loader, sd_notify, signals
 from nttrace.errors import EXIT_OK, NttraceError, UsageError
 from nttrace.exporters import web_config
-from nttrace.exporters.http_server import MetricsServer
+from nttrace.exporters.http_server import MetricsServer, ServerCollector
 from nttrace.exporters.perf_collector import PerfCollector
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
@@ -126,6 +126,7 @@ class Daemon:
         self.perf_slot = CollectorSlot(self.perf)
         self.registry.register(self.perf_slot)
         self.registry.register(WebConfigCollector(self.server))
+        self.registry.register(ServerCollector(self.server))
         self.server.start()
         for name, st in self.tracer.status.items():
             if st["status"] == "attached":
@@ -165,9 +166,7 @@ class Daemon:
             web = self.server.httpd.web
             if (new.web_config_file, new.tls_cert, new.tls_key, new.auth_user, new.auth_sha256) != \
                     (self.cfg.web_config_file, self.cfg.tls_cert, self.cfg.tls_key, self.cfg.auth_user, self.cfg.auth_sha256):
-                web = web_source(new)
-                if web.tls != self.server.httpd.web.tls:
-                    raise UsageError(f"turning TLS {'on' if web.tls else 'off'} takes a restart")
+                web = web_source(new)       # TLS may go on or off: each connection is wrapped by the config it reads
         except UsageError as exc:
             log.error("reload rejected, keeping the running configuration: %s", exc)
             return
