@@ -111,12 +111,13 @@ class Daemon:
         try:
             names = list(self.cfg.probes)
             options = self.probe_options(names)
-            loaded = loader.load(names, options)
+            loaded = loader.load(names, options, stop=lambda: self.requests.stop)
             log.info("loader attached %s in %.2fs (its peak %.0f MiB, released)", ", ".join(names), loaded.seconds,
                      loaded.peak_rss_kib / 1024)
             caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
             self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),
-                                 handle_signals=False, handover=loader.Handover(loaded)).attach()
+                                 handle_signals=False,
+                                 handover=loader.Handover(loaded, stop=lambda: self.requests.stop)).attach()
             self.perf = PerfCollector(self.cfg.perf)
         except BaseException:
             self.shutdown()
@@ -181,6 +182,9 @@ class Daemon:
         try:
             names = list(new.probes)
             changes = self.tracer.set_probes(names, self.probe_options(names))
+        except loader.Stopped:
+            log.info("reload: stopped while the new probes were compiled; not changed")
+            changes = {"added": [], "removed": []}
         except NttraceError as exc:
             log.error("reload: probes not changed, keeping the running set: %s", exc)
             changes = {"added": [], "removed": []}
@@ -245,7 +249,11 @@ def main(args) -> int:
     _setup_logging(cfg.log_level)
     d = Daemon(cfg, args.config, args.listen, web_override)
     d.requests.install()
-    d.start()
+    try:
+        d.start()
+    except loader.Stopped as exc:     # SIGTERM/SIGINT during start-up: not an error (systemd's stop)
+        log.info("%s; exiting", exc)
+        return EXIT_OK
     try:
         d.run()
     finally:
