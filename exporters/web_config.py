@@ -427,8 +427,13 @@ def _tls_context(tls: dict, where: str, base: str) -> tuple[ssl.SSLContext | Non
             ctx.set_ciphers(":".join(openssl_suites) + (":@SECLEVEL=0" if versions["min_version"] < ssl.TLSVersion.TLSv1_2 else ""))
         except ssl.SSLError as exc:
             raise UsageError(f"{where}: tls_server_config.cipher_suites: {exc}") from None
-    if tls.get("prefer_server_cipher_suites", True):
+    prefer = tls.get("prefer_server_cipher_suites", True)
+    if not isinstance(prefer, bool):
+        raise UsageError(f"{where}: tls_server_config.prefer_server_cipher_suites must be true or false")
+    if prefer:
         ctx.options |= ssl.OP_CIPHER_SERVER_PREFERENCE
+    else:       # Python's server context sets it by default: false must clear it
+        ctx.options &= ~ssl.OP_CIPHER_SERVER_PREFERENCE
     curves = tls.get("curve_preferences") or []
     if curves:
         if not isinstance(curves, list) or any(c not in CURVES for c in curves):
