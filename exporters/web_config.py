@@ -141,10 +141,11 @@ class AuthBusy(Exception):
 
 
 # bcrypt runs in the connection's own thread, at most BCRYPT_SLOTS at once in
-# the process (a slot taken without waiting, or AuthBusy). A wrong password
-# that misses the cache takes a slot; a scrape whose credentials are cached
-# takes none, so wrong passwords cannot starve authorised scrapes.
-BCRYPT_SLOTS = max(1, min(4, os.cpu_count() or 1))
+# the process (a slot taken without waiting, or AuthBusy): half the CPUs, so
+# a flood of wrong passwords leaves the other half to serving. A wrong
+# password that misses the cache takes a slot; a scrape whose credentials
+# are cached takes none, so wrong passwords cannot starve authorised scrapes.
+BCRYPT_SLOTS = max(1, min(4, (os.cpu_count() or 1) // 2))
 _bcrypt_slots = threading.BoundedSemaphore(BCRYPT_SLOTS)
 AUTH_STATS = {"busy": 0, "compares": 0, "cache_hits": 0}   # read by the exporter's own metrics
 OK_CACHE_SIZE = 100         # the toolkit's cache size; successes only: an attacker cannot evict them
