@@ -32,12 +32,15 @@ from pathlib import Path
 import pytest
 
 from nttrace.daemon.process import NTTRACE, free_port
+from nttrace.probes.memmap import MemmapProbe
+from nttrace.probes.migrate import MigrateProbe
 
 LIVE = ("root", "tracepoint", "bcc")
 pytestmark = pytest.mark.needs(*LIVE)
 STOP_BOUND_S = 2.0
 REPEATS = int(os.environ.get("NTTRACE_STOP_REPEATS", "1"))
 RUNS: list[dict] = []
+PROBE_NAMES = [MigrateProbe.name, MemmapProbe.name]   # one with per-call records under compaction, one rare
 
 
 # -- what a process holds ----------------------------------------------------------------
@@ -174,7 +177,7 @@ REP = list(range(REPEATS))
 
 # -- trace ------------------------------------------------------------------------------------
 def start_trace(tmp_path, record: bool = True) -> subprocess.Popen:
-    args = [NTTRACE, "trace", "--probes", "migrate,memmap", "--interval", "0.5"]
+    args = [NTTRACE, "trace", "--probes", ",".join(PROBE_NAMES), "--interval", "0.5"]
     if record:
         args += ["--record", str(tmp_path / "calls.jsonl"), "--record-maps", str(tmp_path / "maps.json")]
     return subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -209,7 +212,7 @@ def test_trace_stops_within_the_bound_leaving_nothing(tmp_path, load, phase, sig
 def start_daemon(tmp_path) -> tuple[subprocess.Popen, int, list[str]]:
     port = free_port()
     cfg = tmp_path / "n.toml"
-    cfg.write_text(f'listen = "127.0.0.1:{port}"\nprobes = ["migrate", "memmap"]\nlog_level = "info"\n')
+    cfg.write_text(f'listen = "127.0.0.1:{port}"\nprobes = {json.dumps(PROBE_NAMES)}\nlog_level = "info"\n')
     proc = subprocess.Popen([NTTRACE, "daemon", "--config", str(cfg)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
     lines: list[str] = []
