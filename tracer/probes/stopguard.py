@@ -69,6 +69,8 @@ class StopGuard:
             if not self.attached:
                 self._exit(stops[0], "before the probes were attached")
             time.sleep(self.grace_s)     # the main thread's own stop normally ends the process first
+            if self._w is None:          # closed: the command ended on its own (a caller that goes on)
+                return
             self._exit(stops[0], f"the main thread had not stopped {self.grace_s:.1f} s after it")
 
     def _exit(self, signum: int, why: str) -> None:
