@@ -509,3 +509,81 @@ def test_a_file_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatch):
     monkeypatch.setattr(web_config, "_parse_yaml", parse_then_rotate)
     assert source.current().users.check("prometheus", "three")   # the read that raced was read again
     assert not source.current().users.check("prometheus", "two")
+
+
+def _plain_server(web: web_config.WebConfigSource):
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from nttrace.exporters.http_server import MetricsServer
+    port = free_port()
+    cfg = SimpleNamespace(host="127.0.0.1", port=port, listen=f"127.0.0.1:{port}")
+    server = MetricsServer(cfg, CollectorRegistry(), lambda: {"status": "ok"}, web)
+    server.start()
+    return server, port
+
+
+def _get(port: int, headers: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers)
+
+
+def _server_metrics(server) -> dict:
+    from nttrace.exporters.http_server import ServerCollector
+    return {m.name: m.samples[0].value for m in ServerCollector(server).collect()}
+
+
+def test_connections_over_the_limit_are_closed_at_accept_and_counted(monkeypatch):
+    import socket
+    from nttrace.exporters import http_server
+    monkeypatch.setattr(http_server, "MAX_CONNECTIONS", 3)
+    server, port = _plain_server(web_config.WebConfigSource())
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    try:
+        t0 = time.monotonic()
+        while _server_metrics(server)["nttrace_web_connections_in_flight"] < 3 and time.monotonic() - t0 < 30:
+            time.sleep(0.01)
+        extra = socket.create_connection(("127.0.0.1", port))
+        extra.settimeout(30)
+        try:
+            closed = extra.recv(1) == b""                   # closed at accept, nothing read from it
+        except ConnectionResetError:
+            closed = True
+        assert closed
+        extra.close()
+        m = _server_metrics(server)
+        assert m["nttrace_web_connections_rejected"] == 1 and m["nttrace_web_connections_in_flight"] == 3
+        for s in idle:
+            s.close()
+        t0 = time.monotonic()
+        while _server_metrics(server)["nttrace_web_connections_in_flight"] and time.monotonic() - t0 < 30:
+            time.sleep(0.01)
+        assert _get(port, {})[0] == 200
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+
+
+def test_with_every_bcrypt_slot_taken_a_wrong_password_is_429_and_a_cached_scrape_200(tmp_path):
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  alice: '{bhash('right')}'\n")
+    server, port = _plain_server(web_config.WebConfigSource(str(web)))
+    taken = 0
+    try:
+        assert _get(port, basic("alice", "right"))[0] == 200           # the compare, then cached
+        while web_config._bcrypt_slots.acquire(blocking=False):
+            taken += 1
+        code, headers = _get(port, basic("alice", "wrong"))
+        assert code == 429 and headers.get("Retry-After") == "1"
+        assert _get(port, basic("alice", "right"))[0] == 200           # no slot needed
+        assert _server_metrics(server)["nttrace_web_auth_busy"] >= 1
+    finally:
+        for _ in range(taken):
+            web_config._bcrypt_slots.release()
+        server.stop()
