@@ -283,8 +283,8 @@ def _ssl_ctx_pointer(ctx: ssl.SSLContext):
         return None, None, f"libssl not reachable ({exc})"
     if lib.OpenSSL_version(0).decode() != ssl.OPENSSL_VERSION:
         return None, None, "the libssl found is not the one Python's ssl uses"
-    if sys.implementation.name != "cpython":
-        return None, None, "not CPython"
+    if sys.implementation.name != "cpython" or not (3, 8) <= sys.version_info[:2] <= (3, 14):
+        return None, None, "not a CPython whose context layout is known (3.8-3.14)"
     pointer = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
     if not pointer or lib.SSL_CTX_get_options(pointer) != int(ctx.options):
         return None, None, "the SSL_CTX of Python's context could not be found"
@@ -299,6 +299,12 @@ def _ssl_ctx_pointer(ctx: ssl.SSLContext):
 def set_groups(ctx: ssl.SSLContext, groups: list[str]) -> str | None:
     """Set every curve in `groups` on ctx, in order; None, or why not (then
     one curve alone is set with set_ecdh_curve, more are refused)."""
+    if hasattr(ctx, "set_groups"):         # a Python whose ssl sets the list itself
+        try:
+            ctx.set_groups(":".join(groups))
+            return None
+        except (ssl.SSLError, ValueError) as exc:
+            return f"OpenSSL refused {':'.join(groups)}: {exc}"
     pointer, lib, why = _ssl_ctx_pointer(ctx)
     if pointer is not None and lib.SSL_CTX_ctrl(pointer, _SSL_CTRL_SET_GROUPS_LIST, 0, ":".join(groups).encode()) == 1:
         return None
