@@ -600,5 +600,26 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def auth_under_attack(raw: dict) -> str:
+    """benchmarks/auth_under_attack.py: an authorised scraper's latency
+    while a flood of wrong passwords runs, and what the daemon held."""
+    s, d, a = raw["scraper"], raw["daemon"], raw["attack"]
+    ok = s["codes"].get("200", 0)
+    rows = ["| authorised scrapes | ok | p50 ms | p99 ms | max ms | daemon RSS MiB, before / peak / after | threads, peak |",
+            "|--:|--:|--:|--:|--:|--:|--:|",
+            f"| {s['n']} | {ok} | {_ms(s['p50_ms'])} | {_ms(s['p99_ms'])} | {_ms(s['max_ms'])} | "
+            f"{d['rss_kib_before'] / 1024:.1f} / {d['rss_kib_max'] / 1024:.1f} / {d['rss_kib_after'] / 1024:.1f} | "
+            f"{d['threads_max']} |", ""]
+    answers = ", ".join(f"{n} {k}" for k, n in sorted(a["responses"].items(), key=lambda kv: -kv[1]))
+    rows.append(f"{raw['setup']['connections']} attacking connections for {raw['setup']['seconds']:.0f} s "
+                f"({a['per_s']:.0f} requests/s; answers: {answers}); bcrypt cost {raw['setup']['bcrypt_cost']}; "
+                f"{_machine(raw)}, load average {raw['host']['loadavg_before'][0]:.1f} before; "
+                f"at {raw['commit']}. Command: `{raw['command']}`.")
+    return "\n".join(rows)
+
+
+BLOCKS["auth-under-attack"] = (auth_under_attack, ["auth-under-attack-xeon-vm-2026-12-05-09666ac.json"])
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -187,6 +187,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"nttrace: internal error: {exc.__class__.__name__}: {exc} (NTTRACE_DEBUG=1 shows the traceback)",
               file=sys.stderr)
         return EXIT_INTERNAL
+    except BaseException as exc:      # Terminated (SIGTERM), a BaseException so nothing swallows it
+        if type(exc).__name__ != "Terminated":
+            raise
+        return 143
 
 
 def _dispatch(args) -> int:

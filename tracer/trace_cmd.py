@@ -10,6 +10,7 @@ import time
 from nttrace.errors import EXIT_OK, UsageError
 from nttrace.probes import PROBES, check_names
 from nttrace.probes.contract import Column, row_value
+from nttrace.probes.stopguard import StopGuard
 from nttrace.probes.tracer import Terminated, Tracer
 
 
@@ -72,17 +73,35 @@ def main(args) -> int:
         raise UsageError("--duration must be positive")
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
-    tracer = Tracer(names, probe_options(names, bool(args.record)))
-    if args.ebpf:
-        for name, text in tracer.programs().items():
-            print(f"/* ===== {name} ===== */\n{text}")
-        return EXIT_OK
+    options = probe_options(names, bool(args.record))
+    # SIGINT/SIGTERM from here on end the process within the guard's grace,
+    # also while bcc compiles (the Tracer's capability report and attach)
+    guard = StopGuard().install()
+    try:
+        return _trace(args, names, options, guard)
+    finally:
+        guard.close()
+
+
+def _trace(args, names: list[str], options: dict, guard: StopGuard) -> int:
     maps_file = None
-    if args.record_maps:
+    if args.record_maps and not args.ebpf:
         try:   # opened now, so a bad path is a usage error before anything attaches
             maps_file = open(args.record_maps + ".tmp", "w")
         except OSError as exc:
             raise UsageError(f"--record-maps {args.record_maps}: {exc.strerror}") from None
+        guard.cleanups.append(lambda: os.unlink(args.record_maps + ".tmp"))   # a stop before it is complete
+    try:
+        tracer = Tracer(names, options)
+    except BaseException:
+        if maps_file is not None:
+            maps_file.close()
+            os.unlink(args.record_maps + ".tmp")
+        raise
+    if args.ebpf:
+        for name, text in tracer.programs().items():
+            print(f"/* ===== {name} ===== */\n{text}")
+        return EXIT_OK
     record_file = None
     if args.record:
         try:
@@ -92,6 +111,7 @@ def main(args) -> int:
     start = time.monotonic()
     try:
         tracer.attach()
+        guard.attached = True
         start = time.monotonic()     # --duration and the table's clock count from attached, not from compiling
         next_print = start + args.interval
         end = start + args.duration if args.duration is not None else None

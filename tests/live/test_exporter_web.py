@@ -55,24 +55,65 @@ def test_a_password_over_72_bytes_is_refused_not_truncated(tmp_path):
     assert not users.check("alice", "é" * 37)     # 74 bytes in UTF-8
 
 
-def test_an_unknown_user_costs_a_bcrypt_check_like_a_known_one(tmp_path):
-    """The dummy hash: a wrong password for a user that exists and any
-    password for one that does not take the same time (bcrypt at the same
-    cost), so timing does not say which users exist."""
+@pytest.mark.parametrize("costs", [(10,), (5, 9)])
+def test_an_unknown_user_runs_the_same_compare_at_the_users_cost(tmp_path, monkeypatch, costs):
+    """Held by structure, not by timing: a wrong password for a known user
+    and any password for an unknown one go through the one compare
+    (_Users._compare), each with a bcrypt hash whose cost is a configured
+    user's (the highest, never above it), and both reach bcrypt.checkpw."""
     f = tmp_path / "web.yml"
-    f.write_text(f"basic_auth_users:\n  alice: '{bhash('right', cost=10)}'\n")
+    f.write_text("basic_auth_users:\n" + "".join(f"  u{i}: '{bhash('right', cost=c)}'\n" for i, c in enumerate(costs)))
     users = web_config.load(str(f)).users
+    compared, checked = [], []
+    real_compare, real_checkpw = web_config._Users._compare, bcrypt.checkpw
+    monkeypatch.setattr(web_config._Users, "_compare",
+                        staticmethod(lambda pw, target: compared.append(target) or real_compare(pw, target)))
+    monkeypatch.setattr(bcrypt, "checkpw", lambda pw, h: checked.append(h) or real_checkpw(pw, h))
+    top = len(costs) - 1
+    assert not users.check(f"u{top}", "wrong") and not users.check("mallory", "wrong")
+    assert len(compared) == 2 and len(checked) == 2
+    cost = [int(web_config.BCRYPT_HASH.match(h).group(1)) for h in compared]
+    assert cost == [max(costs), max(costs)], cost
+    assert compared[1] == users.dummy and compared[1] not in users.hashes.values()
 
-    def timed(user):
-        t = []
-        for _ in range(5):
-            t0 = time.perf_counter()
-            assert not users.check(user, "wrong")
-            t.append(time.perf_counter() - t0)
-        return sorted(t)[2]
-    known, unknown = timed("alice"), timed("mallory")
-    assert known > 0.005, "cost 10 should take milliseconds"
-    assert 0.5 < unknown / known < 2.0, (known, unknown)
+
+def test_compares_are_cached_by_a_keyed_digest_and_bounded(tmp_path, monkeypatch):
+    f = tmp_path / "web.yml"
+    f.write_text(f"basic_auth_users:\n  alice: '{bhash('right')}'\n")
+    users = web_config.load(str(f)).users
+    calls = []
+    real = web_config._Users._compare
+    monkeypatch.setattr(web_config._Users, "_compare", staticmethod(lambda pw, t: calls.append(t) or real(pw, t)))
+    assert users.check("alice", "right") and users.check("alice", "right")
+    assert not users.check("alice", "wrong") and not users.check("alice", "wrong")
+    assert len(calls) == 2                                    # one compare each, then the cache
+    stored = b"".join(users._ok) + b"".join(users._failed)
+    assert b"right" not in stored and b"wrong" not in stored and len(next(iter(users._ok))) == 32
+    for i in range(web_config.FAILED_CACHE_SIZE + 50):       # a flood of wrong passwords ...
+        users._failed[users._key("alice", "x", str(i).encode())] = None
+        while len(users._failed) > web_config.FAILED_CACHE_SIZE:
+            users._failed.popitem(last=False)
+    assert users.check("alice", "right") and len(calls) == 2  # ... does not evict the success
+
+
+def test_a_compare_with_every_bcrypt_slot_taken_is_refused_at_once(tmp_path):
+    f = tmp_path / "web.yml"
+    f.write_text(f"basic_auth_users:\n  alice: '{bhash('right')}'\n")
+    users = web_config.load(str(f)).users
+    assert users.check("alice", "right")                      # cached
+    taken = 0
+    while web_config._bcrypt_slots.acquire(blocking=False):
+        taken += 1
+    try:
+        assert taken == web_config.BCRYPT_SLOTS
+        with pytest.raises(web_config.AuthBusy):
+            users.check("alice", "wrong")
+        with pytest.raises(web_config.AuthBusy):
+            users.check("mallory", "any")
+        assert users.check("alice", "right")                  # a cached scrape needs no slot
+    finally:
+        for _ in range(taken):
+            web_config._bcrypt_slots.release()
 
 
 @pytest.mark.parametrize("text,message", [
@@ -94,6 +135,13 @@ def test_an_unknown_user_costs_a_bcrypt_check_like_a_known_one(tmp_path):
     ("basic_auth_users: [alice]\n", "basic_auth_users must be a mapping"),
     ("tls_server_config: [\n", "YAML syntax error"),
     ("rate_limit:\n  interval: soon\n  burst: 1\n", "rate_limit.interval"),
+    ("rate_limit:\n  interval: 5\n  burst: 1\n", "rate_limit.interval 5 has no unit"),
+    ("basic_auth_users:\n  alice: '$2b$04$abcdefghijklmnopqrstuuWc0FS0d1I0ftn.3rqWMNpGddSLcC9yy'\n"
+     "  alice: '$2b$04$abcdefghijklmnopqrstuuWc0FS0d1I0ftn.3rqWMNpGddSLcC9yy'\n", "duplicate key 'alice'"),
+    ("basic_auth_users:\n  alice: '$2b$31$abcdefghijklmnopqrstuuWc0FS0d1I0ftn.3rqWMNpGddSLcC9yy'\n",
+     "hash for alice has cost 31, above the limit 14"),
+    ("tls_server_config:\n  cert_file: a\n  key_file: b\n  cipher_suites: [TLS_RSA_WITH_AES_128_GCM_SHA256]\n",
+     "unknown suite 'TLS_RSA_WITH_AES_128_GCM_SHA256'"),
 ])
 def test_bad_web_config_is_one_line_exit_2_naming_file_and_key(tmp_path, text, message):
     web = tmp_path / "web.yml"
@@ -151,7 +199,7 @@ def test_a_broken_change_keeps_the_last_good_config_and_says_so(tmp_path):
     assert source.last_reload_ok
 
 
-def test_tls_cannot_be_switched_off_by_a_change(tmp_path):
+def test_an_empty_file_does_not_switch_tls_off(tmp_path):
     """A half-written (empty) file must not turn the endpoint into plain HTTP."""
     ca = pki.ca(tmp_path, "ca")
     srv = pki.signed(tmp_path, "srv", ca, server=True)
@@ -160,6 +208,77 @@ def test_tls_cannot_be_switched_off_by_a_change(tmp_path):
     source = web_config.WebConfigSource(str(web))
     web.write_text("")
     assert source.current().tls is not None and not source.last_reload_ok
+
+
+def test_tls_is_switched_off_and_on_by_a_change(tmp_path):
+    ca = pki.ca(tmp_path, "ca")
+    srv = pki.signed(tmp_path, "srv", ca, server=True)
+    web = tmp_path / "web.yml"
+    on = f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n"
+    web.write_text(on)
+    source = web_config.WebConfigSource(str(web))
+    web.write_text(f"basic_auth_users:\n  alice: '{bhash('one')}'\n")
+    assert source.current().tls is None and source.last_reload_ok
+    web.write_text(on)
+    assert source.current().tls is not None and source.last_reload_ok
+
+
+def test_after_a_failed_change_the_files_it_names_are_watched(tmp_path):
+    """The new file names a key that is not there yet: when the key lands,
+    with the web config itself untouched, the change loads."""
+    ca = pki.ca(tmp_path, "ca")
+    srv = pki.signed(tmp_path, "srv", ca, server=True)
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  alice: '{bhash('one')}'\n")
+    source = web_config.WebConfigSource(str(web))
+    key = tmp_path / "later.key"
+    web.write_text(f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {key}\n")
+    assert source.current().tls is None and not source.last_reload_ok
+    assert str(key) in source.watched
+    key.write_bytes(Path(srv.key).read_bytes())
+    assert source.current().tls is not None and source.last_reload_ok
+
+
+def test_every_listed_curve_is_used(tmp_path):
+    """curve_preferences [CurveP384, X25519]: a client offering either one
+    completes a handshake, a client offering only P-256 does not."""
+    import socket
+    import threading
+    ca = pki.ca(tmp_path, "ca")
+    srv = pki.signed(tmp_path, "srv", ca, server=True)
+    web = tmp_path / "web.yml"
+    web.write_text(f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n"
+                   "  curve_preferences: [CurveP384, X25519]\n")
+    ctx = web_config.load(str(web)).tls
+
+    def handshake(curve: str) -> bool:
+        a, b = socket.socketpair()
+        client = ssl.create_default_context(cafile=str(ca.cert))
+        client.check_hostname = False
+        assert web_config.set_groups(client, [curve]) is None     # the client offers this one group
+        done = []
+        t = threading.Thread(target=lambda: done.append(_server_side(ctx, b)))
+        t.start()
+        try:
+            with client.wrap_socket(a) as c:
+                c.do_handshake()
+            ok = True
+        except (ssl.SSLError, OSError):
+            ok = False
+        t.join(10)
+        b.close()
+        return ok and done == [True]
+    assert handshake("P-384") and handshake("X25519")
+    assert not handshake("P-256")
+
+
+def _server_side(ctx, sock) -> bool:
+    try:
+        with ctx.wrap_socket(sock, server_side=True) as s:
+            s.do_handshake()
+        return True
+    except (ssl.SSLError, OSError):
+        return False
 
 
 def test_the_shipped_example_web_config_loads_once_its_files_exist(tmp_path):
@@ -375,20 +494,96 @@ def test_a_file_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatch):
     web.write_text(f"basic_auth_users:\n  prometheus: '{bhash('one')}'\n")
     source = web_config.WebConfigSource(str(web))
     assert source.current().users.check("prometheus", "one")
-    import yaml
-    real_parse = yaml.safe_load
+    real_parse = web_config._parse_yaml
 
     def parse_then_rotate(text):
         parsed = real_parse(text)                # generation 2 was read ...
         tmp = tmp_path / "web.yml.new"           # ... and generation 3 lands while it is being loaded
         tmp.write_text(f"basic_auth_users:\n  prometheus: '{bhash('three')}'\n")
         tmp.rename(web)
-        monkeypatch.setattr(yaml, "safe_load", real_parse)
+        monkeypatch.setattr(web_config, "_parse_yaml", real_parse)
         return parsed
     tmp = tmp_path / "web.yml.new"
     tmp.write_text(f"basic_auth_users:\n  prometheus: '{bhash('two')}'\n")
     tmp.rename(web)
-    monkeypatch.setattr(yaml, "safe_load", parse_then_rotate)
-    assert source.current().users.check("prometheus", "two")     # the read that raced
-    assert source.current().users.check("prometheus", "three")   # the next connection reads again
+    monkeypatch.setattr(web_config, "_parse_yaml", parse_then_rotate)
+    assert source.current().users.check("prometheus", "three")   # the read that raced was read again
     assert not source.current().users.check("prometheus", "two")
+
+
+def _plain_server(web: web_config.WebConfigSource):
+    from types import SimpleNamespace
+
+    from prometheus_client import CollectorRegistry
+
+    from nttrace.exporters.http_server import MetricsServer
+    port = free_port()
+    cfg = SimpleNamespace(host="127.0.0.1", port=port, listen=f"127.0.0.1:{port}")
+    server = MetricsServer(cfg, CollectorRegistry(), lambda: {"status": "ok"}, web)
+    server.start()
+    return server, port
+
+
+def _get(port: int, headers: dict) -> tuple[int, dict]:
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers=headers)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers)
+    except urllib.error.HTTPError as exc:
+        return exc.code, dict(exc.headers)
+
+
+def _server_metrics(server) -> dict:
+    from nttrace.exporters.http_server import ServerCollector
+    return {m.name: m.samples[0].value for m in ServerCollector(server).collect()}
+
+
+def test_connections_over_the_limit_are_closed_at_accept_and_counted(monkeypatch):
+    import socket
+    from nttrace.exporters import http_server
+    monkeypatch.setattr(http_server, "MAX_CONNECTIONS", 3)
+    server, port = _plain_server(web_config.WebConfigSource())
+    idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
+    try:
+        t0 = time.monotonic()
+        while _server_metrics(server)["nttrace_web_connections_in_flight"] < 3 and time.monotonic() - t0 < 30:
+            time.sleep(0.01)
+        extra = socket.create_connection(("127.0.0.1", port))
+        extra.settimeout(30)
+        try:
+            closed = extra.recv(1) == b""                   # closed at accept, nothing read from it
+        except ConnectionResetError:
+            closed = True
+        assert closed
+        extra.close()
+        m = _server_metrics(server)
+        assert m["nttrace_web_connections_rejected"] == 1 and m["nttrace_web_connections_in_flight"] == 3
+        for s in idle:
+            s.close()
+        t0 = time.monotonic()
+        while _server_metrics(server)["nttrace_web_connections_in_flight"] and time.monotonic() - t0 < 30:
+            time.sleep(0.01)
+        assert _get(port, {})[0] == 200
+    finally:
+        for s in idle:
+            s.close()
+        server.stop()
+
+
+def test_with_every_bcrypt_slot_taken_a_wrong_password_is_429_and_a_cached_scrape_200(tmp_path):
+    web = tmp_path / "web.yml"
+    web.write_text(f"basic_auth_users:\n  alice: '{bhash('right')}'\n")
+    server, port = _plain_server(web_config.WebConfigSource(str(web)))
+    taken = 0
+    try:
+        assert _get(port, basic("alice", "right"))[0] == 200           # the compare, then cached
+        while web_config._bcrypt_slots.acquire(blocking=False):
+            taken += 1
+        code, headers = _get(port, basic("alice", "wrong"))
+        assert code == 429 and headers.get("Retry-After") == "1"
+        assert _get(port, basic("alice", "right"))[0] == 200           # no slot needed
+        assert _server_metrics(server)["nttrace_web_auth_busy"] >= 1
+    finally:
+        for _ in range(taken):
+            web_config._bcrypt_slots.release()
+        server.stop()

@@ -147,9 +147,23 @@ class Loaded:
         self.probes = {}
 
 
-def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[str] | None = None) -> Loaded:
+class Stopped(NttraceError):
+    """A stop was asked for (SIGTERM, SIGINT) while a loader compiled: the
+    loader is killed, what it had sent closed."""
+
+    exit_code = 0
+
+
+STOP_CHECK_S = 0.1
+
+
+def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[str] | None = None,
+         stop=None) -> Loaded:
     """Run a loader for `probes` and receive what it attached. Raises
-    LoaderError (after closing whatever arrived) when it fails or dies."""
+    LoaderError (after closing whatever arrived) when it fails or dies, and
+    Stopped when `stop()` turns true meanwhile (checked every STOP_CHECK_S:
+    the daemon's handler only sets a flag, and a recv interrupted by it is
+    resumed, so a SIGTERM waited for the whole compile)."""
     t0 = time.monotonic()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     cmd = argv or [sys.executable, "-m", "nttrace.daemon.loader"]
@@ -162,18 +176,24 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
         return LoaderError(f"the loader exited before it finished (status {proc.wait()})")
 
     try:
-        ours.settimeout(timeout_s)
+        ours.settimeout(STOP_CHECK_S)
         try:
             _send(ours, {"probes": probes, "options": options})
         except ConnectionError:
             raise died() from None
         while True:
-            try:
-                data, fds, _flags, _addr = socket.recv_fds(ours, MAX_MESSAGE, MAX_FDS)
-            except socket.timeout:
-                raise LoaderError(f"the loader sent nothing for {timeout_s:.0f} s") from None
-            except ConnectionError:
-                raise died() from None
+            quiet_since = time.monotonic()
+            while True:
+                if stop is not None and stop():
+                    raise Stopped("stopped while the loader compiled and attached")
+                try:
+                    data, fds, _flags, _addr = socket.recv_fds(ours, MAX_MESSAGE, MAX_FDS)
+                    break
+                except socket.timeout:
+                    if time.monotonic() - quiet_since > timeout_s:
+                        raise LoaderError(f"the loader sent nothing for {timeout_s:.0f} s") from None
+                except ConnectionError:
+                    raise died() from None
             if not data:
                 raise died()
             msg = json.loads(data)
@@ -214,9 +234,10 @@ class Handover:
     be a load the daemon already ran, for the kernel facts) and installs
     what it passed into the daemon's probe objects."""
 
-    def __init__(self, first: Loaded | None = None, timeout_s: float = 600.0):
+    def __init__(self, first: Loaded | None = None, timeout_s: float = 600.0, stop=None):
         self._next = first
         self.timeout_s = timeout_s
+        self.stop = stop
 
     def attach(self, probes: dict) -> dict[str, dict]:
         from nttrace.probes.bpf_maps import MapSet
@@ -225,7 +246,7 @@ class Handover:
             loaded.close()
             loaded = None
         if loaded is None:
-            loaded = load(list(probes), {n: p.options for n, p in probes.items()}, self.timeout_s)
+            loaded = load(list(probes), {n: p.options for n, p in probes.items()}, self.timeout_s, stop=self.stop)
         statuses = {}
         try:
             for name, probe in probes.items():

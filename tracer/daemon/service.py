@@ -23,7 +23,7 @@ from prometheus_client import CollectorRegistry
 from nttrace.daemon import config, loader, sd_notify, signals
 from nttrace.errors import EXIT_OK, NttraceError, UsageError
 from nttrace.exporters import web_config
-from nttrace.exporters.http_server import MetricsServer
+from nttrace.exporters.http_server import MetricsServer, ServerCollector
 from nttrace.exporters.perf_collector import PerfCollector
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
@@ -111,12 +111,13 @@ class Daemon:
         try:
             names = list(self.cfg.probes)
             options = self.probe_options(names)
-            loaded = loader.load(names, options)
+            loaded = loader.load(names, options, stop=lambda: self.requests.stop)
             log.info("loader attached %s in %.2fs (its peak %.0f MiB, released)", ", ".join(names), loaded.seconds,
                      loaded.peak_rss_kib / 1024)
             caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
             self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),
-                                 handle_signals=False, handover=loader.Handover(loaded)).attach()
+                                 handle_signals=False,
+                                 handover=loader.Handover(loaded, stop=lambda: self.requests.stop)).attach()
             self.perf = PerfCollector(self.cfg.perf)
         except BaseException:
             self.shutdown()
@@ -126,6 +127,7 @@ class Daemon:
         self.perf_slot = CollectorSlot(self.perf)
         self.registry.register(self.perf_slot)
         self.registry.register(WebConfigCollector(self.server))
+        self.registry.register(ServerCollector(self.server))
         self.server.start()
         for name, st in self.tracer.status.items():
             if st["status"] == "attached":
@@ -165,9 +167,7 @@ class Daemon:
             web = self.server.httpd.web
             if (new.web_config_file, new.tls_cert, new.tls_key, new.auth_user, new.auth_sha256) != \
                     (self.cfg.web_config_file, self.cfg.tls_cert, self.cfg.tls_key, self.cfg.auth_user, self.cfg.auth_sha256):
-                web = web_source(new)
-                if web.tls != self.server.httpd.web.tls:
-                    raise UsageError(f"turning TLS {'on' if web.tls else 'off'} takes a restart")
+                web = web_source(new)       # TLS may go on or off: each connection is wrapped by the config it reads
         except UsageError as exc:
             log.error("reload rejected, keeping the running configuration: %s", exc)
             return
@@ -182,6 +182,9 @@ class Daemon:
         try:
             names = list(new.probes)
             changes = self.tracer.set_probes(names, self.probe_options(names))
+        except loader.Stopped:
+            log.info("reload: stopped while the new probes were compiled; not changed")
+            changes = {"added": [], "removed": []}
         except NttraceError as exc:
             log.error("reload: probes not changed, keeping the running set: %s", exc)
             changes = {"added": [], "removed": []}
@@ -246,7 +249,11 @@ def main(args) -> int:
     _setup_logging(cfg.log_level)
     d = Daemon(cfg, args.config, args.listen, web_override)
     d.requests.install()
-    d.start()
+    try:
+        d.start()
+    except loader.Stopped as exc:     # SIGTERM/SIGINT during start-up: not an error (systemd's stop)
+        log.info("%s; exiting", exc)
+        return EXIT_OK
     try:
         d.run()
     finally:

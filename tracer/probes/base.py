@@ -13,6 +13,9 @@ from nttrace.probes.contract import Column, Metric
 from nttrace.probes.exercise import Exercise
 
 
+PERF_EVENT_IOC_PAUSE_OUTPUT = 0x40042409     # _IOW('$', 9, __u32)
+
+
 @dataclass
 class Availability:
     ok: bool
@@ -52,6 +55,7 @@ class Probe:
         self.via = ""
         self._records: list[dict] = []
         self._lost_records = 0
+        self._records_paused = False
         self.fentry_error = ""   # why fentry did not load, when the probe fell back to kprobes
         self._maps = None        # the decoder's view of bcc's maps (maps below)
 
@@ -117,7 +121,32 @@ class Probe:
         return False
 
     def open_records(self, table: str, page_cnt: int) -> None:
-        self.bpf[table].open_perf_buffer(self._on_record, page_cnt=page_cnt, lost_cb=self._on_lost)
+        self.bpf[table].open_perf_buffer(self._take_record, page_cnt=page_cnt, lost_cb=self._on_lost)
+
+    def _take_record(self, cpu, data, size) -> None:
+        if not self._records_paused:
+            self._on_record(cpu, data, size)
+
+    def pause_records(self) -> None:
+        """Stop the kernel writing this probe's records and skip those still
+        in the ring (a stop is under way). bcc's drain (perf_reader_event_read)
+        reads the ring's head again after each record and returns only when
+        it has caught up: while the probe writes records faster than the
+        Python callback takes them, it never returns, and a stop signal held
+        until it returns was held for good. Paused (PERF_EVENT_IOC_PAUSE_OUTPUT,
+        Linux 4.7), the ring gets nothing new; skipped, what is left drains at
+        once. Called from a signal handler: syscalls only, no lock."""
+        import fcntl
+        self._records_paused = True
+        readers = getattr(self.bpf, "perf_buffers", None)
+        if not readers:
+            return
+        from bcc.libbcc import lib
+        for reader in list(readers.values()):
+            try:
+                fcntl.ioctl(lib.perf_reader_fd(reader), PERF_EVENT_IOC_PAUSE_OUTPUT, 1)
+            except OSError:
+                pass       # an older kernel: the skipping alone shortens the drain
 
     def _on_record(self, cpu, data, size) -> None:
         raise NotImplementedError

@@ -6,7 +6,15 @@ Terminated, even where the process was started with SIGINT ignored (a job a
 non-interactive shell put in the background inherits that). A signal that
 lands while bcc polls a perf buffer is held until the poll returns: raised
 inside bcc's ctypes callback, the exception would be printed and dropped, and
-the loop around it would run on with the probes attached.
+the loop around it would run on with the probes attached. Holding it, the
+records are paused at once (Probe.pause_records): bcc's drain returns only
+once it has caught up with the ring, which under a heavy enough load it never
+did, so the held signal was never raised (the `trace` that ran 1 h 40 min
+after its SIGINT). Terminated is a BaseException, as KeyboardInterrupt is, so
+no `except Exception` (bcc's, or _attach_probe's) takes it for a failed
+attach; a stop asked for during attach that something swallowed anyway is
+raised when attach returns. StopGuard (nttrace.probes.stopguard) covers what
+a handler cannot: the main thread inside a C call (a compile) for seconds.
 
 Concurrency: the daemon's scrape threads call snapshot() while its main
 thread reloads (set_probes) and drains records (poll, records). The probe set
@@ -31,8 +39,9 @@ from nttrace.probes import capabilities as capmod
 from nttrace.probes import histogram
 
 
-class Terminated(Exception):
-    """SIGTERM, turned into an exception so every `finally` runs."""
+class Terminated(BaseException):
+    """SIGTERM, turned into an exception so every `finally` runs (a
+    BaseException: `except Exception` does not take it)."""
 
 
 def _stop_exception(signum: int) -> BaseException:
@@ -62,10 +71,15 @@ class Tracer:
         self.detach_errors: dict[str, str] = {}   # probe -> what its bcc cleanup raised (descriptors closed anyway)
         self._holding = False      # inside a probe's poll: a stop signal waits in _held until it returns
         self._held: int | None = None
+        self._stop_asked: int | None = None   # the first stop signal taken, raised or not
 
     def _on_stop_signal(self, signum, frame):
+        if self._stop_asked is None:
+            self._stop_asked = signum
         if self._holding:
             self._held = signum
+            for p in list(self.probes.values()):
+                p.pause_records()
             return
         raise _stop_exception(signum)
 
@@ -107,6 +121,8 @@ class Tracer:
             self._old_handlers = {sig: signal.signal(sig, self._on_stop_signal) for sig in STOP_SIGNALS}
         try:
             self.status = dict(self._attach_all(self.probes))
+            if self._stop_asked is not None:    # raised inside bcc and swallowed there (a bare except)
+                raise _stop_exception(self._stop_asked)
         except BaseException:
             self.detach()
             raise
