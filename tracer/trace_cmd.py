@@ -10,7 +10,7 @@ import time
 from nttrace.errors import EXIT_OK, UsageError
 from nttrace.probes import PROBES, check_names
 from nttrace.probes.contract import Column, row_value
-from nttrace.probes.stopguard import StopGuard
+from nttrace.probes.stop_guard import StopGuard
 from nttrace.probes.tracer import Terminated, Tracer
 
 

@@ -13,7 +13,7 @@ did, so the held signal was never raised (the `trace` that ran 1 h 40 min
 after its SIGINT). Terminated is a BaseException, as KeyboardInterrupt is, so
 no `except Exception` (bcc's, or _attach_probe's) takes it for a failed
 attach; a stop asked for during attach that something swallowed anyway is
-raised when attach returns. StopGuard (nttrace.probes.stopguard) covers what
+raised when attach returns. StopGuard (nttrace.probes.stop_guard) covers what
 a handler cannot: the main thread inside a C call (a compile) for seconds.
 
 Concurrency: the daemon's scrape threads call snapshot() while its main
