@@ -161,6 +161,14 @@ def checkout_commit() -> str:
     return (head or "unknown") + ("+" if dirty else "")
 
 
+def run_commit(at_start: str) -> str:
+    """The commit a run is named by: the checkout's at its start. The guest
+    runs the tree as it stands at each boot, so a tree changed during the run
+    is said (measure from a clone no one edits)."""
+    now = checkout_commit()
+    return at_start if now == at_start else f"{at_start} (the tree changed during the run: {now} at its end)"
+
+
 def spread_of(reports: dict[str, list[Path]]) -> dict:
     """The boot-to-boot spread of each scenario's primary figure in these
     boots (nttrace.validate.statistics.residuals, pooled over the sides):
@@ -238,6 +246,7 @@ def main(argv: list[str]) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    commit = checkout_commit()
     try:
         kernels = [kernel_for(specs[0])]
         kernels.append(kernel_for(specs[1]) if args.b != args.a else kernels[0])
@@ -276,7 +285,7 @@ def main(argv: list[str]) -> int:
         "cpu": cpu.describe(), "detect_pct": args.detect, "boots_started_unquiet": unquiet,
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name} for k in kernels],
         "wall_s": round(time.monotonic() - t0, 1), "finished": time.strftime("%F %T"),
-        "machine": conditions.cpu_policy()["cpu"], "commit": checkout_commit(),
+        "machine": conditions.cpu_policy()["cpu"], "commit": run_commit(commit),
         "command": "python3 -m lab.ab " + " ".join(argv)}, indent=1))
     say(f"{len(order)} boots in {_mmss(time.monotonic() - t0)}"
         + (f"; {unquiet} started on a host that was not quiet" if unquiet else ""))

@@ -76,6 +76,16 @@ class Step:
         return out
 
 
+def boots_to_mark(steps: int) -> int:
+    """The fewest boots a side whose exact test can reach the steps' alpha
+    (0.05 over the number of steps, Bonferroni), at any spread."""
+    from nttrace.validate import statistics
+    n = 2
+    while statistics.smallest_p(n, n) > statistics.ALPHA / steps:
+        n += 1
+    return n
+
+
 def parse_steps(text: str, total: int) -> list[tuple[int, int]]:
     """'1-3,4,5,6-8,9' -> [(1, 3), (4, 4), ...]: increasing, non-overlapping
     patch ranges within 1..total. Raises ValueError saying what is wrong."""
@@ -279,13 +289,15 @@ def main(argv: list[str]) -> int:
     ap.add_argument("series", help="FILE:VERSION, e.g. zone-device-memmap-template-nt-v8.txt:v8")
     ap.add_argument("--steps", required=True, help="patch groups, e.g. 1-3,4,5,6-8,9 (each step is the series up to "
                                                    "its group's last patch)")
-    ap.add_argument("--boots", type=int, default=5, help="boots of each step and of base (default 5)")
+    ap.add_argument("--boots", type=int, default=None,
+                    help="boots of each step and of base (default: the fewest that can mark a step at the "
+                         "steps' corrected alpha, at least 5)")
     ap.add_argument("--out", required=True, help="directory for the boots' reports and the step table")
     ap.add_argument("--timeout", type=float, default=1800, help="bound on each boot, seconds")
     ap.add_argument("--wait-quiet", type=float, default=900, metavar="S",
                     help="before each boot, wait up to S seconds for a quiet host (default 900; 0: do not wait)")
     args = ap.parse_args(argv)
-    if args.boots < 2:
+    if args.boots is not None and args.boots < 2:
         print("lab.steps: --boots must be at least 2 (one boot a step cannot be tested)", file=sys.stderr)
         return 2
     try:
@@ -298,9 +310,17 @@ def main(argv: list[str]) -> int:
     except Exception as exc:   # the series cannot be read (mailing_list.SeriesError)
         print(f"lab.steps: {args.series}: {exc}", file=sys.stderr)
         return 2
+    least = boots_to_mark(len(groups))
+    if args.boots is None:
+        args.boots = max(5, least)
+    elif args.boots < least:
+        say(f"{args.boots} boots a step cannot mark any of {len(groups)} steps (alpha 0.05/{len(groups)}): "
+            f"the table will describe them only; {least} boots a step can")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    from lab.ab import checkout_commit, run_commit
+    commit = checkout_commit()
     kernels = {"base": kernel_for(kernel_build.VARIANTS["base"])}
     steps: list[Step] = []
     failed: dict[str, str] = {}
@@ -344,8 +364,7 @@ def main(argv: list[str]) -> int:
         say(f"boot {i} of {len(order)}: done in {_mmss(run.elapsed_s)}; host {run.host_conditions['state']}")
     t = table(steps, boots, {k: v.splitlines()[0] for k, v in failed.items()})
     summ = conditions.summary(states)
-    from lab.ab import checkout_commit
-    commit = checkout_commit()
+    commit = run_commit(commit)
     meta = {"series": args.series, "steps": args.steps, "boots": args.boots, "cpu": cpu.describe(),
             "finished": time.strftime("%F %T"), "machine": conditions.cpu_policy()["cpu"], "commit": commit,
             "conditions": ", ".join(f"{v} {k}" for k, v in summ["states"].items()) + " boots"

@@ -178,3 +178,14 @@ def test_shares_add_up_to_the_whole_series():
     assert rows["1-4"]["share_pct"] == pytest.approx(100 * math.log(16 / 20) / math.log(10 / 20))
     assert t["alpha_per_step"] == pytest.approx(0.025)
     assert rows["1-4"]["significant"] and rows["5"]["significant"]      # 5 boots, consistent shifts
+
+
+def test_boots_a_step_are_enough_to_mark_a_step_at_the_corrected_alpha():
+    """Four boots a step of five steps: the smallest exact p (0.0286) is
+    above 0.05/5, so no step could ever be marked (the v8 run of 2026-12-05
+    at 4 boots said so row by row). The default is the fewest that can."""
+    from nttrace.validate import statistics
+    assert steps.boots_to_mark(5) == 5 and steps.boots_to_mark(9) == 6
+    for m in (1, 3, 5, 9, 12):
+        n = steps.boots_to_mark(m)
+        assert statistics.smallest_p(n, n) <= 0.05 / m < statistics.smallest_p(n - 1, n - 1)
