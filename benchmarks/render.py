@@ -510,6 +510,16 @@ def memremap_beside_seeds(raw: dict) -> str:
         f"Lab: `{run['command']}`; QEMU TCG with icount (instruction counts, no NT or cache effect)."])
 
 
+def lab_steps(raw: dict) -> str:
+    """lab.steps' own step table (lab/steps.py renders it), its headings
+    made this document's."""
+    sys.path.insert(0, str(HERE.parent))     # the checkout: the lab package renders its table
+    from lab import steps
+    text = steps.render_markdown(raw["table"], raw["meta"])
+    lines = text.splitlines()[1:]           # the title: this section's heading says it
+    return "\n".join(f"#### {ln[3:]}" if ln.startswith("## ") else ln for ln in lines).strip("\n")
+
+
 NATIVE = ["native-epyc-vm-2026-11-30.json"]
 NOISE_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
     ("epyc-vm 2026-12-01, quiet", "lab-aa-base-2026-12-01"),

@@ -247,6 +247,12 @@ def _verdict(r: dict) -> str:
     return r["verdict"]
 
 
+def _cov(pct: float) -> str:
+    """A CoV to one decimal, or to two significant digits below 0.1% (the
+    icount guest's boots differ by thousandths of a percent)."""
+    return f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%"
+
+
 def render_markdown(t: dict, meta: dict) -> str:
     lines = [f"# Step table: {meta['series']} ({meta['boots']} boots a step, {meta['cpu']})", "",
              f"_measured {meta['finished']} on {meta['machine']}, nttrace {meta['commit']}; host conditions: "
@@ -258,7 +264,7 @@ def render_markdown(t: dict, meta: dict) -> str:
                   "(Ice Lake VM, 100 GB, mean) |",
                   "|---|---|--:|--:|--:|---|--:|--:|---|---|"]
         for r in s["rows"]:
-            med = f"{r['median']:.3f} ±{r['cov_pct']:.1f}%" if r.get("median") is not None and r.get("cov_pct") is not None \
+            med = f"{r['median']:.3f} ±{_cov(r['cov_pct'])}" if r.get("median") is not None and r.get("cov_pct") is not None \
                 else (f"{r['median']:.3f}" if r.get("median") is not None else "-")
             share = f"{r['share_pct']:.0f}%" if r.get("share_pct") is not None else ""
             pat = "; ".join(r.get("patches") or []) or "(Debian's 7.2.13, no patches)"

@@ -192,6 +192,24 @@ def test_a_b_on_recorded_boots_finds_the_primary_change_significant():
         assert med["multiplicity"] == {"method": "Bonferroni", "m": len(secondary)}
 
 
+def test_eight_boots_a_side_under_icount_a_a_marks_nothing_and_states_its_conditions():
+    """The icount guest's A/A (eight boots of base a side, beside kernel
+    builds): no latency figure is marked, every interval holds no change,
+    the figure it could detect is a fraction of a percent, and each side's
+    host conditions are in the report, not warned of (icount's guest clock
+    does not see the host's load)."""
+    proc = ab(boots("aa-base-icount/A"), boots("aa-base-icount/B"), "--json")
+    rows = rows_of(proc)
+    for mode, metric in TESTED:
+        st = rows[("kernel.memmap_latency", mode, metric)]["stats"]
+        assert st["base"]["n"] == st["current"]["n"] == 8
+        assert not st["significant"] and st["change_ci"][0] <= 0 <= st["change_ci"][1], (mode, metric, st)
+        if st["role"] == "primary":
+            assert 0 < st["detectable_pct"] < 0.5, st["detectable_pct"]
+    conds = json.loads(proc.stdout)["baseline_conditions"]
+    assert all(c and c["windows"] == 8 for c in conds.values()), conds
+
+
 def test_three_boots_a_side_are_too_few_in_words():
     proc = ab(boots("ab-base-nt-v3/A")[:6], boots("ab-base-nt-v3/B")[:6])      # 3 boots x (fsdax, devdax)
     assert proc.returncode == 0, proc.stderr
