@@ -404,30 +404,6 @@ def ci_runs(raw: dict) -> str:
     return "\n".join(rows)
 
 
-def lab_ab_runs(raw: dict) -> str:
-    """Five-boot runs of `python3 -m lab.ab`: per run and namespace, the
-    first bind's and the rebinds' median change with its interval and p."""
-    rows = ["| run | namespace | first bind, ms: base / patched | change [95% CI], p | rebind median, ms: "
-            "base / patched | change [95% CI], p |", "|---|---|--:|--:|--:|--:|"]
-    for label, (ab, run) in raw.items():
-        by = {(r["subject"], r["metric"]): r["stats"] for r in ab["baseline_comparison"]
-              if r["check"] == "kernel.memmap_latency"}
-        for ns in ("fsdax", "devdax"):
-            cells = []
-            for metric in ("first_bind_ms", "rebind_ms.median"):
-                st = by[(ns, metric)]
-                ci = st["change_ci"]
-                mark = " *" if st["significant"] else ""
-                cells += [f"{st['base']['median']:.2f} / {st['current']['median']:.2f}",
-                          f"{st['change_pct']:+.1f}% [{ci[0]:+.1f}, {ci[1]:+.1f}], {st['p']:.3f}{mark}"]
-            rows.append(f"| {label} | {ns} | " + " | ".join(cells) + " |")
-    notes = "; ".join(f"{label}: `{run['command']}`, {int(run['wall_s'] // 60)} m" for label, (_ab, run) in raw.items())
-    rows += ["", f"{next(iter(raw.values()))[1]['boots']} boots a side each, interleaved (A1 B1 A2 B2 ...), scenarios "
-                 f"memmap_fsdax and memmap_devdax; medians across boots; * significant (Mann-Whitney U across boots, "
-                 f"p < 0.05). {notes}."]
-    return "\n".join(rows)
-
-
 def _stats(ab: dict, subject: str, metric: str, check: str = "kernel.memmap_latency") -> dict:
     return next(r["stats"] for r in ab["baseline_comparison"]
                 if r["check"] == check and r["subject"] == subject and r["metric"] == metric)
@@ -486,7 +462,9 @@ def lab_ab_icount(raw: dict) -> str:
                          + f" of {c['windows']} boots, others at most {100 * c['others_share_max']:.0f}% of a CPU"
                          + (f", beside {', '.join(c['busy_beside'])}" if c["busy_beside"] else "")
                          for side, c in conds.items() if c)
-        rows.append(f"- {label}: `{run['command']}`, {run['boots']} boots a side, {_mmss(run['wall_s'])}, "
+        rows.append(f"- {label} ({run['finished'][:10]}, {run.get('machine', 'machine not recorded')}, commit "
+                    f"{run.get('commit', 'not recorded')}): `{run['command']}`, {run['boots']} boots a side, "
+                    f"{_mmss(run['wall_s'])}, "
                     f"{run['cpu']}; host {host}.")
     return "\n".join(rows)
 
@@ -521,15 +499,14 @@ def lab_steps(raw: dict) -> str:
 
 
 NATIVE = ["native-epyc-vm-2026-11-30.json"]
+ICOUNT_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
+    ("A/A base/base", "lab-aa-base-icount-xeon-vm-2026-12-05-8621d6f"),
+    ("A/B base/nt-v3", "lab-ab-base-nt-v3-icount-xeon-vm-2026-12-05-dfb5153"))}
 NOISE_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
     ("epyc-vm 2026-12-01, quiet", "lab-aa-base-2026-12-01"),
     ("epyc-vm 2026-12-01, contended", "lab-aa-base-contended-2026-12-01"),
     ("xeon-vm 2026-12-05 254f4b9, host clock", "lab-aa-base-hostclock-xeon-vm-2026-12-05-254f4b9"),
     ("xeon-vm 2026-12-05 8621d6f, icount", "lab-aa-base-icount-xeon-vm-2026-12-05-8621d6f"))}
-AB_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
-    ("A/A base, quiet", "lab-aa-base-2026-12-01"), ("A/B base/nt-v3, quiet", "lab-ab-base-nt-v3-2026-12-01"),
-    ("A/A base, contended", "lab-aa-base-contended-2026-12-01"),
-    ("A/B base/nt-v3, contended", "lab-ab-base-nt-v3-contended-2026-12-01"))}
 BLOCKS = {
     "native-memmap": (native_memmap, NATIVE),
     "native-page-copy": (native_page_copy, NATIVE),
@@ -562,9 +539,8 @@ BLOCKS = {
                           "cached-epyc-d1bcfc8": "ci-cached-epyc-vm-2026-12-02-d1bcfc8.json",
                           "cached-epyc-70873f5": "ci-cached-epyc-vm-2026-12-02-70873f5.json",
                           "slowest": "ci-cached-epyc-vm-2026-12-02-1f44afc.json"}),
-    # the A/B of the recorded base and nt-v3 boots, as tests/unit/test_golden_outputs.py holds it to them
-    "ab-one-boot": (text_file, ["tests/fixtures/golden/ab-base-nt-v3.md"]),
-    "lab-ab-runs": (lab_ab_runs, AB_RUNS),
+    "lab-ab-icount": (lab_ab_icount, ICOUNT_RUNS),
+    "memremap-beside-seeds": (memremap_beside_seeds, {"ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
     "lab-noise": (lab_noise, NOISE_RUNS),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
                                               for k in ("base", "nt-v3") for m in ("fsdax", "devdax")}),
