@@ -547,5 +547,24 @@ BLOCKS["probe-rounds-xeon"] = (probe_rounds, ["probes-xeon-vm-2026-12-05-0e99454
 BLOCKS["overhead-counted-xeon"] = (overhead_counted, ["overhead-counted-xeon-vm-2026-12-05-dbdf29d.json"])
 
 
+FLOOR_NAMES = {"a_clock": "clock only", "d_floor": "floor: start slot + one per-CPU row", "e_probe": "migrate probe"}
+
+
+def probe_floor(raw: dict) -> str:
+    """benchmarks/probe_floor.py: the probe against clock-only and against the
+    least a paired latency probe does, round by round, as ratios to clock-only."""
+    names = list(raw["subjects"])
+    rows = ["| round | " + " | ".join(f"{FLOOR_NAMES[n]}, ns/event (x clock only)" for n in names) + " |",
+            "|---|" + "--:|" * len(names)]
+    for i, r in enumerate(raw["rounds"], 1):
+        rows.append(f"| {i} | " + " | ".join(f"{r[n]:.0f} (x{r[n] / r[names[0]]:.2f})" for n in names) + " |")
+    med = {n: statistics.median(r[n] / r[names[0]] for r in raw["rounds"]) for n in names}
+    rows.append("| **median ratio** | " + " | ".join(f"**x{med[n]:.2f}**" for n in names) + " |")
+    return "\n".join(rows)
+
+
+BLOCKS["probe-floor-xeon"] = (probe_floor, ["probe-floor-xeon-vm-2026-12-05-ab5a95c.json"])
+
+
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
