@@ -223,7 +223,7 @@ def _dispatch(args) -> int:
             from nttrace.bench import overhead as bench_overhead
             if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1 or (args.warmup or 0) < 0 \
                     or args.cross_check < 0:
-                raise UsageError("--rounds, --per-round and --scratch-mib must be positive, --warmup not negative")
+                raise UsageError("--rounds, --per-round and --scratch-mib must be positive, --warmup and --cross-check not negative")
             return bench_overhead.main(args)
         raise UsageError("nttrace bench: choose native, probes, daemon or overhead (see --help)")
     if args.command == "daemon":

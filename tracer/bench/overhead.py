@@ -14,6 +14,12 @@ Rounds interleave the two conditions,
 "probes" (the daemon's default probe set attached) and "none", in
 alternating order, so drift in the machine's speed falls on both; the report
 gives each round's throughputs and their ratio, and the medians.
+
+--method counted (counted()) measures instead what the kernel counts:
+each program's run time per run with run-time statistics on
+(nttrace.kernel.bpf_stats), plus the entry cost of its attach type, times
+its runs, as a share of the workload's CPU time; with --cross-check, the
+A/B and A/A above beside it, and whether they could resolve it.
 """
 from __future__ import annotations
 
