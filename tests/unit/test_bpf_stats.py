@@ -56,3 +56,20 @@ def test_fdinfo_parsing(tmp_path):
     st = bpf_stats.program_stats(7, tmp_path)
     assert (st.run_time_ns, st.run_cnt, st.ns_per_run) == (1500, 3, 500.0)
     assert bpf_stats.program_stats(8, tmp_path) is None and bpf_stats.program_stats(9, tmp_path) is None
+
+
+def test_the_collector_exports_each_program_s_run_time_and_runs():
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from nttrace.exporters.bpf_program_collector import BpfProgramCollector
+
+    class FakeTracer:
+        def program_stats(self):
+            return {"migrate": {"nttrace_migrate_done": bpf_stats.ProgramStats(3_000_000_000, 12),
+                                "nttrace_migrate_start": bpf_stats.ProgramStats(500, 12)}}
+    reg = CollectorRegistry(auto_describe=False)
+    reg.register(BpfProgramCollector(FakeTracer(), bpf_stats.Hold("bpf_enable_stats", fd=-1)))
+    text = generate_latest(reg).decode()
+    assert 'nttrace_bpf_program_run_seconds_total{probe="migrate",program="nttrace_migrate_done"} 3.0' in text
+    assert 'nttrace_bpf_program_runs_total{probe="migrate",program="nttrace_migrate_start"} 12.0' in text
+    assert 'nttrace_bpf_stats_enabled{method="bpf_enable_stats"} 1.0' in text
