@@ -65,11 +65,11 @@ def test_the_collector_exports_each_program_s_run_time_and_runs():
 
     class FakeTracer:
         def program_stats(self):
-            return {"migrate": {"nttrace_migrate_done": bpf_stats.ProgramStats(3_000_000_000, 12),
+            return {"probe_a": {"nttrace_migrate_done": bpf_stats.ProgramStats(3_000_000_000, 12),
                                 "nttrace_migrate_start": bpf_stats.ProgramStats(500, 12)}}
     reg = CollectorRegistry(auto_describe=False)
     reg.register(BpfProgramCollector(FakeTracer(), bpf_stats.Hold("bpf_enable_stats", fd=-1)))
     text = generate_latest(reg).decode()
-    assert 'nttrace_bpf_program_run_seconds_total{probe="migrate",program="nttrace_migrate_done"} 3.0' in text
-    assert 'nttrace_bpf_program_runs_total{probe="migrate",program="nttrace_migrate_start"} 12.0' in text
+    assert 'nttrace_bpf_program_run_seconds_total{probe="probe_a",program="nttrace_migrate_done"} 3.0' in text
+    assert 'nttrace_bpf_program_runs_total{probe="probe_a",program="nttrace_migrate_start"} 12.0' in text
     assert 'nttrace_bpf_stats_enabled{method="bpf_enable_stats"} 1.0' in text
