@@ -535,8 +535,6 @@ BLOCKS = {
                           "cold-xeon-6fbda7f": "ci-cold-xeon-vm-2026-12-03-6fbda7f.json",
                           "cold-ci-d95534d": "ci-cold-ci-machine-2026-12-03-d95534d.json",
                           "cold-epyc-d95534d": "ci-cold-epyc-vm-2026-12-03-d95534d.json",
-                          "cold-epyc-fa68c78": "ci-cold-epyc-vm-2026-12-02-fa68c78.json",
-                          "cached-epyc-d1bcfc8": "ci-cached-epyc-vm-2026-12-02-d1bcfc8.json",
                           "cached-epyc-70873f5": "ci-cached-epyc-vm-2026-12-02-70873f5.json",
                           "slowest": "ci-cached-epyc-vm-2026-12-02-1f44afc.json"}),
     "lab-ab-icount": (lab_ab_icount, ICOUNT_RUNS),
@@ -605,6 +603,59 @@ def auth_under_attack(raw: dict) -> str:
 
 
 BLOCKS["auth-under-attack"] = (auth_under_attack, ["auth-under-attack-xeon-vm-2026-12-05-09666ac.json"])
+
+
+# -- issue 43: overhead as the kernel counts it, and the probe against its floor on the Xeon VM --
+def overhead_counted(raw: dict) -> str:
+    """`bench overhead --method counted --cross-check N`: per program, the
+    counted cost and entry cost; the share of the workload's CPU time; the
+    A/B and A/A beside it."""
+    e = raw["entry_cost"]
+    rows = ["| program | runs | counted ns/run | + entry (empty program, alone) | ns/run with entry |",
+            "|---|--:|--:|--:|--:|"]
+    for name, p in raw["programs"].items():
+        rows.append(f"| {name} | {p['run_cnt']:,} | {p['ns_per_run']:.0f} | {e['ns_per_event']:.0f} | "
+                    f"{p['with_entry_ns']:.0f} |")
+    s = raw["share_pct_per_run"]
+    rows += ["", f"{len(raw['runs'])} compactions with the probes attached: **{raw['ns_per_call']:.0f} ns a "
+                 f"migrate_pages() call** (start and done), at {raw['calls_per_s']:,.0f} calls/s "
+                 f"({raw['events_per_s']:,.0f} program runs/s) **{raw['cost_per_s_us']:,.0f} us of CPU a second**, "
+                 f"**{raw['share_pct']:.3f}%** of the compacting thread's CPU time (per compaction "
+                 f"{s['min']:.3f} .. {s['max']:.3f}%, median {s['median']:.3f}%)."]
+    c = raw.get("cross_check")
+    if c:
+        ab, aa = c["ab"], c["aa"]
+        qa, qb = aa["ratio_quartiles"], ab["ratio_quartiles"]
+        rows += ["", f"Cross-check, interleaved, {len(ab['rounds'])} rounds each: A/B probes/none "
+                     f"{ab['median_ratio']:.3f} (quartiles {qb[0]:.3f} .. {qb[2]:.3f}); A/A none/none "
+                     f"{aa['median_ratio']:.3f} (quartiles {qa[0]:.3f} .. {qa[2]:.3f}), half its interquartile range "
+                     f"{c['aa_half_iqr_pct']:.1f}%: the A/B "
+                     + ("**can** resolve" if c["resolvable"] else "**cannot** resolve")
+                     + f" a {raw['share_pct']:.3f}% overhead."]
+    return "\n".join(rows)
+
+
+BLOCKS["probe-rounds-xeon"] = (probe_rounds, ["probes-xeon-vm-2026-12-05-0e99454.json"])
+BLOCKS["overhead-counted-xeon"] = (overhead_counted, ["overhead-counted-xeon-vm-2026-12-05-dbdf29d.json"])
+
+
+FLOOR_NAMES = {"a_clock": "clock only", "d_floor": "floor: start slot + one per-CPU row", "e_probe": "migrate probe"}
+
+
+def probe_floor(raw: dict) -> str:
+    """benchmarks/probe_floor.py: the probe against clock-only and against the
+    least a paired latency probe does, round by round, as ratios to clock-only."""
+    names = list(raw["subjects"])
+    rows = ["| round | " + " | ".join(f"{FLOOR_NAMES[n]}, ns/event (x clock only)" for n in names) + " |",
+            "|---|" + "--:|" * len(names)]
+    for i, r in enumerate(raw["rounds"], 1):
+        rows.append(f"| {i} | " + " | ".join(f"{r[n]:.0f} (x{r[n] / r[names[0]]:.2f})" for n in names) + " |")
+    med = {n: statistics.median(r[n] / r[names[0]] for r in raw["rounds"]) for n in names}
+    rows.append("| **median ratio** | " + " | ".join(f"**x{med[n]:.2f}**" for n in names) + " |")
+    return "\n".join(rows)
+
+
+BLOCKS["probe-floor-xeon"] = (probe_floor, ["probe-floor-xeon-vm-2026-12-05-ab5a95c.json"])
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ BENCH_EXAMPLES = """examples:
   nttrace bench daemon --idle-connections 200   # scrape p99 with 200 idle connections open vs none
   nttrace bench overhead --rounds 21    # compaction throughput with the default probes vs none
   nttrace bench overhead --rounds 21 --aa   # the same with no probes on either side: the noise floor
+  nttrace bench overhead --method counted --cross-check 7   # the kernel's count per program, and the A/B
   nttrace bench overhead --work demotion    # demotion throughput (needs a lower memory tier and cgroup v2)
 """
 DAEMON_EXAMPLES = """examples:
@@ -147,6 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "(default 3)")
     bo.add_argument("--scratch-mib", type=int, default=256, help="scratch memory per compaction or demotion "
                     "(default 256)")
+    bo.add_argument("--method", choices=("ab", "counted"), default="ab",
+                    help="ab: throughput with the probes against none, interleaved (default); counted: each program's "
+                         "run time as the kernel counts it plus its attach type's entry cost, as a share of the "
+                         "workload's CPU time (--rounds x --per-round compactions)")
+    bo.add_argument("--cross-check", type=int, default=0, metavar="ROUNDS",
+                    help="with --method counted: also the interleaved A/B and A/A of ROUNDS rounds, and whether "
+                         "they can resolve the counted figure")
     bo.add_argument("--aa", action="store_true", help="no probes in either condition: the method's noise floor")
     bo.add_argument("--warmup", type=int, default=None, help="untimed runs at the start of each condition, after "
                     "the probes attach or detach (default: 1 for demotion, 0 for compaction)")
@@ -217,8 +225,9 @@ def _dispatch(args) -> int:
             return bench_daemon.main(args)
         if args.bench == "overhead":
             from nttrace.bench import overhead as bench_overhead
-            if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1 or (args.warmup or 0) < 0:
-                raise UsageError("--rounds, --per-round and --scratch-mib must be positive, --warmup not negative")
+            if args.rounds < 1 or args.per_round < 1 or args.scratch_mib < 1 or (args.warmup or 0) < 0 \
+                    or args.cross_check < 0:
+                raise UsageError("--rounds, --per-round and --scratch-mib must be positive, --warmup and --cross-check not negative")
             return bench_overhead.main(args)
         raise UsageError("nttrace bench: choose native, probes, daemon or overhead (see --help)")
     if args.command == "daemon":

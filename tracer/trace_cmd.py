@@ -8,6 +8,7 @@ import sys
 import time
 
 from nttrace.errors import EXIT_OK, UsageError
+from nttrace.kernel import bpf_stats
 from nttrace.probes import PROBES, check_names
 from nttrace.probes.contract import Column, row_value
 from nttrace.probes.stop_guard import StopGuard
@@ -109,6 +110,9 @@ def _trace(args, names: list[str], options: dict, guard: StopGuard) -> int:
         except OSError as exc:
             raise UsageError(f"--record {args.record}: {exc.strerror}") from None
     start = time.monotonic()
+    stats = bpf_stats.enable()     # the kernel's run time per program, while tracing (released in the finally)
+    held = {"method": stats.method or None, "reason": stats.reason}
+    programs = {}
     try:
         tracer.attach()
         guard.attached = True
@@ -132,6 +136,7 @@ def _trace(args, names: list[str], options: dict, guard: StopGuard) -> int:
             tracer.poll(timeout_ms=1)
             _write_records(tracer, record_file)
             snap = tracer.snapshot()
+            programs = _program_stats(tracer)
             if maps_file is not None:
                 recording = tracer.record_maps()
                 # what is printed is what the recorded maps decode to
@@ -142,6 +147,7 @@ def _trace(args, names: list[str], options: dict, guard: StopGuard) -> int:
                 maps_file = None
         finally:
             tracer.detach()
+            stats.close()
             for name, why in tracer.detach_errors.items():
                 print(f"nttrace: warning: detaching {name}: {why} (its descriptors were closed regardless)", file=sys.stderr)
             if record_file:
@@ -149,13 +155,23 @@ def _trace(args, names: list[str], options: dict, guard: StopGuard) -> int:
             if maps_file is not None:   # interrupted before the maps were written: no half file left
                 maps_file.close()
                 os.unlink(args.record_maps + ".tmp")
-    summary = {"probes": snap, "duration_s": round(time.monotonic() - start, 3)}
+    summary = {"probes": snap, "duration_s": round(time.monotonic() - start, 3),
+               "bpf_stats": {**held, "programs": programs}}
     if args.json:
         json.dump(summary, sys.stdout, indent=2)
         print()
     else:
         print_table(snap, summary["duration_s"])
     return EXIT_OK
+
+
+def _program_stats(tracer: Tracer) -> dict:
+    """{probe: {program: run_time_ns, run_cnt, ns_per_run}}: the kernel's
+    count of each attached program (nttrace.kernel.bpf_stats)."""
+    return {probe: {fn: {"run_time_ns": st.run_time_ns, "run_cnt": st.run_cnt,
+                         "ns_per_run": round(st.ns_per_run, 1) if st.ns_per_run else None}
+                    for fn, st in progs.items()}
+            for probe, progs in tracer.program_stats().items()}
 
 
 def _write_records(tracer: Tracer, f) -> None:

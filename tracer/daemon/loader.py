@@ -49,8 +49,9 @@ def _die_with_parent() -> None:
 
 
 # -- the loader process -------------------------------------------------------
-def _descriptors(probe) -> tuple[dict[str, int], list[int]]:
-    """The probe's map descriptors by name and its attachment descriptors."""
+def _descriptors(probe) -> tuple[dict[str, int], dict[str, int], list[int]]:
+    """The probe's map descriptors by name, its program descriptors by
+    function name (their run-time counters), and its attachment descriptors."""
     from bcc.libbcc import lib
 
     from nttrace import bpf as bpf_sources
@@ -64,7 +65,7 @@ def _descriptors(probe) -> tuple[dict[str, int], list[int]]:
     attachments += [fd for by_fn in b.kprobe_fds.values() for fd in by_fn.values()]
     attachments += list(b.raw_tracepoint_fds.values()) + list(b.kfunc_entry_fds.values())
     attachments += list(b.kfunc_exit_fds.values())
-    return maps, attachments
+    return maps, probe.program_fds(), attachments
 
 
 def _send(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
@@ -101,12 +102,12 @@ def serve(sock: socket.socket) -> int:
             if status["status"] != "attached":
                 _send(sock, {"probe": name, "status": status})
                 continue
-            maps, attachments = _descriptors(probe)
-            fds = list(maps.values()) + attachments
+            maps, programs, attachments = _descriptors(probe)
+            fds = list(maps.values()) + list(programs.values()) + attachments
             if len(fds) > MAX_FDS:
                 raise LoaderError(f"probe {name} holds {len(fds)} descriptors, more than one message carries")
             _send(sock, {"probe": name, "status": status, "state": probe.state(), "maps": list(maps),
-                         "attachments": len(attachments)}, fds)
+                         "programs": list(programs), "attachments": len(attachments)}, fds)
         _send(sock, {"done": True})
         sock.recv(16)      # the daemon has them: then exit (its EOF would do as well)
     except NttraceError as exc:
@@ -133,13 +134,14 @@ class Loaded:
 
     def __init__(self, caps: dict, meta: dict):
         self.caps, self.meta = caps, meta
-        self.probes: dict[str, tuple[dict, dict, dict[str, int], list[int]]] = {}
+        # probe -> (status, state, maps, attachments, programs)
+        self.probes: dict[str, tuple[dict, dict, dict[str, int], list[int], dict[str, int]]] = {}
         self.seconds = 0.0          # the loader's run, start to exit
         self.peak_rss_kib = 0       # the loader's peak resident memory (bcc, LLVM): gone with it
 
     def close(self) -> None:
-        for _status, _state, maps, attachments in self.probes.values():
-            for fd in list(maps.values()) + attachments:
+        for _status, _state, maps, attachments, programs in self.probes.values():
+            for fd in list(maps.values()) + attachments + list(programs.values()):
                 try:
                     os.close(fd)
                 except OSError:
@@ -204,9 +206,11 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
             elif "probe" in msg:
                 if loaded is None:
                     raise LoaderError("the loader sent a probe before the kernel facts")
-                n_maps = len(msg.get("maps", []))
+                n_maps, n_progs = len(msg.get("maps", [])), len(msg.get("programs", []))
                 loaded.probes[msg["probe"]] = (msg["status"], msg.get("state", {}),
-                                               dict(zip(msg.get("maps", []), fds[:n_maps])), list(fds[n_maps:]))
+                                               dict(zip(msg.get("maps", []), fds[:n_maps])),
+                                               list(fds[n_maps + n_progs:]),
+                                               dict(zip(msg.get("programs", []), fds[n_maps:n_maps + n_progs])))
             elif msg.get("done"):
                 ours.send(b"ok")
                 ours.close()
@@ -250,10 +254,10 @@ class Handover:
         statuses = {}
         try:
             for name, probe in probes.items():
-                status, state, maps, attachments = loaded.probes.pop(name)
+                status, state, maps, attachments, programs = loaded.probes.pop(name)
                 if status["status"] == "attached":
                     try:
-                        probe.bpf = MapSet(probe.source, maps, attachments)
+                        probe.bpf = MapSet(probe.source, maps, attachments, programs=programs)
                     except (OSError, ValueError, KeyError) as exc:
                         status = {"status": "unavailable", "reason": f"handover failed: {exc}"}
                     else:

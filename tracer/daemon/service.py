@@ -23,10 +23,12 @@ from prometheus_client import CollectorRegistry
 from nttrace.daemon import config, loader, sd_notify, signals
 from nttrace.errors import EXIT_OK, NttraceError, UsageError
 from nttrace.exporters import web_config
+from nttrace.exporters.bpf_program_collector import BpfProgramCollector
 from nttrace.exporters.http_server import MetricsServer, ServerCollector
 from nttrace.exporters.perf_collector import PerfCollector
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
+from nttrace.kernel import bpf_stats
 from nttrace.kernel.metadata import KernelMetadata
 from nttrace.probes import PROBES
 from nttrace.probes.capabilities import Capability
@@ -97,6 +99,7 @@ class Daemon:
         self.tracer = None
         self.perf = None
         self.server = None
+        self.stats = None      # nttrace.kernel.bpf_stats.Hold: run-time statistics on while the daemon runs
 
     # -- lifecycle -------------------------------------------------------------
     @staticmethod
@@ -109,6 +112,13 @@ class Daemon:
         t0 = time.monotonic()
         self.server = MetricsServer(self.cfg, self.registry, self.health, web_source(self.cfg))
         try:
+            self.stats = bpf_stats.enable()
+            if self.stats.restored:
+                log.warning("bpf stats: %s", self.stats.restored)
+            if self.stats.on:
+                log.info("bpf run-time statistics on (%s) while the daemon runs", self.stats.method)
+            else:
+                log.warning("bpf run-time statistics not turned on: %s", self.stats.reason)
             names = list(self.cfg.probes)
             options = self.probe_options(names)
             loaded = loader.load(names, options, stop=lambda: self.requests.stop)
@@ -123,6 +133,7 @@ class Daemon:
             self.shutdown()
             raise
         self.registry.register(ProbeCollector(self.tracer))
+        self.registry.register(BpfProgramCollector(self.tracer, self.stats))
         self.registry.register(VmstatCollector())
         self.perf_slot = CollectorSlot(self.perf)
         self.registry.register(self.perf_slot)
@@ -145,8 +156,9 @@ class Daemon:
         status = self.tracer.status_view() if self.tracer else {}
         up = [n for n, s in status.items() if s["status"] == "attached"]
         state = "ok" if status and len(up) == len(status) else ("degraded" if up else "down")
+        stats = {"method": self.stats.method, "reason": self.stats.reason} if self.stats else {}
         return {"status": state, "probes": status, "perf": self.perf.status if self.perf else {},
-                "config": self.cfg.source, "listen": self.cfg.listen}
+                "bpf_stats": stats, "config": self.cfg.source, "listen": self.cfg.listen}
 
     def run(self) -> None:
         watchdog = sd_notify.watchdog_interval_s()
@@ -232,6 +244,8 @@ class Daemon:
             t1 = time.monotonic()
             self.perf.close()
             took["perf"] = time.monotonic() - t1
+        if self.stats is not None:
+            self.stats.close()      # after the programs: their last runs are counted
         log.info("stopped in %.2fs (%s)", time.monotonic() - t0, ", ".join(f"{k} {v:.2f}s" for k, v in took.items()))
 
 

@@ -194,6 +194,18 @@ class Probe:
             self._maps = (self.bpf, MapSet.of_bcc(self.source, self.bpf))
         return self._maps[1]
 
+    def program_fds(self) -> dict[str, int]:
+        """The attached probe's programs by function name, as descriptors
+        this process holds (nttrace.kernel.bpf_stats reads their run-time
+        counters): the daemon's as handed over, or bcc's."""
+        from nttrace.probes.bpf_maps import MapSet
+        if self.bpf is None:
+            return {}
+        if isinstance(self.bpf, MapSet):
+            return dict(self.bpf.programs)
+        return {(k.decode() if isinstance(k, bytes) else k): fn.fd
+                for k, fn in (getattr(self.bpf, "funcs", {}) or {}).items()}
+
     def detach(self) -> None:
         """Detach and unload: bcc's cleanup, and where that stops part way
         (it raises at the first attachment it cannot close, leaving the rest

@@ -162,12 +162,14 @@ class MapSet:
     (trace, validate, the daemon) decodes them one way: the layouts of the
     C declarations (nttrace.bpf.map_decls), sizes checked against the kernel."""
 
-    def __init__(self, source: str, maps: dict[str, int], attachments: list[int], owns: bool = True):
+    def __init__(self, source: str, maps: dict[str, int], attachments: list[int], owns: bool = True,
+                 programs: dict[str, int] | None = None):
         decls = bpf_sources.map_decls(source)
         self.tables: dict[str, Table] = {}
         self.read: set[str] = set()      # the maps lookups went to (what dump() keeps)
         self.attachments = list(attachments)
-        self._fds = (list(maps.values()) + self.attachments) if owns else []
+        self.programs = dict(programs or {})   # function name -> program descriptor (its run-time counters)
+        self._fds = (list(maps.values()) + list(self.programs.values()) + self.attachments) if owns else []
         try:
             for name, fd in maps.items():
                 macro, key_t, value_t = decls[name]
@@ -197,7 +199,7 @@ class MapSet:
         and decode as live maps: what a snapshot of them decodes offline is
         what it decoded on the kernel that filled them."""
         self = cls.__new__(cls)
-        self.attachments, self._fds, self.tables, self.read = [], [], {}, set()
+        self.attachments, self._fds, self.tables, self.read, self.programs = [], [], {}, set(), {}
         decls = bpf_sources.map_decls(source)
         for name, rec in recorded.items():
             macro, key_t, value_t = decls[name]

@@ -219,6 +219,20 @@ class Tracer:
                     "probes": {n: {"options": p.options, "status": self.status[n], "state": p.state(),
                                    "maps": maps[n], "snapshot": after[n]} for n, p in attached.items()}}
 
+    def program_stats(self) -> dict[str, dict]:
+        """{probe: {program: ProgramStats}} of the attached probes' programs:
+        the kernel's run_time_ns and run_cnt (nttrace.kernel.bpf_stats),
+        cumulative since each program loaded; they grow only while run-time
+        statistics are on."""
+        from nttrace.kernel.bpf_stats import program_stats
+        out = {}
+        with self._lock:
+            for name, p in self.probes.items():
+                if self.attached(name):
+                    progs = {fn: program_stats(fd) for fn, fd in p.program_fds().items()}
+                    out[name] = {fn: st for fn, st in progs.items() if st is not None}
+        return out
+
     def status_view(self) -> dict[str, dict]:
         """The probes' status as one consistent copy (for /healthz)."""
         with self._lock:
