@@ -42,7 +42,7 @@ int nttrace_migrate_done(void *ctx) { return clock_only(); }
 
 def measure(text: str, events: int) -> float:
     attachments = [(":".join(START), "nttrace_migrate_start"), (":".join(DONE), "nttrace_migrate_done")]
-    return bench_probes.program_alone(text, attachments, bench_probes.compaction_round, events, 120)["ns_per_event"]
+    return bench_probes.program_alone(text, attachments, MigrateProbe.exercise.bench_round, events, 120)["ns_per_event"]
 
 
 def main():

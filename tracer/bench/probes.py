@@ -1,5 +1,5 @@
 """`nttrace bench probes`: what each probe's BPF programs cost per event,
-from the kernel's own accounting (kernel.bpf_stats_enabled: run_time_ns /
+from the kernel's own accounting (BPF run-time statistics: run_time_ns /
 run_cnt per program, read with bpftool), while the probe's benchmark
 workload (its Exercise's bench_round: compaction cycles for the migrate
 tracepoints, memcg reclaims for vmscan, calls of the native memmap model for
@@ -25,11 +25,10 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from nttrace.errors import EXIT_OK, CapabilityError
+from nttrace.kernel import bpf_stats as kernel_bpf_stats
 
-STATS = Path("/proc/sys/kernel/bpf_stats_enabled")
 REFERENCES = {"empty": "nttrace_bench_empty", "clock_only": "nttrace_bench_ktime"}
 
 
@@ -42,18 +41,18 @@ def bpftool_progs() -> dict[int, dict]:
 
 
 class bpf_stats:
-    """Turn kernel.bpf_stats_enabled on for the block, restoring it after."""
+    """Run-time statistics on for the block (nttrace.kernel.bpf_stats: the
+    BPF_ENABLE_STATS descriptor, the sysctl only where the command is
+    missing), let go after; CapabilityError where they cannot be turned on."""
 
     def __enter__(self):
-        try:
-            self.old = STATS.read_text().strip()
-            STATS.write_text("1")
-        except OSError as exc:
-            raise CapabilityError(f"cannot enable {STATS}: {exc.strerror}") from None
+        self.hold = kernel_bpf_stats.enable()
+        if not self.hold.on:
+            raise CapabilityError(f"cannot turn BPF run-time statistics on: {self.hold.reason}")
         return self
 
     def __exit__(self, *exc):
-        STATS.write_text(self.old)
+        self.hold.close()
 
 
 def _drive(ids: set[int], drive, min_events: int, max_s: float, each: bool = True) -> tuple[int, list[dict]]:
