@@ -489,13 +489,39 @@ def memremap_beside_seeds(raw: dict) -> str:
 
 
 def lab_steps(raw: dict) -> str:
-    """lab.steps' own step table (lab/steps.py renders it), its headings
-    made this document's."""
-    sys.path.insert(0, str(HERE.parent))     # the checkout: the lab package renders its table
+    """lab.steps' table, both namespaces side by side: each step's fastest
+    rebind, its change from the step before with interval and verdict, its
+    share of the series, and the series' own per-patch figures."""
+    sys.path.insert(0, str(HERE.parent))     # the checkout: the lab package's own formatting
     from lab import steps
-    text = steps.render_markdown(raw["table"], raw["meta"])
-    lines = text.splitlines()[1:]           # the title: this section's heading says it
-    return "\n".join(f"#### {ln[3:]}" if ln.startswith("## ") else ln for ln in lines).strip("\n")
+    meta, subjects = raw["meta"], raw["table"]["subjects"]
+    fs, dd = subjects["fsdax"]["rows"], subjects["devdax"]["rows"]
+    rows = ["| step | fsdax ms | change from the step before | share | devdax ms | change from the step before "
+            "| share | path, page_ref_set on | the series' own: fsdax / devdax |", "|---|--:|--:|--:|--:|--:|--:|---|---|"]
+
+    def cells(r):
+        share = f"{r['share_pct']:.0f}%" if r.get("share_pct") is not None else ""
+        verdict = steps._verdict(r)
+        verdict = verdict if len(verdict) <= 2 else "not testable"
+        return [f"{r['median']:.3f}", f"{steps._fmt_change(r)} {verdict}".strip(), share]
+    for f, d in zip(fs, dd):
+        seeds = " / ".join(filter(None, (steps._seed_cell(subjects["fsdax"]["seeds"], f["step"]),
+                                         steps._seed_cell(subjects["devdax"]["seeds"], d["step"]))))
+        rows.append(f"| {f['step']} | " + " | ".join(cells(f) + cells(d)) + f" | {f.get('page_ref_path', '')} | {seeds} |")
+    rows += ["", f"Whole series: fsdax {subjects['fsdax']['total_pct']:+.1f}%, devdax "
+                 f"{subjects['devdax']['total_pct']:+.1f}%. Patches: "
+             + "; ".join(f"{r['step']}: " + ", ".join(r["patches"]) for r in fs if r.get("patches")) + "."]
+    cannot: dict[str, list[str]] = {}
+    for r in fs:     # read from the patches' titles by today's lab.steps (an interpretation, not a figure)
+        for note in steps.Step(0, 0, r.get("patches") or []).cannot():
+            cannot.setdefault(note, []).append(r["step"])
+    rows += [""] + [f"- The lab cannot attribute step {', '.join(st)}: it {note}." for note, st in cannot.items()]
+    rows += ["", f"{meta['boots']} boots a step and of base, in rounds; ms: the median over boots of each boot's "
+                 f"fastest rebind; changes: Hodges-Lehmann with the exact rank interval, * / ~ by the exact "
+                 f"Mann-Whitney test at alpha 0.05/{len(fs) - 1} (Bonferroni over the steps); share: of the "
+                 f"series' log change. {meta['finished'][:10]}, {meta['machine']}, commit {meta['commit']}, "
+                 f"{meta['cpu']}, {_mmss(meta['wall_s'])}: `{meta['command']}`."]
+    return "\n".join(rows)
 
 
 NATIVE = ["native-epyc-vm-2026-11-30.json"]

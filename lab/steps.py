@@ -50,8 +50,9 @@ SCENARIOS = ["memmap_fsdax", "memmap_devdax"]
 CANNOT = {
     "nt_stores": "adds non-temporal stores (MOVNTI): under QEMU TCG they are ordinary stores, so the lab sees only the "
           "instructions the step adds or removes, not the cache effect the series is after",
-    "refcount_tracepoint": "changes the path only while page_ref_set is enabled (and under KASAN/KMSAN): the rebinds timed "
-                "here run without it; the memmap path row shows what it changes",
+    "refcount_tracepoint": "changes the path under KASAN/KMSAN, which the lab's kernels do not build, and while "
+                "page_ref_set is enabled, which the rebinds timed here are not (the memmap path row shows that part); "
+                "their change is the rest of the step",
 }
 
 
