@@ -24,3 +24,17 @@ def test_the_room_is_the_first_directory_under_tests():
     assert room_of(REPO / "tests" / "lab" / "sub" / "test_x.py") == "lab"
     assert room_of(REPO / "tests" / "test_x.py") is None
     assert room_of(REPO / "lab" / "lab.py") is None
+
+
+def test_no_two_rooms_hold_a_test_file_of_one_name():
+    """The rooms are not packages: pytest imports each test file by its base
+    name, and a second file of that name in another room stops the whole
+    collection (it did: tests/unit and tests/live each had test_bpf_stats.py)."""
+    seen: dict[str, str] = {}
+    clashes = []
+    for p in sorted((REPO / "tests").rglob("test_*.py")):
+        room = room_of(p)
+        if p.name in seen and seen[p.name] != room:
+            clashes.append(f"{p.name}: {seen[p.name]} and {room}")
+        seen.setdefault(p.name, room)
+    assert not clashes, clashes
