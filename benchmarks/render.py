@@ -564,6 +564,7 @@ BLOCKS = {
                           "cached-epyc-70873f5": "ci-cached-epyc-vm-2026-12-02-70873f5.json",
                           "slowest": "ci-cached-epyc-vm-2026-12-02-1f44afc.json"}),
     "lab-ab-icount": (lab_ab_icount, ICOUNT_RUNS),
+    "lab-steps": (lab_steps, ["lab-steps-v8-xeon-vm-2026-12-05-45ed58d/steps.json"]),
     "memremap-beside-seeds": (memremap_beside_seeds, {"ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
     "lab-noise": (lab_noise, NOISE_RUNS),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
