@@ -3,7 +3,7 @@
 response headers and a rate limit from the web configuration
 (nttrace.exporters.web_config).
 
-Held against slow and hostile clients (tests/test_exporter_attacks.py):
+Held against slow and hostile clients (tests/live/test_exporter_attacks.py):
 the accept loop never reads from a client, so one that stalls cannot block
 another. Each connection has its own thread, which does the TLS handshake
 and reads the request; a connection that has not delivered its request

@@ -7,7 +7,7 @@ lands while the main thread holds that very lock. threading.Event.set()
 takes the lock of the Event's condition, which the main loop holds for a
 moment each time its Event.wait() times out, and the daemon's handler
 called it: a SIGTERM in that moment hung the daemon for good
-(tests/test_daemon_signals.py makes it happen at will). Two lab guests'
+(tests/live/test_daemon_signals.py makes it happen at will). Two lab guests'
 daemons hung so, SIGTERM taken and nothing logged after it, which this
 fits; it was not caught there. The loop is woken instead through
 signal.set_wakeup_fd(): the interpreter's C-level handler writes the
