@@ -524,6 +524,57 @@ def lab_steps(raw: dict) -> str:
     return "\n".join(rows)
 
 
+QUICK_LABELS = {
+    "quick": "`nttrace validate --quick` (the LLC from /sys)",
+    "quick-llc32m": "`NTTRACE_LLC_SIZE=32M nttrace validate --quick` (a 32 MiB LLC, as the plan reads it)",
+    "floor-report": "floor: `nttrace validate --quick --check 'env.*'` (start-up, BTF, capability report)",
+    "floor-import": "floor: `python -c 'import nttrace.cli'`",
+    "native": "`nttrace validate --quick --check 'native.*'` alone",
+    "migrate": "`nttrace validate --quick --check kernel.migrate_observed` alone",
+    "before": "before: `nttrace validate --quick`",
+}
+
+
+def _spread(st: dict, fmt: str = "{:.3g}") -> str:
+    return f"{fmt.format(st['median'])} [{fmt.format(st['min'])}..{fmt.format(st['max'])}]"
+
+
+def validate_quick_budget(raw: dict) -> str:
+    """Whole `validate --quick` commands and their floors: wall, CPU and peak
+    RSS, median [min..max] over the rounds."""
+    rows = ["| command | wall s | CPU s | peak RSS MiB |", "|---|--:|--:|--:|"]
+    for key, st in raw["summary"].items():
+        rows.append(f"| {QUICK_LABELS.get(key, key)} | {_spread(st['wall_s'])} | {_spread(st['cpu_s'])} | "
+                    f"{_spread(st['peak_rss_mib'], '{:.1f}')} |")
+    h = raw["host"]
+    rows += ["", f"{raw['taken'][:10]}, {h['cpu']} ({h['cpus']} CPUs, LLC {h['llc']}), kernel {h['kernel']}, "
+                 f"commit {raw['commit']}; {len(raw['rounds'])} rounds, order alternating, {raw['warmup']} warm-up "
+                 f"each; peak RSS from wait4, children included. `.venv/bin/python {raw['command']}`."]
+    return "\n".join(rows)
+
+
+def cold_cache_methods(raw: dict) -> str:
+    """The quick plan's ways of starting a cell cold, against the reference
+    (buffers 4x the LLC): cost, memory, and the figures each gives."""
+    rows = ["| method | tables, s | eviction per cell, ms (memmap / page copy) | peak RSS MiB | MOVNTI template "
+            "shorter than slow, % (per round) | NT page copy per folio / memcpy (per round) | AVX-512 per folio / "
+            "memcpy |", "|---|--:|--:|--:|---|---|---|"]
+    first = raw["rounds"][0]
+    for key, sm in raw["summary"].items():
+        ev = sm["evict_ms_per_cell_median"]
+        pc = sm["page_copy_vs_memcpy_medians"]
+        rows.append(f"| {key}: {first[key]['cold']} | {sm['tables_s_median']:.2f} | {ev['memmap']:.2f} / "
+                    f"{ev['page_copy']:.1f} | {sm['peak_rss_mib_max']:.0f} | "
+                    + ", ".join(f"{v:.1f}" for v in sm["memmap_shorter_pct_medians"]["template_movnti"]) + " | "
+                    + ", ".join(f"{v:.3f}" for v in pc["movnti_prefetchnta/per_folio"]) + " | "
+                    + ", ".join(f"{v:.2f}" for v in pc["avx512_stream/per_folio"]) + " |")
+    verdicts = {", ".join(f"{series} {v.upper()}" for series, v in sorted(vs.items()))
+                for sm in raw["summary"].values() for vs in sm["verdicts"]}
+    rows += ["", f"Verdicts, every round of every method: {'; '.join(sorted(verdicts))}. {raw['taken'][:10]}, "
+                 f"commit {raw['commit']}: `.venv/bin/python {raw['command']}`."]
+    return "\n".join(rows)
+
+
 NATIVE = ["native-epyc-vm-2026-11-30.json"]
 ICOUNT_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
     ("A/A base/base", "lab-aa-base-icount-xeon-vm-2026-12-05-8621d6f"),
@@ -564,6 +615,8 @@ BLOCKS = {
                           "cached-epyc-70873f5": "ci-cached-epyc-vm-2026-12-02-70873f5.json",
                           "slowest": "ci-cached-epyc-vm-2026-12-02-1f44afc.json"}),
     "lab-ab-icount": (lab_ab_icount, ICOUNT_RUNS),
+    "validate-quick-budget": (validate_quick_budget, ["validate-quick-budget-xeon-vm-2026-12-05.json"]),
+    "cold-cache-methods": (cold_cache_methods, ["cold-cache-methods-xeon-vm-2026-12-05.json"]),
     "lab-steps": (lab_steps, ["lab-steps-v8-xeon-vm-2026-12-05-45ed58d/steps.json"]),
     "memremap-beside-seeds": (memremap_beside_seeds, {"ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
     "lab-noise": (lab_noise, NOISE_RUNS),
