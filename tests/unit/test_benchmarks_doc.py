@@ -32,6 +32,17 @@ def test_the_document_has_generated_blocks_and_every_named_raw_file_exists():
     assert not missing, missing
 
 
+def tables_by_hand(text: str) -> list[str]:
+    """Table rows outside the generated blocks: figures no raw file backs."""
+    outside = re.sub(r"<!-- generated: ([\w-]+) -->.*?<!-- end generated: \1 -->", "", text, flags=re.S)
+    return [line for line in outside.splitlines() if line.startswith("|")]
+
+
+def test_every_table_comes_from_a_raw_file():
+    assert not tables_by_hand((REPO / "BENCHMARKS.md").read_text())
+    assert tables_by_hand("<!-- generated: a -->\n| x |\n<!-- end generated: a -->\n| by hand |\n") == ["| by hand |"]
+
+
 def test_a_changed_raw_figure_breaks_the_check(tmp_path):
     """The check can fail: a copy of the tree whose raw file says otherwise."""
     import shutil
