@@ -530,7 +530,7 @@ QUICK_LABELS = {
     "floor-report": "floor: `nttrace validate --quick --check 'env.*'` (start-up, BTF, capability report)",
     "floor-import": "floor: `python -c 'import nttrace.cli'`",
     "native": "`nttrace validate --quick --check 'native.*'` alone",
-    "migrate": "`nttrace validate --quick --check kernel.migrate_observed` alone",
+    "migrate": "`nttrace validate --quick --check kernel.migrate_observed` alone",  # not a probe: a round's key in the raw file
     "before": "before: `nttrace validate --quick`",
 }
 
@@ -563,7 +563,7 @@ def cold_cache_methods(raw: dict) -> str:
     for key, sm in raw["summary"].items():
         ev = sm["evict_ms_per_cell_median"]
         pc = sm["page_copy_vs_memcpy_medians"]
-        rows.append(f"| {key}: {first[key]['cold']} | {sm['tables_s_median']:.2f} | {ev['memmap']:.2f} / "
+        rows.append(f"| {key}: {first[key]['cold']} | {sm['tables_s_median']:.2f} | {ev['memmap']:.2f} / "  # not a probe: the native memmap model's key
                     f"{ev['page_copy']:.1f} | {sm['peak_rss_mib_max']:.0f} | "
                     + ", ".join(f"{v:.1f}" for v in sm["memmap_shorter_pct_medians"]["template_movnti"]) + " | "
                     + ", ".join(f"{v:.3f}" for v in pc["movnti_prefetchnta/per_folio"]) + " | "
