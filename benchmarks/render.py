@@ -379,7 +379,7 @@ def _built_in(run: dict) -> dict:
 def ci_runs(raw: dict) -> str:
     """CI runs, one row each (named by date, machine and commit), and the
     slowest steps of the run named "slowest"."""
-    runs = [r for k, r in raw.items() if k != "slowest"]
+    runs = list(raw.values())       # "slowest" is a row as well
     rows = ["| started (UTC) | machine | commit | caches | wall time | pytest | kernels built beside the tests: "
             "base / nt-v3 / nt-v2 | lab guests, summed |", "|---|---|---|---|--:|---|---|--:|"]
     for r in runs:
@@ -607,13 +607,13 @@ BLOCKS = {
     "perf-binding": (perf_binding, ["perf-binding-epyc-vm-2026-12-01.json"]),
     "systemd-unit": (systemd_unit, ["systemd-lab-debian12-tcg-2026-12-01.json"]),
     "lab-scenarios": (lab_scenarios, ["lab-stock-guest-run-2026-12-01.log"]),
-    "ci-runs": (ci_runs, {"cold-epyc-054736e": "ci-cold-epyc-vm-2026-12-04-054736e.json",
+    "ci-runs": (ci_runs, {"cold-xeon-c7311e4": "ci-cold-xeon-vm-2026-12-05-c7311e4.json",
+                          "cold-epyc-054736e": "ci-cold-epyc-vm-2026-12-04-054736e.json",
                           "cold-xeon-edc0b0f": "ci-cold-xeon-vm-2026-12-03-edc0b0f.json",
                           "cold-xeon-6fbda7f": "ci-cold-xeon-vm-2026-12-03-6fbda7f.json",
                           "cold-ci-d95534d": "ci-cold-ci-machine-2026-12-03-d95534d.json",
                           "cold-epyc-d95534d": "ci-cold-epyc-vm-2026-12-03-d95534d.json",
-                          "cached-epyc-70873f5": "ci-cached-epyc-vm-2026-12-02-70873f5.json",
-                          "slowest": "ci-cached-epyc-vm-2026-12-02-1f44afc.json"}),
+                          "slowest": "ci-cached-xeon-vm-2026-12-06-d3b4db5.json"}),
     "lab-ab-icount": (lab_ab_icount, ICOUNT_RUNS),
     "validate-quick-budget": (validate_quick_budget, ["validate-quick-budget-xeon-vm-2026-12-05.json"]),
     "cold-cache-methods": (cold_cache_methods, ["cold-cache-methods-xeon-vm-2026-12-05.json"]),
