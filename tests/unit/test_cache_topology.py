@@ -28,12 +28,10 @@ def test_the_highest_data_cache_level_of_a_sysfs_tree(tree, mib):
     assert llc.source.endswith("index3") and llc.reported_bytes == mib << 20
 
 
-
 def test_instruction_caches_never_count_and_the_largest_of_a_level_wins(tmp_path):
     root = _sysfs(tmp_path, [(1, "Data", "32K"), (2, "Instruction", "8192K"), (2, "Unified", "1024K"),
                              (2, "Data", "2048K")])
     assert cache_topology.last_level_cache(root, environ={}).bytes == 2048 << 10
-
 
 
 def test_this_hosts_llc_is_what_its_sysfs_says():
@@ -49,7 +47,6 @@ def test_this_hosts_llc_is_what_its_sysfs_says():
     assert llc.bytes == max(levels[max(levels)]) and not llc.emulated
 
 
-
 def test_nttrace_llc_size_emulates_the_size_and_says_so():
     llc = cache_topology.last_level_cache(FIXTURES / "cache-xeon-480m", environ={cache_topology.ENV: "32M"})
     assert llc.bytes == 32 << 20 and llc.emulated and llc.reported_bytes == 480 << 20
@@ -58,12 +55,10 @@ def test_nttrace_llc_size_emulates_the_size_and_says_so():
         assert cache_topology.last_level_cache(FIXTURES / "cache-epyc-32m", environ={cache_topology.ENV: text}).bytes == value
 
 
-
 @pytest.mark.parametrize("value", ["lots", "-1M", "0", "32X", ""])
 def test_a_bad_nttrace_llc_size_is_a_usage_error(value):
     with pytest.raises(UsageError, match=cache_topology.ENV):
         cache_topology.last_level_cache(FIXTURES / "cache-epyc-32m", environ={cache_topology.ENV: value})
-
 
 
 def test_no_cache_in_sysfs_is_unknown_not_an_error(tmp_path):
