@@ -159,10 +159,13 @@ def room_of(path: Path) -> str | None:
 
 def misfiled(tests: list[tuple[str, str | None, set[str], bool]]) -> list[str]:
     """'test id: why' for each (test id, room, capabilities it needs, lab
-    mark) that its room does not fit (a file outside the rooms: no opinion)."""
+    mark) that its room does not fit. A file outside the rooms fits none:
+    `make test` would run it, but no room's target would."""
     out = []
     for nodeid, room, needs, lab in tests:
-        if lab and room in ("unit", "live"):
+        if room is None:
+            out.append(f"{nodeid}: outside the rooms, so no room's target runs it")
+        elif lab and room in ("unit", "live"):
             out.append(f"{nodeid}: boots a guest (marked lab) outside tests/lab")
         elif room == "unit" and needs - UNIT_NEEDS:
             out.append(f"{nodeid}: needs {', '.join(sorted(needs - UNIT_NEEDS))}, so it belongs in tests/live")
