@@ -42,12 +42,15 @@ mount --bind /dev/pts "$root/dev/pts"
 echo "lab image: kernel, headers and nttrace's dependencies"
 chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -euc '
     apt-get update -q
+    # kexec-tools loads nothing at reboot: only nttrace ab kexecs, and says which kernel
+    echo "kexec-tools kexec-tools/load_kexec boolean false" | debconf-set-selections
     mkdir -p /etc/initramfs-tools/conf.d && echo "MODULES=most" > /etc/initramfs-tools/conf.d/modules
     apt-get install -y -q --no-install-recommends \
         linux-image-amd64 linux-headers-amd64 \
         python3-bpfcc bpftool ndctl daxctl \
         python3-prometheus-client python3-pip python3-pytest \
-        initramfs-tools busybox systemd systemd-sysv
+        initramfs-tools busybox systemd systemd-sysv \
+        kexec-tools python3-yaml python3-bcrypt linux-perf
     apt-get clean
 ' >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; exit 1; }
 
