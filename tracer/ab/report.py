@@ -124,7 +124,7 @@ def render(loop: Loop, fmt: str) -> str:
     if ab is None:
         return (f"<!doctype html><html><head><meta charset='utf-8'><title>nttrace ab {html.escape(loop.name)}"
                 f"</title></head><body>{section}<p>{html.escape(why)}</p></body></html>\n")
-    at = ab.find(">", ab.find("<body")) + 1 if "<body" in ab else 0
+    at = ab.find("</h1>") + len("</h1>") if "</h1>" in ab else (ab.find(">", ab.find("<body")) + 1 if "<body" in ab else 0)
     return ab[:at] + "\n" + section + "\n" + ab[at:]
 
 
