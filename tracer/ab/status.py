@@ -27,7 +27,7 @@ def status(loop: Loop, running: kernels.Running | None = None) -> dict:
         eta = round((last - sched["created"]) / len(settled) * len(pending))
     current = next((side for side in schedule.SIDES if kernels.is_running(sched["kernels"][side], running)), None)
     return {"name": loop.name, "state": st["state"], "why": st.get("why"), "done": len(runs),
-            "settled": len(settled), "total": len(slots), "boot": booting.get("slot"),
+            "settled": len(settled), "total": len(slots), "boot": booting.get("slot"), "attempt": booting.get("attempt"),
             "next": ({"slot": nxt.slot, "side": nxt.side, "release": sched["kernels"][nxt.side]["release"]}
                      if nxt else None),
             "running_kernel": {"release": running.release, "is": current},
@@ -51,8 +51,8 @@ def print_status(s: dict, out=sys.stdout) -> None:
     print(f"  kernel now: {rk['release']} ({'the ' + rk['is'] + ' kernel' if rk['is'] else 'neither side'})",
           file=out)
     if s["next"]:
-        print(f"  in progress: slot {s['boot']}; next to measure: slot {s['next']['slot']} "
-              f"({s['next']['side']}, {s['next']['release']})", file=out)
+        print(f"  boot {s['next']['slot']} of {s['total']} next: {s['next']['side']} {s['next']['release']}"
+              + (f" (attempt {s['attempt']})" if s.get("attempt") else ""), file=out)
         print(f"  time left: {_dur(s['eta_s'])}", file=out)
     print(f"  failed boots: {len(s['failures'])}" + (f" ({s['consecutive_failures']} in a row now)"
                                                      if s["consecutive_failures"] else ""), file=out)
