@@ -265,3 +265,26 @@ def test_a_boot_that_cannot_be_issued_stops_the_loop(tmp_path):
     assert step.begin(loop, m) == 1
     st = loop.state()
     assert st["state"] == "failed" and "kexec -l failed" in st["why"] and sim.finished == [False]
+
+
+def test_a_state_that_cannot_be_written_stops_the_loop_without_a_traceback(tmp_path, monkeypatch):
+    import errno
+    from nttrace.ab import loop as loop_module
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    real_save = loop_module.Loop.save_state
+    calls = {"n": 0}
+
+    def full_once(self, state):
+        calls["n"] += 1
+        if calls["n"] == 1:          # the save before validate runs: the disk filled up
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.state_path))
+        return real_save(self, state)
+    monkeypatch.setattr(loop_module.Loop, "save_state", full_once)
+    assert step.step(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed" and st["why"].startswith("cannot write the loop's files (disk full: ")
+    assert sim.finished == [False]

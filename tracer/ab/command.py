@@ -6,10 +6,18 @@ import sys
 from pathlib import Path
 
 from nttrace.ab.loop import Loop
-from nttrace.errors import EXIT_OK, UsageError
+from nttrace.errors import EXIT_OK, CapabilityError, UsageError
 
 
 def main(args) -> int:
+    try:
+        return _main(args)
+    except PermissionError as exc:
+        raise CapabilityError(f"ab {args.ab}: {exc.filename}: permission denied (the loops' state is root-only)") \
+            from None
+
+
+def _main(args) -> int:
     what = args.ab
     if what == "start":
         from nttrace.ab import start

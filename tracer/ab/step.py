@@ -117,6 +117,9 @@ def step(loop: Loop, m: Machine | None = None) -> int:
         return _step(loop, sched, st, slots, bid, m)
     except _Stop as exc:
         return _fail(loop, st, str(exc), m)
+    except OSError as exc:        # the state itself cannot be written (disk full, read-only)
+        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
 
 
 def begin(loop: Loop, m: Machine) -> int:
