@@ -288,3 +288,32 @@ def test_a_state_that_cannot_be_written_stops_the_loop_without_a_traceback(tmp_p
     st = loop.state()
     assert st["state"] == "failed" and st["why"].startswith("cannot write the loop's files (disk full: ")
     assert sim.finished == [False]
+
+
+def test_a_cut_after_the_run_was_stored_keeps_that_run_and_goes_on(tmp_path, monkeypatch):
+    from nttrace.ab import loop as loop_module
+    loop = make_loop(tmp_path, rounds=2, seed=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    real_save = loop_module.Loop.save_state
+
+    def cut_after_the_run(self, state):
+        if state["slots"].get("1", {}).get("outcome") == "run":
+            raise KeyboardInterrupt            # the power goes before the state records the stored run
+        return real_save(self, state)
+    monkeypatch.setattr(loop_module.Loop, "save_state", cut_after_the_run)
+    try:
+        step.step(loop, m)
+    except KeyboardInterrupt:
+        pass
+    monkeypatch.undo()
+    stored = loop.run_path(loop.slots()[0]).read_bytes()
+    sim.reboot(lands_on=DEFAULT)
+    assert step.step(loop, m) == 0
+    st = loop.state()
+    assert slot_state(st, 1)["outcome"] == "run" and st["interrupted"] == []
+    assert loop.run_path(loop.slots()[0]).read_bytes() == stored          # kept, not redone
+    assert len(sim.validated) == 1
+    assert sim.asked[-1]["build"] == BUILDS[loop.slots()[1].side]         # on to slot 2

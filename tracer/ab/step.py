@@ -149,6 +149,13 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
     running = m.running()
     interrupted = st.get("measuring")
     if interrupted and interrupted.get("boot_id") != bid:
+        kept = loop.runs().get(interrupted["slot"])
+        if kept and kept["ab_run"].get("boot_id") == interrupted["boot_id"]:
+            # the run was stored whole; the cut came before the state said so
+            st["measuring"] = None
+            slot_state(st, interrupted["slot"])["outcome"] = "run"
+            _event(st, m, "run found stored after a cut", slot=interrupted["slot"])
+            return _next(loop, sched, st, slots, m)
         # the last boot began a run and never finished it (power cut, reset):
         # the run is redone; not a failed boot of the kernel
         st["interrupted"].append({"slot": interrupted["slot"], "boot_id": interrupted["boot_id"],
