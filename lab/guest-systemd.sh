@@ -4,6 +4,9 @@
 # nttrace.systemd): mounts the host's shares, installs the nttrace wheel,
 # runs the systemd scenario, powers off. Every step is bounded.
 set -u
+# nttrace.ab on the command line: the A/B loop's guest (guest-ab.sh), which
+# boots many times in one QEMU run and powers off only once the loop is over
+case " $(cat /proc/cmdline) " in *" nttrace.ab "*) exec sh /nttrace/lab/guest-ab.sh ;; esac
 mkdir -p /nttrace /results
 mountpoint -q /nttrace || mount -t 9p -o trans=virtio,version=9p2000.L,ro nttrace /nttrace
 mountpoint -q /results || mount -t 9p -o trans=virtio,version=9p2000.L results /results
