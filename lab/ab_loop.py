@@ -27,7 +27,7 @@ said), 2 a bad argument.
 from __future__ import annotations
 
 import json
-import struct
+import shutil
 import sys
 import threading
 import time
@@ -36,6 +36,7 @@ from pathlib import Path
 
 from lab import kernel_build, lab
 from lab.ab import checkout_commit, run_commit, say
+from nttrace.ab import kernels
 from nttrace.kernel import conditions
 
 NAME = "lab"
@@ -52,17 +53,10 @@ SEED = 47
 
 
 def build_string(bzimage: Path) -> str:
-    """The kernel's build string as `uname -v` gives it (UTS_VERSION: "#1
-    SMP PREEMPT_DYNAMIC <build date>"), read from the bzImage's setup header:
-    its kernel_version field points at "<release> (<user>@<host>) <UTS_VERSION>"
-    (x86 boot protocol 2.00+)."""
-    data = bzimage.read_bytes()[:0x8000]
-    if data[0x202:0x206] != b"HdrS":
-        raise ValueError(f"{bzimage}: not an x86 bzImage (no HdrS header)")
-    (ptr,) = struct.unpack_from("<H", data, 0x20E)
-    text = data[ptr + 0x200:].split(b"\0", 1)[0].decode()
-    _release, _, rest = text.partition(" (")
-    return rest.split(") ", 1)[1]
+    """The kernel's build string as `uname -v` gives it ("#1 SMP
+    PREEMPT_DYNAMIC <build date>"), read from the bzImage's setup header
+    the way nttrace ab reads it (nttrace.ab.kernels)."""
+    return kernels.parse_image_version(kernels.image_version(bzimage)).version
 
 
 @dataclass
@@ -70,6 +64,7 @@ class LoopRun:
     """One loop's QEMU run, as the host found it afterwards."""
     out: Path
     run: lab.LabRun
+    kernels: dict            # side (base, patched) -> kernel_build.Kernel
     boots: list[dict] = field(default_factory=list)   # ab-boots.jsonl, each with the host's arrival time
     end: dict = field(default_factory=dict)           # ab-end.json
 
@@ -107,10 +102,10 @@ def run_loop(out: Path, base, patched, boots: int, check_args: list[str], inject
     tree = lab.frozen_tree(out)
     loop = tree / "ab-loop"
     loop.mkdir()
-    kernels = {k.variant: k for k in (base, patched)}
-    if len(kernels) != 2:
+    by_variant = {k.variant: k for k in (base, patched)}
+    if len(by_variant) != 2:
         raise ValueError("the loop needs two different kernels (an A/A boots one kernel: lab.ab does that)")
-    for k in kernels.values():
+    for k in by_variant.values():
         (loop / f"{k.variant}.build").write_text(build_string(k.bzimage) + "\n")
     (loop / "patched").write_text(patched.variant + "\n")
     (loop / "name").write_text(NAME + "\n")
@@ -120,15 +115,16 @@ def run_loop(out: Path, base, patched, boots: int, check_args: list[str], inject
         "check_args": check_args, "setup": [FSDAX] if "--rebind" in check_args else [],
         "inject_panic": inject_panic}, indent=1))
     results = out / "guest"
-    for stale in ("ab-boots.jsonl", "ab-end.json", "ab-start.log", "ab-error.txt"):
+    for stale in ("ab-boots.jsonl", "ab-end.json", "ab-start.log", "ab-error.txt", "ab-journal.txt"):
         (results / stale).unlink(missing_ok=True)
+    shutil.rmtree(results / "ab", ignore_errors=True)
     arrived: list[tuple[float, str]] = []
     stop = threading.Event()
     watcher = threading.Thread(target=_watch, args=(results / "ab-boots.jsonl", arrived, stop), daemon=True)
     watcher.start()
     try:
         run = lab.run(results, timeout=timeout, kernel=base, systemd=True, cpu=cpu, reboot=True, tree=tree,
-                      shares={f"kernel-{v}": k.directory for v, k in kernels.items()},
+                      shares={f"kernel-{v}": k.directory for v, k in by_variant.items()},
                       append="nttrace.ab nttrace.boot=firmware")
     finally:
         stop.set()
@@ -136,7 +132,8 @@ def run_loop(out: Path, base, patched, boots: int, check_args: list[str], inject
     _watch_once(results / "ab-boots.jsonl", arrived)
     boots_seen = [{**json.loads(line), "host_time": t} for t, line in arrived]
     end_file = results / "ab-end.json"
-    return LoopRun(out, run, boots_seen, json.loads(end_file.read_text()) if end_file.exists() else {})
+    return LoopRun(out, run, {"base": base, "patched": patched}, boots_seen,
+                   json.loads(end_file.read_text()) if end_file.exists() else {})
 
 
 def _watch_once(path: Path, arrived: list[tuple[float, str]]) -> None:
@@ -199,18 +196,20 @@ def main(argv: list[str]) -> int:
     except lab.LabError as exc:
         r, error = None, str(exc)
     wall = time.time() - t0
-    boots = r.boots if r else []
-    marks = [t0] + [b["host_time"] for b in boots if b["event"] == "boot"]
+    boots = [b for b in (r.boots if r else []) if b["event"] == "boot"]
+    marks = [b["host_time"] for b in boots] + [t0 + wall]
     run_json = {
         "base": base.variant, "patched": patched.variant, "boots_a_side": args.boots, "checks": check_args,
         "inject_panic": args.inject_panic, "seed": args.seed, "cpu": cpu.describe(),
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name,
                      "build": build_string(k.bzimage)} for k in (base, patched)],
         "wall_s": round(wall, 1),
-        # the host's seconds from one boot's line to the next (the first: from QEMU's start)
-        "boots": [{"kernel": b.get("kernel"), "booted_by": b.get("booted_by"), "state": b.get("state"),
-                   "host_s_since_previous": round(b["host_time"] - marks[i], 1)}
-                  for i, b in enumerate(x for x in boots if x["event"] == "boot")],
+        # each boot's host seconds: from its line (early in the boot) to the
+        # next boot's, the last to QEMU's exit; the first line comes after
+        # the firmware boot's start, kernel and systemd: before_first_boot_s
+        "before_first_boot_s": round(boots[0]["host_time"] - t0, 1) if boots else None,
+        "boots": [{"kernel": b.get("kernel"), "booted_by": b.get("booted_by"),
+                   "host_s": round(marks[i + 1] - b["host_time"], 1)} for i, b in enumerate(boots)],
         "end": r.end if r else None, "error": error,
         "finished": time.strftime("%F %T"), "machine": conditions.cpu_policy()["cpu"],
         "commit": run_commit(commit), "command": "python3 -m lab.ab_loop " + " ".join(argv)}

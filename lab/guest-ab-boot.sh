@@ -6,14 +6,17 @@
 # so /lib/modules/<release> cannot tell them apart), every loop kernel's
 # share mounted at /lab-kernels/<variant> (nttrace kexecs from there), this
 # kernel's modules bound at /lib/modules/<release>, and the NVDIMM's drivers
-# loaded (udev looked for them before they were there).
+# loaded (udev looked for them before they were there); and a line for the
+# host in ab-boots.jsonl of the results share.
 #
 # The loop's fault (ab_loop.py --inject-panic): with nttrace.inject=panic-once
 # on the command line nttrace ab passes, the patched kernel's first boot
 # panics here, for real (sysrq c; panic=-1 resets; QEMU re-runs its default
 # kernel, as firmware would); a marker on the disk makes it once only.
 set -u
-LOOP=/nttrace/ab-loop           # the host's: <variant>.build files (uname -v of each kernel), patched
+# the host's: <variant>.build files (uname -v of each kernel), patched; in the
+# tree this script is read from (/nttrace at the first boot, the unit's own mount after)
+LOOP=$(cd "$(dirname "$0")/.." && pwd)/ab-loop
 running=
 for f in "$LOOP"/*.build; do
     v=$(basename "$f" .build)
@@ -23,10 +26,20 @@ for f in "$LOOP"/*.build; do
     [ "$(cat "$f")" = "$(uname -v)" ] && running=$v
 done
 echo "nttrace-lab: A/B loop boot, kernel ${running:-not one of the loop's} ($(uname -r) $(uname -v))" > /dev/console
+# one line a boot for the host (which stamps its arrival): the boots' order and pace
+case " $(cat /proc/cmdline) " in *" nttrace.boot=kexec "*) by=kexec ;; *) by=firmware ;; esac
+mkdir -p /results && { mountpoint -q /results || mount -t 9p -o trans=virtio,version=9p2000.L results /results; } &&
+    printf '{"event": "boot", "kernel": %s, "build": "%s", "booted_by": "%s", "boot_id": "%s", "uptime_s": %s}\n' \
+        "$([ -n "$running" ] && echo "\"$running\"" || echo null)" "$(uname -v)" "$by" \
+        "$(cat /proc/sys/kernel/random/boot_id)" "$(cut -d' ' -f1 /proc/uptime)" \
+        >> /results/ab-boots.jsonl && sync /results/ab-boots.jsonl
 [ -n "$running" ] || exit 0
 mods=/lib/modules/$(uname -r)
-mkdir -p "$mods"
-mountpoint -q "$mods" || mount --bind "/lab-kernels/$running/modules/$(uname -r)" "$mods" || exit 1
+shared=/lab-kernels/$running/modules/$(uname -r)
+if [ -d "$shared" ]; then     # else a kernel whose modules the disk holds (the image's own)
+    mkdir -p "$mods"
+    mountpoint -q "$mods" || mount --bind "$shared" "$mods" || exit 1
+fi
 for m in nfit nd_pmem dax_pmem device_dax kmem; do modprobe "$m" || echo "modprobe $m failed"; done
 case " $(cat /proc/cmdline) " in
     *" nttrace.inject=panic-once "*)

@@ -37,7 +37,9 @@ Before=sysinit.target
 [Service]
 Type=oneshot
 RemainAfterExit=yes
-ExecStart=/bin/sh -c 'mkdir -p /nttrace; mountpoint -q /nttrace || mount -t 9p -o trans=virtio,version=9p2000.L,ro nttrace /nttrace; exec sh /nttrace/lab/guest-ab-boot.sh'
+# the tree's share, mounted only while the script runs: a 9p tag mounts once at
+# a time, and the image's nttrace-lab-systemd.service mounts it at /nttrace next
+ExecStart=/bin/sh -c 'mkdir -p /run/nttrace-ab-tree && mount -t 9p -o trans=virtio,version=9p2000.L,ro nttrace /run/nttrace-ab-tree && { sh /run/nttrace-ab-tree/lab/guest-ab-boot.sh; rc=$?; umount /run/nttrace-ab-tree; exit $rc; }'
 TimeoutStartSec=300
 StandardOutput=journal+console
 

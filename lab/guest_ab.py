@@ -8,9 +8,9 @@ host's, ab_loop.py) and the command line every kexec'd boot gets: this
 one's, with nttrace.boot=kexec (and nttrace.inject=panic-once for the fault
 case). nttrace then kexecs into the schedule's first kernel.
 
-Every boot: a line in RESULTS/ab-boots.jsonl (the kernel running, how it
-was booted, the loop's status). While the loop runs, nothing more: its own
-unit runs the boot's checks and kexecs on. Once it is over and the guest is
+Every boot (after the loop's own unit, whose step kexecs on while the loop
+runs, so this runs only at the boots after which no kexec came): a line in
+RESULTS/ab-boots.jsonl (guest-ab-boot.sh writes each boot's first). Once it is over and the guest is
 back on its default kernel (the loop's last reboot), the loop's state
 directory is copied to RESULTS/ab/<name>, what the loop left installed
 to RESULTS/ab-end.json, and the guest powers off. A loop that stops or
@@ -129,6 +129,10 @@ def finish(rc: int, why: str, st: dict) -> None:
            "kexec_loaded": kexec_loaded.read_text().strip() if kexec_loaded.exists() else None,
            "panicked_marker": Path("/var/lib/nttrace-lab/panicked").exists()}
     (RESULTS / "ab-end.json").write_text(json.dumps(end, indent=1))
+    # the loop's unit and the lab's early one at every boot (the journal is on the disk)
+    journal = subprocess.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", f"nttrace-ab-{NAME}.service",
+                              "-u", "nttrace-lab-ab-boot.service"], capture_output=True, text=True, timeout=300)
+    (RESULTS / "ab-journal.txt").write_text(journal.stdout + journal.stderr)
     record("end", why=why, rc=rc)
     (RESULTS / "guest-run.rc").write_text(f"{rc}\n")
     os.sync()
@@ -137,7 +141,6 @@ def finish(rc: int, why: str, st: dict) -> None:
 
 def main() -> None:
     if not STATE.exists():
-        record("boot", state=None)
         rc = start()
         if rc != 0:
             return finish(rc, f"nttrace ab start exited {rc}", status())
@@ -146,7 +149,7 @@ def main() -> None:
     # this unit is ordered after the loop's (guest-ab.sh): its step has run,
     # and when it booted the next kernel this process never gets here
     st = status()
-    record("boot", state=st.get("state"), status=st)
+    record("after the step", state=st.get("state"), status=st)
     state = st.get("state")
     if state == "complete" and booted_by() == "firmware":
         return finish(0, "complete, back on the default kernel", st)
