@@ -575,6 +575,48 @@ def cold_cache_methods(raw: dict) -> str:
     return "\n".join(rows)
 
 
+
+def _primary(ab: dict) -> dict:
+    """(check [subject], label) -> stats of each primary figure of a validate A/B."""
+    return {(r["check"] + (f" [{r['subject']}]" if r["subject"] else ""), r["label"]): r["stats"]
+            for r in ab["baseline_comparison"] if (r.get("stats") or {}).get("role") == "primary"}
+
+
+def _change(st: dict) -> str:
+    ci = st["change_ci"]
+    verdict = ("*" if st["significant"] else "~") if st["p"] is not None else st["verdict"]
+    return (f"{st['change_pct']:+.3g}%" + (f" [{ci[0]:+.3g}, {ci[1]:+.3g}]" if ci else "") + f" {verdict}"
+            + (f", p {st['p']:.2g}" if st["p"] is not None else ""))
+
+
+def lab_ab_loop(raw: dict) -> str:
+    """nttrace ab's loop in one QEMU run (lab.ab_loop) beside lab.ab's boots
+    of the same kernels: each primary figure both measured, its medians,
+    change, interval and verdict; then the loop's wall time per boot."""
+    (loop_report, loop_run), (ab, ab_run) = raw["loop"], raw["lab.ab"]
+    mine, theirs = _primary(loop_report["ab"]), _primary(ab)
+    n_loop = loop_run["boots_a_side"]
+    rows = [f"| primary figure | lab.ab, {ab_run['boots']} boots a side: base / nt-v3 | change | "
+            f"nttrace ab loop, {n_loop} a side: base / nt-v3 | change |", "|---|--:|--:|--:|--:|"]
+    for key in [k for k in theirs if k in mine]:
+        a, b = theirs[key], mine[key]
+        rows.append(f"| {key[0]}: {key[1]} | {a['base']['median']:.4g} / {a['current']['median']:.4g} | {_change(a)} | "
+                    f"{b['base']['median']:.4g} / {b['current']['median']:.4g} | {_change(b)} |")
+    slots = [b for b in loop_run["boots"][1:-1]]
+    per = sorted(b["host_s"] for b in slots)
+    lp = loop_report["loop"]
+    rows += ["", f"- the loop ({loop_run['finished'][:10]}, {loop_run['machine']}, commit {loop_run['commit']}): "
+                 f"`{loop_run['command']}`; {loop_run['cpu']}; one QEMU run of {_mmss(loop_run['wall_s'])}: "
+                 f"{len(loop_run['boots'])} boots (the default kernel's first, "
+                 f"{len(slots)} of the schedule, the default's last; order {lp['order']}, seed {lp['seed']}); "
+                 f"a schedule boot took {_mmss(statistics.median(per))} of host time (median; "
+                 f"{_mmss(per[0])} to {_mmss(per[-1])}), from its early unit to the next boot's; "
+                 f"failed boots {len(lp['failed_boots'])}; runs kept "
+                 + ", ".join(f"{side} {r['kept']} of {r['planned']}" for side, r in lp["runs"].items()) + ".",
+             f"- lab.ab ({ab_run['finished'][:10]}, {ab_run['machine']}, commit {ab_run['commit']}): "
+             f"`{ab_run['command']}`, {_mmss(ab_run['wall_s'])} for {2 * ab_run['boots']} boots, one QEMU run a boot."]
+    return "\n".join(rows)
+
 NATIVE = ["native-epyc-vm-2026-11-30.json"]
 ICOUNT_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
     ("A/A base/base", "lab-aa-base-icount-xeon-vm-2026-12-05-8621d6f"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 import threading
 import time
@@ -57,6 +58,28 @@ def build_string(bzimage: Path) -> str:
     PREEMPT_DYNAMIC <build date>"), read from the bzImage's setup header
     the way nttrace ab reads it (nttrace.ab.kernels)."""
     return kernels.parse_image_version(kernels.image_version(bzimage)).version
+
+
+# What the loop's report needs in the guest beyond nttrace's own
+# dependencies: validate's A/B statistics import numpy, which the image's
+# Debian does not carry (nor does nttrace declare it). A cp311 wheel for the
+# guest's Python 3.11, fetched once by pip into the lab's cache.
+GUEST_WHEELS = ["numpy<2"]
+
+
+def guest_wheels() -> list[Path]:
+    d = lab.CACHE / "guest-wheels"
+    d.mkdir(parents=True, exist_ok=True)
+    have = sorted(d.glob("*.whl"))
+    if len(have) < len(GUEST_WHEELS):
+        p = subprocess.run(["/usr/bin/python3", "-m", "pip", "download", "-q", *GUEST_WHEELS, "--only-binary=:all:",
+                            "--no-deps", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
+                            "--platform", "manylinux2014_x86_64", "-d", str(d)],
+                           capture_output=True, text=True, timeout=600)
+        if p.returncode != 0:
+            raise lab.LabError(f"pip download {' '.join(GUEST_WHEELS)} for the guest failed: {p.stderr[-2000:]}")
+        have = sorted(d.glob("*.whl"))
+    return have
 
 
 @dataclass
@@ -109,6 +132,9 @@ def run_loop(out: Path, base, patched, boots: int, check_args: list[str], inject
         (loop / f"{k.variant}.build").write_text(build_string(k.bzimage) + "\n")
     (loop / "patched").write_text(patched.variant + "\n")
     (loop / "name").write_text(NAME + "\n")
+    (loop / "wheels").mkdir()
+    for w in guest_wheels():
+        shutil.copy(w, loop / "wheels" / w.name)
     (loop / "config.json").write_text(json.dumps({
         "name": NAME, "kernels": {side: f"/lab-kernels/{k.variant}/bzImage" for side, k in
                                   (("base", base), ("patched", patched))}, "boots": boots, "seed": seed,
