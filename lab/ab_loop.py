@@ -26,6 +26,7 @@ said), 2 a bad argument.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -60,26 +61,28 @@ def build_string(bzimage: Path) -> str:
     return kernels.parse_image_version(kernels.image_version(bzimage)).version
 
 
-# What the loop's report needs in the guest beyond nttrace's own
-# dependencies: validate's A/B statistics import numpy, which the image's
-# Debian does not carry (nor does nttrace declare it). A cp311 wheel for the
-# guest's Python 3.11, fetched once by pip into the lab's cache.
-GUEST_WHEELS = ["numpy<2"]
+# What the loop's report needs in the guest beyond nttrace's declared
+# dependencies: validate's A/B statistics import numpy, its HTML page
+# matplotlib, and the image's Debian carries neither. cp311 wheels for the
+# guest's Python 3.11, with their dependencies, fetched once by pip into the
+# lab's cache (one directory per GUEST_WHEELS).
+GUEST_WHEELS = ["numpy<2", "matplotlib"]
 
 
 def guest_wheels() -> list[Path]:
-    d = lab.CACHE / "guest-wheels"
-    d.mkdir(parents=True, exist_ok=True)
-    have = sorted(d.glob("*.whl"))
-    if len(have) < len(GUEST_WHEELS):
+    key = hashlib.sha256(" ".join(GUEST_WHEELS).encode()).hexdigest()[:12]
+    d = lab.CACHE / f"guest-wheels-{key}"
+    if not (d / "complete").exists():
+        shutil.rmtree(d, ignore_errors=True)
+        d.mkdir(parents=True)
         p = subprocess.run(["/usr/bin/python3", "-m", "pip", "download", "-q", *GUEST_WHEELS, "--only-binary=:all:",
-                            "--no-deps", "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
+                            "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311",
                             "--platform", "manylinux2014_x86_64", "-d", str(d)],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=900)
         if p.returncode != 0:
             raise lab.LabError(f"pip download {' '.join(GUEST_WHEELS)} for the guest failed: {p.stderr[-2000:]}")
-        have = sorted(d.glob("*.whl"))
-    return have
+        (d / "complete").write_text(" ".join(GUEST_WHEELS) + "\n")
+    return sorted(d.glob("*.whl"))
 
 
 @dataclass

@@ -27,7 +27,7 @@ if [ ! -e "$SETUP/ab-installed" ]; then
         sh /nttrace/lab/guest-ab-boot.sh || exit 12
         sh /nttrace/lab/guest-install.sh "$R" || exit $?
         # what the loop's report needs beyond nttrace's dependencies (ab_loop.GUEST_WHEELS)
-        timeout 600 /opt/venv/bin/python -m pip install -q --no-index --no-deps --no-compile \
+        timeout 900 /opt/venv/bin/python -m pip install -q --no-index --no-deps --no-compile \
             /nttrace/ab-loop/wheels/*.whl || exit 15
         ln -sf /opt/venv/bin/nttrace /usr/local/bin/nttrace
         cat > /etc/systemd/system/nttrace-lab-ab-boot.service <<'UNIT'

@@ -91,6 +91,11 @@ def test_the_loop_completes_and_the_guest_ends_on_its_default_kernel(loop):
     assert end["kexec_loaded"] == "0", end
 
 
+def test_the_loop_writes_its_report_in_every_format(loop):
+    assert sorted(p.name for p in (loop.state / "report").iterdir()) == ["ab.html", "ab.json", "ab.md", "ab.txt"], \
+        (loop.run.results / "ab-journal.txt").read_text()[-3000:]
+
+
 def test_the_report_keeps_two_runs_a_side_of_each_kernel(loop, report):
     lp = report["loop"]
     assert lp["state"] == "complete" and lp["via"] == "kexec", lp
