@@ -148,7 +148,8 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
             raise _Stop(f"the {side} kernel's image {why}")
     running = m.running()
     interrupted = st.get("measuring")
-    if interrupted and interrupted.get("boot_id") != bid:
+    cut = bool(interrupted) and interrupted.get("boot_id") != bid
+    if cut:
         kept = loop.runs().get(interrupted["slot"])
         if kept and kept["ab_run"].get("boot_id") == interrupted["boot_id"]:
             # the run was stored whole; the cut came before the state said so
@@ -170,7 +171,7 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
     expected = sched["kernels"][slot.side]
     ss = slot_state(st, slot.slot)
     if not kernels.is_running(expected, running):
-        if interrupted:
+        if cut:
             m.log(f"slot {slot.slot}: the run was cut short and the machine came back on {running.release}: "
                   f"booting {expected['release']} again")
             return _boot(loop, sched, st, slot, m)
