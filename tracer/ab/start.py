@@ -177,4 +177,9 @@ def main(args, machine: Machine | None = None) -> int:
         raise CapabilityError(f"ab start: cannot install the unit: {exc}") from None
     print(f"installed and enabled {unit.unit_name(loop.name)}; `nttrace ab status {loop.name}`, "
           f"`nttrace ab stop {loop.name}` ends it")
-    return begin(loop, machine or real_machine(loop, sched))
+    rc = begin(loop, machine or real_machine(loop, sched))
+    if rc != EXIT_OK:      # the first boot could not be asked for: unit removed by then, no run taken
+        why = loop.state().get("why")
+        shutil.rmtree(loop.dir, ignore_errors=True)
+        raise CapabilityError(f"ab start: {why}; nothing left installed")
+    return rc

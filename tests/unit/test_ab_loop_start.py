@@ -1,0 +1,46 @@
+"""`ab start`'s options become validate's own flags; the plan records the
+seed, the order, both kernels' identity and nttrace's; the command line
+kexec passes must name a root."""
+import argparse
+
+import pytest
+
+from ab_loop_machine import BUILDS, bzimage
+from nttrace.ab import kernels, schedule, start
+from nttrace.ab.loop import Loop
+from nttrace.errors import UsageError
+
+
+def args(**kw):
+    base = dict(name="mine", base="b", patched="p", boots=4, check=None, quick=False, rebind=None, runs=30,
+                exercise="", via="kexec", cmdline=None, seed=None, max_failures=3, wait_quiet=600.0,
+                validate_timeout=7200.0, dry_run=True)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_the_loops_options_are_validates_own_flags():
+    assert start.validate_args(args()) == []
+    assert start.validate_args(args(check=["kernel.memmap*", "env.*"], quick=True, rebind="namespace0.0", runs=10,
+                                    exercise="memremap")) == \
+        ["--check", "kernel.memmap*", "--check", "env.*", "--quick", "--rebind", "namespace0.0", "--runs", "10",
+         "--exercise", "memremap"]
+
+
+def test_the_plan_records_seed_order_kernels_and_nttrace(tmp_path):
+    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    plan = start.plan(args(seed=42, boots=5), Loop(tmp_path / "ab" / "mine"), ks, "root=/dev/sda1 ro", "/usr/bin/nttrace")
+    assert plan["seed"] == 42 and plan["rounds"] == 5
+    assert plan["slots"] == [s.as_json() for s in schedule.make(5, 42)]
+    assert plan["kernels"]["patched"]["build"] == BUILDS["patched"] and len(plan["kernels"]["base"]["sha256"]) == 64
+    assert plan["nttrace"]["exe"] == "/usr/bin/nttrace" and plan["nttrace"]["version"]
+    assert plan["cmdline"] == "root=/dev/sda1 ro" and plan["max_failures"] == 3
+    unseeded = start.plan(args(), Loop(tmp_path / "ab" / "mine"), ks, "root=x", "/usr/bin/nttrace")
+    assert isinstance(unseeded["seed"], int)        # drawn, and recorded
+
+
+def test_a_command_line_without_root_is_refused():
+    assert start.command_line(args(cmdline="root=/dev/vda ro quiet")) == "root=/dev/vda ro quiet"
+    with pytest.raises(UsageError, match="has no root="):
+        start.command_line(args(cmdline="quiet"))
+    assert start.command_line(args(via="reboot")) == ""
