@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -64,7 +63,6 @@ class Machine:
     clock: Callable[[], float] = time.time
     nttrace: Callable[[], dict] = nttrace_identity
     log: Callable[[str], None] = say
-    events: list = field(default_factory=list)
 
 
 def real_machine(loop: Loop, sched: dict) -> Machine:
