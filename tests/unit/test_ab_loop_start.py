@@ -46,3 +46,14 @@ def test_a_command_line_without_root_is_refused():
     with pytest.raises(UsageError, match="has no root="):
         start.command_line(args(cmdline="quiet"))
     assert start.command_line(args(via="reboot")) == ""
+
+
+def test_fewer_boots_than_a_test_needs_are_said_in_the_plan(tmp_path, capsys):
+    assert start.boots_to_test() == 4          # README, "Reading an A/B": 4 runs a side at alpha 0.05
+    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    for boots, said in ((2, True), (4, False)):
+        plan = start.plan(args(seed=1, boots=boots), Loop(tmp_path / "ab" / "mine"), ks, "root=x", "/usr/bin/nttrace")
+        start.print_plan(plan, [])
+        out = capsys.readouterr().out
+        assert ("  note: 2 boot(s) a side cannot test a change: the exact test across boots needs 4 a side" in out) \
+            == said

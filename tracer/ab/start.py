@@ -146,6 +146,16 @@ def print_plan(sched: dict, checked: list[str], out=sys.stdout) -> None:
           file=out)
     for line in checked:
         print(f"  checked: {line}", file=out)
+    testable = boots_to_test()
+    if sched["rounds"] < testable:
+        print(f"  note: {sched['rounds']} boot(s) a side cannot test a change: the exact test across boots needs "
+              f"{testable} a side (README, \"Reading an A/B\"); the report will say so", file=out)
+
+
+def boots_to_test() -> int:
+    """The fewest boots a side at which validate's A/B can mark a primary figure."""
+    from nttrace.validate import statistics
+    return next(n for n in range(2, 50) if statistics.smallest_p(n, n) <= statistics.ALPHA)
 
 
 def main(args, machine: Machine | None = None) -> int:
