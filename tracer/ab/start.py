@@ -130,7 +130,8 @@ def plan(args, loop: Loop, ks: dict, cmdline: str, exe: str) -> dict:
             "nttrace": {"exe": exe, **nttrace_identity()}}
 
 
-def print_plan(sched: dict, checked: list[str], out=sys.stdout) -> None:
+def print_plan(sched: dict, checked: list[str], out=None) -> None:
+    out = out or sys.stdout
     k = sched["kernels"]
     slots = schedule.from_json(sched["slots"])
     print(f"nttrace ab {sched['name']}: {sched['rounds']} boots of each kernel, {len(slots)} in all, via {sched['via']}",
