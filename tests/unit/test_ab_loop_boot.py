@@ -99,3 +99,28 @@ def test_a_boot_by_reboot_sets_grubs_one_shot_entry(monkeypatch):
 def test_a_failed_boot_command_raises_with_its_message():
     with pytest.raises(RuntimeError, match="kexec -l failed: Cannot load image"):
         boot.Booter("kexec", run=Recorder(fail_on="kexec -l")).boot({"image": "/b/nt"}, "root=x")
+
+
+def test_reboot_where_grub_is_not_the_bootloader_is_exit_3_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: None)
+    with pytest.raises(CapabilityError) as e:
+        boot.check_grub()
+    assert e.value.exit_code == 3 and "\n" not in str(e.value)
+    assert str(e.value).startswith("ab start --via reboot: grub is not this machine's bootloader")
+    # grub there, but a grub.cfg that ignores the one-shot entry
+    cfg = tmp_path / "grub.cfg"
+    cfg.write_text("menuentry 'x' { linux /vmlinuz }\n")
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "/usr/sbin/grub-reboot")
+    monkeypatch.setattr(boot, "GRUB_CFGS", (cfg,))
+    with pytest.raises(CapabilityError, match="does not read grub's next_entry"):
+        boot.check_grub()
+    cfg.write_text(GRUB_CFG)
+    assert boot.check_grub() == ("/usr/sbin/grub-reboot", cfg)
+
+
+def test_a_kernel_without_kexec_is_exit_3(tmp_path):
+    with pytest.raises(CapabilityError, match="built without CONFIG_KEXEC"):
+        boot.kexec_supported(tmp_path / "kexec_loaded")
+    (tmp_path / "kexec_loaded").write_text("0\n")
+    boot.kexec_supported(tmp_path / "kexec_loaded")
+    assert boot.kexec_loaded(tmp_path / "kexec_loaded") is False

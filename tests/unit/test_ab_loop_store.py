@@ -27,18 +27,22 @@ def test_a_write_cut_before_the_rename_leaves_the_old_file_and_no_temporary(tmp_
 
 
 def test_a_writer_killed_mid_write_leaves_the_old_file_whole(tmp_path):
-    """A real process, SIGKILLed while it writes 64 MiB: the file at the final
-    name is the old one, whole; what is left is a temporary the next step removes."""
+    """A real process SIGKILLed inside write_atomic, after its data reached the
+    temporary and before the rename (its fsync held until the kill): the file
+    at the final name is the old one, whole; the temporary left is removed."""
     p = tmp_path / "run.json"
     store.write_json(p, {"old": True})
-    code = ("import sys; from pathlib import Path; from nttrace.ab import store; "
-            "print('writing', flush=True); store.write_atomic(Path(sys.argv[1]), 'x' * (64 << 20))")
+    code = ("import os, sys, time; from pathlib import Path; from nttrace.ab import store\n"
+            "def held(fd):\n    print('in fsync', flush=True); time.sleep(60)\n"
+            "os.fsync = held\n"
+            "store.write_atomic(Path(sys.argv[1]), '{\"new\": ' + '1' * (8 << 20))")
     proc = subprocess.Popen([sys.executable, "-c", code, str(p)], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout.readline() == "writing\n"
+    assert proc.stdout.readline() == "in fsync\n"
+    assert (tmp_path / "run.json.tmp").stat().st_size > 8 << 20      # the data was there, not yet renamed
     proc.kill()
     proc.wait()
     assert store.read_json(p) == {"old": True}
-    store.remove_partial(tmp_path)
+    assert store.remove_partial(tmp_path) == ["run.json.tmp"]
     assert [q.name for q in tmp_path.iterdir()] == ["run.json"]
 
 

@@ -130,7 +130,8 @@ def plan(args, loop: Loop, ks: dict, cmdline: str, exe: str) -> dict:
             "nttrace": {"exe": exe, **nttrace_identity()}}
 
 
-def print_plan(sched: dict, checked: list[str], out=sys.stdout) -> None:
+def print_plan(sched: dict, checked: list[str], out=None) -> None:
+    out = out or sys.stdout
     k = sched["kernels"]
     slots = schedule.from_json(sched["slots"])
     print(f"nttrace ab {sched['name']}: {sched['rounds']} boots of each kernel, {len(slots)} in all, via {sched['via']}",
@@ -146,6 +147,16 @@ def print_plan(sched: dict, checked: list[str], out=sys.stdout) -> None:
           file=out)
     for line in checked:
         print(f"  checked: {line}", file=out)
+    testable = boots_to_test()
+    if sched["rounds"] < testable:
+        print(f"  note: {sched['rounds']} boot(s) a side cannot test a change: the exact test across boots needs "
+              f"{testable} a side (README, \"Reading an A/B\"); the report will say so", file=out)
+
+
+def boots_to_test() -> int:
+    """The fewest boots a side at which validate's A/B can mark a primary figure."""
+    from nttrace.validate import statistics
+    return next(n for n in range(2, 50) if statistics.smallest_p(n, n) <= statistics.ALPHA)
 
 
 def main(args, machine: Machine | None = None) -> int:
@@ -177,4 +188,9 @@ def main(args, machine: Machine | None = None) -> int:
         raise CapabilityError(f"ab start: cannot install the unit: {exc}") from None
     print(f"installed and enabled {unit.unit_name(loop.name)}; `nttrace ab status {loop.name}`, "
           f"`nttrace ab stop {loop.name}` ends it")
-    return begin(loop, machine or real_machine(loop, sched))
+    rc = begin(loop, machine or real_machine(loop, sched))
+    if rc != EXIT_OK:      # the first boot could not be asked for: unit removed by then, no run taken
+        why = loop.state().get("why")
+        shutil.rmtree(loop.dir, ignore_errors=True)
+        raise CapabilityError(f"ab start: {why}; nothing left installed")
+    return rc

@@ -26,12 +26,11 @@ from __future__ import annotations
 
 import errno
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -64,7 +63,6 @@ class Machine:
     clock: Callable[[], float] = time.time
     nttrace: Callable[[], dict] = nttrace_identity
     log: Callable[[str], None] = say
-    events: list = field(default_factory=list)
 
 
 def real_machine(loop: Loop, sched: dict) -> Machine:
@@ -148,7 +146,8 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
             raise _Stop(f"the {side} kernel's image {why}")
     running = m.running()
     interrupted = st.get("measuring")
-    if interrupted and interrupted.get("boot_id") != bid:
+    cut = bool(interrupted) and interrupted.get("boot_id") != bid
+    if cut:
         kept = loop.runs().get(interrupted["slot"])
         if kept and kept["ab_run"].get("boot_id") == interrupted["boot_id"]:
             # the run was stored whole; the cut came before the state said so
@@ -170,7 +169,7 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
     expected = sched["kernels"][slot.side]
     ss = slot_state(st, slot.slot)
     if not kernels.is_running(expected, running):
-        if interrupted:
+        if cut:
             m.log(f"slot {slot.slot}: the run was cut short and the machine came back on {running.release}: "
                   f"booting {expected['release']} again")
             return _boot(loop, sched, st, slot, m)
