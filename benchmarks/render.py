@@ -621,6 +621,7 @@ NATIVE = ["native-epyc-vm-2026-11-30.json"]
 ICOUNT_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
     ("A/A base/base", "lab-aa-base-icount-xeon-vm-2026-12-05-8621d6f"),
     ("A/B base/nt-v3", "lab-ab-base-nt-v3-icount-xeon-vm-2026-12-05-dfb5153"))}
+AB_LOOP = "lab-ab-loop-base-nt-v3-epyc-vm-2026-12-06-baf1d45"
 NOISE_RUNS = {label: (f"{d}/ab.json", f"{d}/run.json") for label, d in (
     ("epyc-vm 2026-12-01, quiet", "lab-aa-base-2026-12-01"),
     ("epyc-vm 2026-12-01, contended", "lab-aa-base-contended-2026-12-01"),
@@ -662,6 +663,8 @@ BLOCKS = {
     "lab-steps": (lab_steps, ["lab-steps-v8-xeon-vm-2026-12-05-45ed58d/steps.json"]),
     "memremap-beside-seeds": (memremap_beside_seeds, {"ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
     "lab-noise": (lab_noise, NOISE_RUNS),
+    "lab-ab-loop": (lab_ab_loop, {"loop": (f"{AB_LOOP}/ab.json", f"{AB_LOOP}/run.json"),
+                                  "lab.ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
     "page-ref-observer": (page_ref_observer, {f"{k}-{m}": f"lab-kernels-2026-12-01/{k}/memmap_{m}.json"
                                               for k in ("base", "nt-v3") for m in ("fsdax", "devdax")}),
 }

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import kernel_build, lab
-from lab.ab import checkout_commit, run_commit, say
+from lab.ab import checkout_commit, say
 from nttrace.ab import kernels
 from nttrace.kernel import conditions
 
@@ -241,7 +241,9 @@ def main(argv: list[str]) -> int:
                    "host_s": round(marks[i + 1] - b["host_time"], 1)} for i, b in enumerate(boots)],
         "end": r.end if r else None, "error": error,
         "finished": time.strftime("%F %T"), "machine": conditions.cpu_policy()["cpu"],
-        "commit": run_commit(commit), "command": "python3 -m lab.ab_loop " + " ".join(argv)}
+        # the guest ran the tree frozen at the start and the wheel built then:
+        # the checkout's commit at the start is the run's, whatever it did after
+        "commit": commit, "command": "python3 -m lab.ab_loop " + " ".join(argv)}
     (out / "run.json").write_text(json.dumps(run_json, indent=1))
     if error:
         print(f"lab.ab_loop: {error}", file=sys.stderr)
