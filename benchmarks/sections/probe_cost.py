@@ -12,13 +12,13 @@ ORDER_NAMES = {"probe": "probe", "empty": "empty", "clock_only": "clock"}
 
 
 def probe_cost(raw: dict, file_name: str = RAW) -> str:
-    m = raw["migrate"]
+    (name, m), = ((k, v) for k, v in raw.items() if "rounds" in v)     # the default probe: the one measured in rounds
     rounds = m["rounds"]
-    rows = ["| round | order | per event: probe (start / done) | per call: start + done | empty | clock only | "
+    rows = [f"| round | order | per event: {name} probe (start / done) | per call: start + done | empty | clock only | "
             "probe / clock only |", "|---|---|--:|--:|--:|--:|--:|"]
     per_call = []
     for i, r in enumerate(rounds, 1):
-        progs = {p["name"].removeprefix("nttrace_migrate_"): p["ns_per_event"] for p in r["probe_programs"]}
+        progs = {p["name"].rsplit("_", 1)[1]: p["ns_per_event"] for p in r["probe_programs"]}
         per_call.append(progs["start"] + progs["done"])
         rows.append(f"| {i} | {', '.join(ORDER_NAMES[s] for s in r['order'])} | {r['probe']:.0f} "
                     f"({progs['start']:.0f} / {progs['done']:.0f}) | {per_call[-1]:.0f} | {r['empty']:.0f} | "

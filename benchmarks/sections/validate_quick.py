@@ -2,17 +2,22 @@
 peak RSS), from benchmarks/validate_quick_budget.py."""
 from __future__ import annotations
 
+import shlex
+from pathlib import Path
+
 from ._format import command, spread
 
-QUICK_LABELS = {
-    "quick": "`nttrace validate --quick` (the LLC from /sys)",
-    "quick-llc32m": "`NTTRACE_LLC_SIZE=32M nttrace validate --quick` (a 32 MiB LLC, as the plan reads it)",
-    "floor-report": "floor: `nttrace validate --quick --check 'env.*'` (start-up, BTF, capability report)",
-    "floor-import": "floor: `python -c 'import nttrace.cli'`",
-    "native": "`nttrace validate --quick --check 'native.*'` alone",
-    "migrate": "`nttrace validate --quick --check kernel.migrate_observed` alone",
-    "before": "before: `nttrace validate --quick`",
-}
+NOTES = {"quick": "the LLC from /sys", "quick-llc32m": "a 32 MiB LLC, as the plan reads it",
+         "floor-report": "start-up, BTF, capability report"}
+
+
+def _label(key: str, cmd: dict) -> str:
+    """A round's command as its raw file recorded it (the program by its name, not its path)."""
+    argv = [Path(cmd["argv"][0]).name] + [shlex.quote(a) for a in cmd["argv"][1:]]
+    shown = " ".join([f"{k}={v}" for k, v in cmd["env"].items()] + argv)
+    role = "floor: " if key.startswith("floor") else "before: " if key == "before" else ""
+    note = NOTES.get(key) or ("alone" if "--check" in cmd["argv"] and not role else "")
+    return f"{role}`{shown}`" + (f" ({note})" if note else "")
 
 
 def validate_quick_budget(raw: dict) -> str:
@@ -23,7 +28,7 @@ def validate_quick_budget(raw: dict) -> str:
     for key, st in raw["summary"].items():
         ratio = (f"x{st['wall_s']['median'] / floor['wall_s']['median']:.2f}, "
                  f"x{st['peak_rss_mib']['median'] / floor['peak_rss_mib']['median']:.2f}")
-        rows.append(f"| {QUICK_LABELS.get(key, key)} | {spread(st['wall_s'])} | {spread(st['cpu_s'])} | "
+        rows.append(f"| {_label(key, raw['commands'][key])} | {spread(st['wall_s'])} | {spread(st['cpu_s'])} | "
                     f"{spread(st['peak_rss_mib'], '{:.1f}')} | {ratio} |")
     h = raw["host"]
     before = ", ".join(f"{x:.3f}" for x in raw["ratios"]["quick/before"]["wall_s"])
