@@ -83,7 +83,7 @@ def native_hazards(raw: dict) -> str:
     sf = h["store_forwarding"]
     ns = sf["ns_per_descriptor"]
     return "\n".join([
-        "**Hazards.**", "",
+        "**Hazards.**",
         "* Mixed cached and NT stores in one line (`nt_mixed` against all-NT `nt_generic` with overlapping unaligned "
         f"MOVNTI heads and tails), offsets {h['mixed_nt']['offsets']}: {mixed} slower. The reference's fast paths "
         "never mix.",

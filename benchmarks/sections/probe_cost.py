@@ -7,7 +7,7 @@ import statistics
 
 from ._format import run_name
 
-RAW = "probes-xeon-vm-2026-12-05-0e99454.json"
+RAW = "probes-epyc-vm-2026-12-06-a3f1339.json"
 ORDER_NAMES = {"probe": "probe", "empty": "empty", "clock_only": "clock"}
 
 
@@ -29,7 +29,8 @@ def probe_cost(raw: dict, file_name: str = RAW) -> str:
                 f"{med['clock_only']:.0f} | **{med['ratio_to_clock_only']:.2f}** |")
     run = run_name(file_name)
     events = min(p["run_cnt"] for r in rounds for p in r["probe_programs"])
-    rows += ["", f"Per event: **{med['probe']:.0f} ns**, x{med['ratio_to_clock_only']:.2f} the clock-only floor "
+    rows += ["", f"Per event: **{med['probe']:.0f} ns**, x{med['ratio_to_clock_only']:.2f} the clock-only floor by the rounds' "
+                 f"median ratio "
                  f"({med['clock_only']:.0f} ns; an empty program {med['empty']:.0f} ns). Per call: **{call:.0f} ns** "
                  f"(two clock-only programs: {2 * med['clock_only']:.0f} ns). Medians of {len(rounds)} rounds, "
                  f"each program alone, at least {events:,} events a program and round; the order rotates by round. "
