@@ -83,6 +83,28 @@ def test_an_empty_or_truncated_report_is_one_line_exit_2(tmp_path, content):
     assert str(bad) in one_line_error(proc)
 
 
+@pytest.mark.parametrize("value,spelled", [(float("inf"), "Infinity"), (float("-inf"), "-Infinity"),
+                                            (float("nan"), "NaN")])
+@pytest.mark.parametrize("side", ["--baseline", "--current"])
+def test_a_run_value_that_is_not_finite_is_one_line_exit_2(tmp_path, value, spelled, side):
+    """Python's JSON reader takes Infinity and NaN: a run holding one is
+    refused in one line naming the file and the figure, not tested into an
+    internal error."""
+    def every_rebind(d):
+        for call in d["checks"][0]["evidence"]["calls"]:
+            call["latency_ns"] = value
+    base, cur = boots("ab-base-nt-v3/A", ("memmap_fsdax",))[:3], boots("ab-base-nt-v3/B", ("memmap_fsdax",))[:3]
+    sides = {"--baseline": base, "--current": cur}
+    bad = _edited(tmp_path, sides[side][1], "bad.json", every_rebind)
+    assert spelled in Path(bad).read_text()
+    sides[side][1] = bad
+    for fmt in ("text", "html"):
+        proc = ab(base, cur, "--format", fmt)
+        assert proc.returncode == 2 and proc.stdout == "", (side, spelled, fmt, proc.stderr)
+        assert one_line_error(proc) == (f"nttrace: {side} {bad}: kernel.memmap_latency [fsdax] first bind, ms is "
+                                        f"{spelled}: a run's figures must be finite numbers")
+
+
 # -- the HTML page in a real browser --------------------------------------------------------
 def browser() -> str:
     return shutil.which("chromium-headless-shell") or shutil.which("chromium")

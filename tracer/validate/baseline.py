@@ -18,6 +18,7 @@ This file computes; nttrace.validate.ab_text puts the rows into words
 from __future__ import annotations
 
 import json
+import math
 
 from nttrace.errors import UsageError
 from nttrace.kernel import conditions
@@ -84,15 +85,32 @@ def label(check: str, subject: str) -> str:
 
 
 def _runs_by_check(reports: list[dict]) -> dict[tuple[str, str], list]:
-    """{(check id, subject): [typed evidence of each run]}; the subject is what
-    a check measured when it runs more than once per kernel (a memmap run's
-    namespace mode: fsdax, devdax)."""
+    """{(check id, subject): [(status, typed evidence, report file) of each
+    run]}; the subject is what a check measured when it runs more than once
+    per kernel (a memmap run's namespace mode: fsdax, devdax)."""
     out: dict[tuple[str, str], list] = {}
     for r in reports:
         for c in r.get("checks", []):
             if isinstance(c, dict) and "id" in c:
                 ev = evidence.of(c)
-                out.setdefault((c["id"], ev.subject()), []).append((c.get("status"), ev))
+                out.setdefault((c["id"], ev.subject()), []).append((c.get("status"), ev, r.get("_source")))
+    return out
+
+
+def _figures(key: tuple[str, str], runs: list, flag: str) -> list[dict]:
+    """Each run's figures by metric. A number that is not finite (Python's
+    JSON reader takes Infinity and NaN) is an input error naming the file
+    and the figure: no statistic means anything of it."""
+    out = []
+    for _status, ev, source in runs:
+        figs = {f.metric: f for f in ev.figures()}
+        for f in figs.values():
+            bad = [v for v in [f.value, *(f.samples or [])] if is_number(v) and not math.isfinite(v)]
+            if bad:
+                what = "is" if is_number(f.value) and not math.isfinite(f.value) else "has a sample of"
+                raise UsageError(f"{flag} {source or 'run'}: {label(*key)} {f.label} {what} {json.dumps(bad[0])}: "
+                                 "a run's figures must be finite numbers")
+        out.append(figs)
     return out
 
 
@@ -131,8 +149,8 @@ def compare(baseline: dict | list[dict], current: dict | list[dict], strict: boo
         base_checks = base_runs.get(key)
         if not base_checks:
             continue
-        b_figs = [{f.metric: f for f in ev.figures()} for _s, ev in base_checks]
-        c_figs = [{f.metric: f for f in ev.figures()} for _s, ev in cur_checks]
+        b_figs = _figures(key, base_checks, "--baseline")
+        c_figs = _figures(key, cur_checks, "--current")
         for fig in cur_checks[0][1].figures():
             if not all(fig.metric in f for f in b_figs):
                 continue
