@@ -82,7 +82,7 @@ def boots_to_mark(steps: int) -> int:
     (0.05 over the number of steps, Bonferroni), at any spread."""
     from nttrace.validate import statistics
     n = 2
-    while statistics.smallest_p(n, n) > statistics.ALPHA / steps:
+    while not statistics.testable(n, n, statistics.ALPHA / steps):
         n += 1
     return n
 

@@ -259,6 +259,36 @@ def test_three_boots_a_side_are_too_few_in_words():
     assert not MARKS.search(table_of(proc.stdout)), proc.stdout   # nothing marked either way
 
 
+@pytest.mark.parametrize("side,a,b,primary_marked", [("ab-base-nt-v3", 5, 3, True),
+                                                      ("ab-base-nt-v3-icount", 2, 8, True),
+                                                      ("ab-base-nt-v3-icount", 2, 7, False)])
+def test_a_mark_and_not_testable_follow_one_rule_by_both_sides_sizes(side, a, b, primary_marked):
+    """5 against 3 and 2 against 8 can be tested at 0.05 (smallest p 0.036
+    and 0.044), 2 against 7 cannot: a row is marked only where
+    statistics.testable holds, says "not testable" exactly where it does
+    not, and the note under the table gives that rule at the row's alpha."""
+    from nttrace.validate import ab_text, statistics
+    proc = ab(boots(f"{side}/A")[:2 * a], boots(f"{side}/B")[:2 * b], "--json")
+    body = json.loads(proc.stdout)
+    stats = [r["stats"] for r in rows_of(proc).values() if r.get("stats") and r["stats"]["role"] != "descriptive"]
+    notes = "\n".join(body["baseline_legend"])
+    assert "needs 4 a side" not in notes
+    for st in stats:
+        assert (st["base"]["n"], st["current"]["n"]) == (a, b)
+        can = statistics.testable(a, b, st["alpha"])
+        assert st["verdict"].startswith("cannot be significant") == (not can), st["verdict"]
+        if st["role"] == "primary":
+            assert st["significant"] == primary_marked
+        if not can:
+            assert (f"not testable at {a}/{b} runs: the exact test's smallest p at {a} against {b} is "
+                    f"2/C({a + b}, {min(a, b)}) = {statistics.smallest_p(a, b):.2g}, above the row's alpha "
+                    f"{st['alpha']:.2g}; a test at alpha {st['alpha']:.2g} needs "
+                    f"{ab_text.testable_sizes(st['alpha'])}") in notes
+    text = ab(boots(f"{side}/A")[:2 * a], boots(f"{side}/B")[:2 * b]).stdout
+    assert (f"not testable at {a}/{b} runs" in table_of(text)) == any(
+        not statistics.testable(a, b, st["alpha"]) for st in stats)
+
+
 def table_of(out: str) -> str:
     """The figures table of a text, markdown or HTML A/B (the legend, which
     explains the marks, left out)."""

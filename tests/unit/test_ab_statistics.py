@@ -59,6 +59,29 @@ def test_smallest_p_and_the_sizes_that_cannot_reach_alpha():
     assert not r["significant"] and r["verdict"].startswith("cannot be significant at 3 vs 3")
 
 
+def test_a_test_is_possible_exactly_where_the_most_extreme_runs_reach_alpha():
+    """testable(m, n) holds exactly where m runs all below n others give
+    p <= alpha (that arrangement's p is 2 / C(m + n, m), the smallest), and
+    fewest_runs lists the boundary: 3 against 5 reaches 0.036 and 2 against
+    8 reaches 0.044, so "4 a side" is not the rule."""
+    for alpha in (0.05, 0.05 / 6, 0.01):
+        for m in range(1, 11):
+            for n in range(1, 11):
+                if min(m, n) < 2:
+                    assert not st.testable(m, n, alpha)
+                    continue
+                p = st.shift([float(i + 1) for i in range(m)], [float(100 + i) for i in range(n)], alpha)["p"]
+                assert p == pytest.approx(2 / math.comb(m + n, m)) == pytest.approx(st.smallest_p(m, n))
+                assert st.testable(m, n, alpha) == (p <= alpha) == st.testable(n, m, alpha), (m, n, alpha, p)
+        pairs = st.fewest_runs(alpha)
+        for small, other in pairs:
+            assert st.testable(small, other, alpha) and not st.testable(small, other - 1, alpha) or small == other
+        assert pairs[-1][0] == pairs[-1][1] and not st.testable(pairs[-1][0] - 1, pairs[-1][0] - 1, alpha)
+    assert st.fewest_runs(0.05) == [(2, 8), (3, 5), (4, 4)]
+    assert st.smallest_p(3, 5) == pytest.approx(0.0357, abs=1e-4) and st.smallest_p(2, 8) == pytest.approx(0.0444, abs=1e-4)
+    assert not st.testable(3, 4) and not st.testable(2, 7)
+
+
 def test_one_run_a_side_is_never_tested():
     rng = np.random.default_rng(3)
     for _ in range(200):

@@ -189,9 +189,20 @@ COLUMNS = (("check", row_name, "<"), ("figure", lambda r: r["label"], "<"), ("ro
            ("detectable", _detectable, ">"), ("n", _n, ">"))
 
 
+def testable_sizes(alpha: float) -> str:
+    """When a test is possible at alpha (statistics.fewest_runs) in words:
+    'at least 2 runs against 8, 3 against 5, or 4 a side' at 0.05."""
+    from nttrace.validate import statistics
+    words = [f"{a} against {b}" if a != b else f"{a} a side" for a, b in statistics.fewest_runs(alpha)]
+    if len(words) > 1:
+        words[0] = words[0].replace(" against", " runs against", 1)
+    return "at least " + (", ".join(words[:-1]) + ", or " + words[-1] if len(words) > 1 else words[0])
+
+
 def legend(rows: list[dict]) -> list[str]:
     """What the columns and marks mean, and what the runs cannot say."""
-    from nttrace.validate.statistics import ALPHA, POWER  # noqa: I001 - beside its use
+    from nttrace.validate import statistics  # noqa: I001 - beside its use
+    from nttrace.validate.statistics import ALPHA, POWER
     stats = [(r, r["stats"]) for r in rows if r.get("stats")]
     if not stats:
         return []
@@ -218,11 +229,12 @@ def legend(rows: list[dict]) -> list[str]:
     if one:
         out.append("one run on a side: the change is printed, boot-to-boot variation unknown: not tested, no mark "
                    "(the spread inside one run says nothing of the next boot)")
-    few = sorted({f"{s['base']['n']}/{s['current']['n']}" for r, s in stats
-                  if s["verdict"].startswith("cannot be significant")})
-    if few:
-        out.append(f"not testable at {', '.join(few)} runs: no arrangement of so few runs reaches the row's alpha "
-                   "(the exact test needs 4 a side at 0.05)")
+    few = sorted({(s["base"]["n"], s["current"]["n"], s["alpha"]) for r, s in stats
+                  if s["verdict"].startswith("cannot be significant")}, key=lambda f: (-f[2], f[0], f[1]))
+    for m, n, alpha in few:
+        out.append(f"not testable at {m}/{n} runs: the exact test's smallest p at {m} against {n} is "
+                   f"2/C({m + n}, {min(m, n)}) = {statistics.smallest_p(m, n):.2g}, above the row's alpha "
+                   f"{alpha:.2g}; a test at alpha {alpha:.2g} needs {testable_sizes(alpha)}")
     for r, s in stats:
         if s.get("detect"):
             need = s["detect"]["boots_needed"]
