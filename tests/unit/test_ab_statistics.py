@@ -133,13 +133,46 @@ def test_the_simulations_verdict_is_compares():
         assert st.shift(b, c)["significant"] == st.compare(st.Runs(b), st.Runs(c))["significant"]
 
 
-@pytest.mark.parametrize("boots", [5, 8])
-def test_a_synthetic_a_a_at_the_recorded_spread_marks_about_alpha(aa_residuals, boots, capsys):
-    for subject, resid in aa_residuals.items():
-        rate = _mark_rate(resid, boots, boots, 0.0, 1500, seed=100 + boots)
+@pytest.fixture(scope="module")
+def resampled_aa_rates(aa_residuals) -> dict[tuple[str, int], float]:
+    """{(scenario, boots a side): how often a synthetic A/A drawn from the
+    recorded A/A's residuals (10 values a scenario, resampled: ties) is
+    marked}."""
+    return {(subject, boots): _mark_rate(resid, boots, boots, 0.0, 1500, seed=100 + boots)
+            for boots in (5, 8) for subject, resid in aa_residuals.items()}
+
+
+def test_a_synthetic_a_a_at_the_recorded_spread_marks_about_alpha(resampled_aa_rates, capsys):
+    for (subject, boots), rate in resampled_aa_rates.items():
         with capsys.disabled():
             print(f"\nA/A false-mark rate, {subject} primary, {boots} boots a side: {rate:.3f} (alpha 0.05)")
         assert rate <= 0.10, (subject, boots, rate)
+
+
+def test_an_a_a_without_ties_is_marked_at_the_exact_rate_never_above_alpha():
+    """Values that never tie put every rank arrangement at the same odds, so
+    the exact test marks an A/A at 2 P(U <= k - 1): counted here again by
+    simulating tie-free A/As."""
+    exact = {n: st.false_mark_rate(n, n) for n in range(4, 9)}
+    assert all(0 < r <= st.ALPHA for r in exact.values()), exact
+    assert st.false_mark_rate(3, 3) == 0.0 and st.false_mark_rate(3, 5) == pytest.approx(2 / 56)
+    rng = np.random.default_rng(31)
+    for n in (4, 8):
+        reps = 3000
+        marks = sum(st.shift(list(np.exp(rng.normal(0, .05, n))), list(np.exp(rng.normal(0, .05, n))))["significant"]
+                    for _ in range(reps))
+        assert marks / reps == pytest.approx(exact[n], abs=4 * math.sqrt(exact[n] / reps)), (n, marks / reps)
+
+
+def test_the_docs_quote_both_a_a_mark_rates_computed_here(resampled_aa_rates):
+    """docs/ab.md quotes the tie-free exact rate from 4 to 8 runs a side and
+    the rate of the recorded A/A's values resampled, as this file computes
+    them."""
+    doc = (REPO / "docs" / "ab.md").read_text()
+    exact = [100 * st.false_mark_rate(n, n) for n in range(4, 9)]
+    resampled = [100 * r for r in resampled_aa_rates.values()]
+    assert f"{min(exact):.1f}-{max(exact):.1f}%" in doc, (min(exact), max(exact))
+    assert f"{min(resampled):.1f}-{max(resampled):.1f}%" in doc, (min(resampled), max(resampled))
 
 
 def test_one_boot_a_side_is_never_marked_at_the_recorded_spread(aa_residuals):

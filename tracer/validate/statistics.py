@@ -111,6 +111,15 @@ def smallest_p(m: int, n: int) -> float:
     return min(1.0, 2 * _u_cdf(m, n)[0])
 
 
+def false_mark_rate(m: int, n: int, alpha: float = ALPHA) -> float:
+    """How often the exact test marks an A/A of m against n runs whose
+    values never tie: 2 P(U <= k - 1), at most alpha (the rank test's
+    discrete steps keep it below). Ties, which count against significance,
+    lower it further."""
+    k = critical_k(m, n, alpha)
+    return 2 * _u_cdf(m, n)[k - 1] if k >= 1 else 0.0
+
+
 def testable(m: int, n: int, alpha: float = ALPHA) -> bool:
     """Whether m against n runs can be tested at alpha: two runs a side at
     least, and a smallest possible p at most alpha."""
