@@ -12,9 +12,9 @@ from __future__ import annotations
 import sys
 
 from nttrace.kernel import machine
-from nttrace.validate import evidence
+from nttrace.validate import evidence, statistics
 from nttrace.validate.baseline import is_number, label, measured_on, reports_of, runs_of, side_conditions
-from nttrace.validate.statistics import NOT_TESTED_ONE_RUN
+from nttrace.validate.statistics import ALPHA, NOT_TESTED_ONE_RUN, POWER
 
 
 def conditions_line(name: str, s: dict | None) -> str:
@@ -192,7 +192,6 @@ COLUMNS = (("check", row_name, "<"), ("figure", lambda r: r["label"], "<"), ("ro
 def testable_sizes(alpha: float) -> str:
     """When a test is possible at alpha (statistics.fewest_runs) in words:
     'at least 2 runs against 8, 3 against 5, or 4 a side' at 0.05."""
-    from nttrace.validate import statistics
     words = [f"{a} against {b}" if a != b else f"{a} a side" for a, b in statistics.fewest_runs(alpha)]
     if len(words) > 1:
         words[0] = words[0].replace(" against", " runs against", 1)
@@ -201,8 +200,6 @@ def testable_sizes(alpha: float) -> str:
 
 def legend(rows: list[dict]) -> list[str]:
     """What the columns and marks mean, and what the runs cannot say."""
-    from nttrace.validate import statistics  # noqa: I001 - beside its use
-    from nttrace.validate.statistics import ALPHA, POWER
     stats = [(r, r["stats"]) for r in rows if r.get("stats")]
     if not stats:
         return []
