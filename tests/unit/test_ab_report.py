@@ -105,6 +105,20 @@ def test_a_run_value_that_is_not_finite_is_one_line_exit_2(tmp_path, value, spel
                                         f"{spelled}: a run's figures must be finite numbers")
 
 
+def test_infinity_on_both_sides_is_refused_where_it_ended_in_an_internal_error(tmp_path):
+    """Three base runs and one patched run of Infinity: the statistics'
+    own check of the interval against the test failed on them (exit 4)."""
+    def every_rebind(d):
+        for call in d["checks"][0]["evidence"]["calls"]:
+            call["latency_ns"] = float("inf")
+    base, cur = boots("ab-base-nt-v3/A", ("memmap_fsdax",)), boots("ab-base-nt-v3/B", ("memmap_fsdax",))
+    base[1:4] = [_edited(tmp_path, p, f"a{k}.json", every_rebind) for k, p in enumerate(base[1:4])]
+    cur[1] = _edited(tmp_path, cur[1], "b.json", every_rebind)
+    proc = ab(base, cur)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert one_line_error(proc).startswith(f"nttrace: --baseline {base[1]}: kernel.memmap_latency [fsdax] ")
+
+
 # -- the HTML page in a real browser --------------------------------------------------------
 def browser() -> str:
     return shutil.which("chromium-headless-shell") or shutil.which("chromium")
