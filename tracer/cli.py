@@ -244,6 +244,7 @@ def _validate(args) -> int:
     import time
 
     from nttrace.kernel.sysroot import Sysroot
+    from nttrace.validate import ab_text
     from nttrace.validate import baseline as ab
     from nttrace.validate import runner as validate
     from nttrace.validate import textfile
@@ -293,8 +294,8 @@ def _validate(args) -> int:
         cur = current if args.current else [report]
         rows = ab.compare(base, cur, strict=bool(args.current), detect_pct=args.detect)   # all before any output
         if fmt == "json":
-            report = dict(report, baseline_comparison=rows, baseline_header=ab.header(base, cur),
-                          baseline_legend=ab.legend(rows),
+            report = dict(report, baseline_comparison=rows, baseline_header=ab_text.header(base, cur),
+                          baseline_legend=ab_text.legend(rows),
                           baseline_conditions={"baseline": ab.side_conditions(base), "current": ab.side_conditions(cur)},
                           baseline_runs={"baseline": [r.get("_source") for r in base],
                                          "current": [r.get("_source") for r in cur]})
@@ -303,7 +304,7 @@ def _validate(args) -> int:
             sys.stdout.write(ab_html.render(rows, base, cur))
             return validate.exit_code(report)
         else:
-            (ab.print_markdown if fmt == "markdown" else ab.print_text)(rows, base, cur)
+            (ab_text.print_markdown if fmt == "markdown" else ab_text.print_text)(rows, base, cur)
             return validate.exit_code(report)
     report.pop("_source", None)
     if fmt == "json":
