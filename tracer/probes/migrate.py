@@ -109,9 +109,15 @@ class MigrateProbe(TracepointProbe):
         r = ctypes.cast(data, ctypes.POINTER(bpf_sources.struct_type(self.source, "migrate_record"))).contents
         self._records.append({
             "probe": "migrate", "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
-            "mode": self.meta.mode_name(r.mode), "mode_value": r.mode, "reason": self.meta.reason_name(r.reason),
-            "nt": self.meta.is_nt_mode(r.mode), "succeeded": r.succeeded, "failed": r.failed,
+            **self.labels(r.mode, r.reason), "succeeded": r.succeeded, "failed": r.failed,
         })
+
+    def labels(self, mode: int, reason: int) -> dict:
+        """A call's mode and reason as the kernel's enums name them, their
+        values, and whether the mode is an NT one: the one decoding of the
+        two, for rows and records alike."""
+        return {"mode": self.meta.mode_name(mode), "reason": self.meta.reason_name(reason),
+                "mode_value": mode, "reason_value": reason, "nt": self.meta.is_nt_mode(mode)}
 
     def raw(self) -> dict:
         """Cumulative per-(mode, reason) stats and log2 histograms, summed
@@ -135,11 +141,7 @@ class MigrateProbe(TracepointProbe):
         for (mode, reason), s in sorted(raw["stats"].items()):
             buckets = raw["hists"].get((mode, reason), {})
             rows.append({
-                "mode": self.meta.mode_name(mode),
-                "reason": self.meta.reason_name(reason),
-                "mode_value": mode,
-                "reason_value": reason,
-                "nt": self.meta.is_nt_mode(mode),
+                **self.labels(mode, reason),
                 "calls": s["calls"],
                 "succeeded": s["succeeded"],
                 "failed": s["failed"],
