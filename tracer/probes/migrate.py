@@ -12,6 +12,10 @@ from nttrace.probes.contract import Column, Metric
 from nttrace.probes.exercise import Exercise, GroundTruth, migrated_pages
 from nttrace.workloads import triggers
 
+# The migrate tracepoints, named in Python here only: a module that attaches
+# to one of them imports it from here (reclaim); the kernel's enum tables are
+# read from whichever of them prints them (nttrace.kernel.metadata). The BPF
+# C's functions are attached to them by the triples in `programs`.
 START = ("migrate", "mm_migrate_pages_start")
 DONE = ("migrate", "mm_migrate_pages")
 LABELS = (("mode", "mode"), ("reason", "reason"), ("nt", "nt"))
@@ -59,7 +63,7 @@ class MigrateProbe(TracepointProbe):
     source = "migrate.bpf.c"
     programs = ((*START, "nttrace_migrate_start"), (*DONE, "nttrace_migrate_done"))
     columns = COLUMNS
-    metrics = migrate_metrics("nttrace_migrate", "mm_migrate_pages_start to mm_migrate_pages", pages=True)
+    metrics = migrate_metrics("nttrace_migrate", f"{START[1]} to {DONE[1]}", pages=True)
     exercise = COMPACTION
 
     @classmethod
