@@ -8,7 +8,6 @@ from pathlib import Path
 from nttrace import bpf as bpf_sources
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.kernel.tracefs import read_format
-from nttrace.probes import histogram
 from nttrace.probes.contract import Column, Metric
 from nttrace.probes.exercise import Exercise
 
@@ -345,15 +344,6 @@ def close_bcc_descriptors(b) -> None:
                 os.close(fd)
         except OSError:
             pass     # closed already by the cleanup that stopped part way
-
-
-def hist_by_label(table) -> dict[tuple[int, int], dict[int, int]]:
-    """A BPF_HISTOGRAM keyed by nttrace_hist_key as {(a, b): {slot: count}}."""
-    out: dict[tuple[int, int], dict[int, int]] = {}
-    for k, v in table.items():
-        if v.value:
-            histogram.accumulate([(k.slot, v.value)], out.setdefault((k.a, k.b), {}))
-    return out
 
 
 def kernel_function_attach(caps, symbols: list[str]) -> Availability:

@@ -131,7 +131,7 @@ class MigrateProbe(TracepointProbe):
         n_rows = self.n_modes * self.n_reasons + 1
         stats, hists = {}, {}
         for row in range(n_rows):
-            total, hist = histogram.per_cpu(stats_t[ctypes.c_int(row)], COUNTERS)
+            total, hist = histogram.latency_stats(stats_t[ctypes.c_int(row)], COUNTERS)
             if not (total["calls"] or total["unpaired"] or total["succeeded"] or total["failed"] or total["errors"]):
                 continue
             key = (-1, -1) if row == n_rows - 1 else divmod(row, self.n_reasons)

@@ -98,7 +98,7 @@ class ReclaimProbe(TracepointProbe):
         table = self.maps["reclaim_stats"]
         rows = []
         for i, kind in enumerate(KINDS):
-            s, buckets = histogram.per_cpu(table[ctypes.c_int(i)], ("episodes", "reclaimed", "demoted", "unpaired"))
+            s, buckets = histogram.latency_stats(table[ctypes.c_int(i)], ("episodes", "reclaimed", "demoted", "unpaired"))
             rows.append({"kind": kind, "episodes": s["episodes"], "reclaimed": s["reclaimed"], "demoted": s["demoted"],
                          "unpaired": s["unpaired"],
                          "latency_ns": histogram.Latency(s["episodes"], s["sum_ns"], s["max_ns"], buckets)})
