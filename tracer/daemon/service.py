@@ -101,9 +101,11 @@ class Daemon:
             log.info("loader attached %s in %.2fs (its peak %.0f MiB, released)", ", ".join(names), loaded.seconds,
                      loaded.peak_rss_kib / 1024)
             caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
-            self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),
-                                 handle_signals=False,
-                                 handover=loader.Handover(loaded, stop=lambda: self.requests.stop)).attach()
+            try:
+                self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),
+                                     handle_signals=False).attach(handed=loaded.probes)
+            finally:
+                loaded.close()      # what the tracer did not adopt
             self.perf = PerfCollector(self.cfg.perf)
         except BaseException:
             self.shutdown()
@@ -169,7 +171,8 @@ class Daemon:
         sd_notify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}{widen}")
         try:
             names = list(new.probes)
-            changes = self.tracer.set_probes(names, self.probe_options(names))
+            changes = loader.set_probes(self.tracer, names, self.probe_options(names),
+                                        stop=lambda: self.requests.stop)
         except loader.Stopped:
             log.info("reload: stopped while the new probes were compiled; not changed")
             changes = {"added": [], "removed": []}
