@@ -81,8 +81,7 @@ def attach_modes():
     from nttrace.kernel.sysroot import Sysroot
     from nttrace.probes.tracer import Tracer
     from nttrace.probes import PROBES
-    from nttrace.probes import by_role
-    MigrateProbe = by_role("migrations")
+    from nttrace.probes.migrate import MigrateProbe
     caps = capmod.report()
     meta = kernel_meta.load(Sysroot("/"))
     out = {"caps": {k: v.as_json() for k, v in caps.items() if k in ("kprobe", "fentry", "bcc", "pmem", "numa:tiers")},
@@ -247,8 +246,10 @@ def kernel_facts_tests():
 def daemon_probes() -> list[str]:
     """The probes the daemon scenarios run: the migrate tracepoints, and by
     fentry the memmap probe and the copy routines."""
-    from nttrace.probes import by_role
-    return [by_role(r).name for r in ("migrations", "memmap init", "page copies")]
+    from nttrace.probes.copy import CopyProbe
+    from nttrace.probes.memmap import MemmapProbe
+    from nttrace.probes.migrate import MigrateProbe
+    return [MigrateProbe.name, MemmapProbe.name, CopyProbe.name]
 
 
 def daemon_config(listen: str) -> str:

@@ -134,8 +134,8 @@ def reclaim_matches_the_cgroups_count(report: dict) -> dict:
     ev = c["evidence"]
     run, memcg = ev["run"], ev["memcg"]
     assert run["cgroup_version"] == 2 and run["interface"] == "memory.reclaim", run
-    from nttrace.probes import by_role
-    pgsteal = by_role("reclaim episodes").exercise.truths[0]   # v2's own count, and its tolerance
+    from nttrace.probes.reclaim import ReclaimProbe
+    pgsteal = ReclaimProbe.exercise.truths[0]   # v2's own count, and its tolerance
     assert ev["expected_from"] == pgsteal.source and run[pgsteal.key] > 0
     assert memcg["episodes"] >= 1 and pgsteal.tolerance.holds(memcg["reclaimed"], run[pgsteal.key]), ev
     assert memcg["latency_ns"]["count"] == memcg["episodes"]

@@ -109,7 +109,7 @@ AB = [v for v in ("base", "nt-v3") if v in VARIANTS]
 
 def _wanted_ab() -> bool:
     here = [n for n in SELECTED if "test_lab_kernels.py" in n]
-    names = ("memmap", "page_ref", "as_a_user")  # not a probe: test-name substrings
+    names = ("memmap", "page_ref", "as_a_user")
     return bool(AB) and any(t in n for n in here for t in names) and has("kernel-build", "seeds")
 
 

@@ -127,7 +127,7 @@ def load(sysroot: Sysroot) -> KernelMetadata:
 
     Raises UsageError when neither source is readable."""
     tracefs = sysroot.tracefs()
-    start_fmt = read_format(tracefs, "migrate", "mm_migrate_pages_start")   # not a probe: a tracepoint system
+    start_fmt = read_format(tracefs, "migrate", "mm_migrate_pages_start")
     btf_path = sysroot.btf_path()
     if btf_path.exists():
         btf = Btf.from_file(btf_path)

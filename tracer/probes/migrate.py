@@ -55,7 +55,6 @@ COUNTERS = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "unpa
 
 class MigrateProbe(TracepointProbe):
     name = "migrate"
-    role = "migrations"
     source = "migrate.bpf.c"
     programs = ((*START, "nttrace_migrate_start"), (*DONE, "nttrace_migrate_done"))
     columns = COLUMNS

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from nttrace.probes import by_role
+from nttrace.probes.memmap import MemmapProbe
 from nttrace.validate.checks import FAIL, PASS, SKIP, CheckResult
 from nttrace.validate.evidence import MemmapCall, MemmapEvidence
 from nttrace.workloads import namespace_rebind
@@ -21,7 +21,6 @@ def run_check(ctx, cid: str) -> CheckResult:
     if busy:
         from nttrace.errors import UsageError
         raise UsageError(f"refusing to rebind {target.namespace}: {busy}")
-    MemmapProbe = by_role("memmap init")
     name = MemmapProbe.name
     with Tracer([name], options={name: {"page_ref_sets": ctx.options.page_ref}}, caps=ctx.caps,
                 meta=ctx.kernel) as tracer:

@@ -2,14 +2,12 @@
 from __future__ import annotations
 
 from nttrace.kernel.metadata import NT_MODES
-from nttrace.probes import by_role, demotion_probes
+from nttrace.probes import demotion_probes
+from nttrace.probes.copy import CopyProbe
 from nttrace.probes.exercise import compare, observe
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.reclaim import ReclaimProbe
 from nttrace.validate.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
-
-# the probes these checks read, by what they observe
-MigrateProbe = by_role("migrations")
-ReclaimProbe = by_role("reclaim episodes")
-CopyProbe = by_role("page copies")
 
 
 @check("kernel.nt_support", "which NT demotion revision the kernel's enums carry")
