@@ -174,13 +174,13 @@ def overhead_demotion():
 def compaction():
     """A compaction seen by the migrate probe: its rows decode by name from
     this kernel's enums (v2 renumbers MIGRATE_SYNC)."""
-    return nttrace_json("validate", "--check", "kernel.migrate_observed", "--check", "kernel.nt_support")
+    return nttrace_json("validate", "--check", "probe.migrate", "--check", "kernel.nt_support")
 
 
 def memcg_reclaim():
     """memcg reclaim by memory.reclaim (cgroup v2) seen by the reclaim probe,
     pages as the cgroup's memory.stat pgsteal counts them."""
-    return nttrace_json("validate", "--check", "kernel.reclaim_observed")
+    return nttrace_json("validate", "--check", "probe.reclaim")
 
 
 _TRACE: dict = {}

@@ -64,14 +64,14 @@ def test_quick_json_shape_and_host_facts(quick_report):
 @pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
 def test_core_checks_pass_and_missing_capabilities_skip_with_reasons(quick_report):
     by_id = {c["id"]: c for c in quick_report["checks"]}
-    for cid in ("native.correctness", "native.nt_benefit", "kernel.nt_support", "kernel.migrate_observed",
+    for cid in ("native.correctness", "native.nt_benefit", "kernel.nt_support", "probe.migrate",
                 "perf.software", "env.core", "env.kernel_metadata"):
         # native.nt_benefit may be skipped only where a series' runs were too spread to call, and says so
         noisy = [v for v in by_id[cid].get("series", ()) if v["status"] == "noisy"]
         assert by_id[cid]["status"] in ("pass", "warn") or (by_id[cid]["status"] == "skip" and noisy), by_id[cid]
         assert all(v["summary"].startswith("too noisy to call") for v in noisy)
     assert by_id["native.correctness"]["status"] == "pass"
-    assert by_id["kernel.migrate_observed"]["status"] == "pass"
+    assert by_id["probe.migrate"]["status"] == "pass"
     caps = quick_report["capabilities"]
     for cid, cap in (("env.kprobe", "kprobe"), ("env.fentry", "fentry"), ("env.perf_hardware", "perf:hardware"),
                      ("env.pmem", "pmem"), ("perf.llc", "perf:hardware")):
@@ -235,7 +235,7 @@ if sys.argv[1] == "raise":
                 raise ZeroDivisionError("injected")
             c.run = broken
 sys.exit(cli.main(["validate", "--json", "--check", "env.core", "--check", "kernel.nt_support",
-                   "--check", "kernel.migrate_observed", "--check", "native.correctness"]))
+                   "--check", "probe.migrate", "--check", "native.correctness"]))
 """
 
 
@@ -247,8 +247,8 @@ def test_a_check_that_cannot_attach_or_raises_reports_itself_and_the_rest_run(mo
     proc = subprocess.run([sys.executable, "-c", ISOLATION, mode], capture_output=True, text=True, timeout=300)
     assert proc.returncode == exit_code, proc.stderr
     by_id = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
-    assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "kernel.migrate_observed"]
-    mig = by_id["kernel.migrate_observed"]
+    assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "probe.migrate"]
+    mig = by_id["probe.migrate"]
     assert mig["status"] == "skip" and "no probe could attach" in mig["summary"] and "mm_migrate_pages_start" in mig["summary"]
     assert by_id["env.core"]["status"] == "pass" and by_id["kernel.nt_support"]["status"] == "pass"
     if mode == "raise":

@@ -149,3 +149,9 @@ class MigrateProbe(TracepointProbe):
                 "latency_ns": histogram.Latency(s["calls"], s["sum_ns"], s["max_ns"], buckets),
             })
         return {"via": self.via, "rows": rows, "events_lost": raw["lost"]}
+
+
+def compaction_rows(rows: list[dict]) -> list[dict]:
+    """The rows of the migrations compaction made (reason MR_COMPACTION): what
+    this probe's exercise, COMPACTION, makes the kernel do."""
+    return [r for r in rows if r.get("reason") == "MR_COMPACTION"]
