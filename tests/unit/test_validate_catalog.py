@@ -2,8 +2,9 @@
 evidence read back through the check that wrote it, from reports recorded on
 the lab's kernels (tests/fixtures/recorded), under the ids checks had then."""
 import json
+import re
 
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 from nttrace.probes import PROBES
 from nttrace.probes.migrate import compaction_rows
 from nttrace.validate import checks, evidence
@@ -63,3 +64,15 @@ def test_an_unknown_or_gone_check_reads_untyped_and_a_known_one_typed():
     assert type(evidence.of(c)) is DemotionEvidence
     assert evidence.primary_reason("kernel.demotion_nt") == DemotionEvidence.PRIMARY_REASON
     assert evidence.primary_reason("kernel.no_such_check") == "the scenario’s own cost"
+
+
+def test_the_validate_page_describes_every_check():
+    """docs/validate.md has a word for each check --list prints, and no
+    check that is gone."""
+    page = (REPO / "docs" / "validate.md").read_text()
+    ids = {c.id for c in checks.catalog()}
+    missing = sorted(i for i in ids if f"`{i}`" not in page)
+    assert not missing, f"docs/validate.md does not describe {missing}"
+    named = set(re.findall(r"`((?:env|native|kernel|perf|probe)\.[a-z_]+)`", page))
+    former = {f for c in checks.catalog() for f in c.formerly}
+    assert named - ids <= former, sorted(named - ids - former)
