@@ -250,6 +250,10 @@ def test_a_check_that_cannot_attach_or_raises_reports_itself_and_the_rest_run(mo
     assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "probe.migrate"]
     mig = by_id["probe.migrate"]
     assert mig["status"] == "skip" and "no probe could attach" in mig["summary"] and "mm_migrate_pages_start" in mig["summary"]
+    # the workload ran all the same: the kernel's own count is reported, held to no probe
+    assert mig["evidence"]["rows"] is None and mig["evidence"]["seen"] is None
+    assert isinstance(mig["evidence"]["expected"], int)
+    assert f"/proc/vmstat pgmigrate_success delta {mig['evidence']['expected']}" in mig["summary"]
     assert by_id["env.core"]["status"] == "pass" and by_id["kernel.nt_support"]["status"] == "pass"
     if mode == "raise":
         assert by_id["native.correctness"]["status"] == "fail"
