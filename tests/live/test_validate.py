@@ -260,3 +260,32 @@ def test_a_check_that_cannot_attach_or_raises_reports_itself_and_the_rest_run(mo
         assert "ZeroDivisionError: injected" in by_id["native.correctness"]["summary"]
     else:
         assert by_id["native.correctness"]["status"] == "pass"
+
+
+LACKING = r"""
+import dataclasses, sys
+from nttrace import cli
+from nttrace.probes.reclaim import ReclaimProbe
+from nttrace.workloads.demotion import DemotionUnavailable
+from nttrace.workloads.scratch_cgroup import NoMemoryCgroup
+
+def lacking(**_options):
+    raise {"cgroup": NoMemoryCgroup, "tier": DemotionUnavailable}[sys.argv[1]]("injected: the host lacks it")
+
+ReclaimProbe.exercise = dataclasses.replace(ReclaimProbe.exercise, run=lacking)
+sys.exit(cli.main(["validate", "--json", "--check", "probe.reclaim"]))
+"""
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc")
+@pytest.mark.parametrize("lacks", ["cgroup", "tier"])
+def test_a_workload_the_host_cannot_run_skips_its_check_saying_why(lacks):
+    """A host without what a probe's workload needs (a memory cgroup, a lower
+    tier) skips that probe's check with the workload's own reason: the
+    check is not failed for what the host lacks."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", LACKING, lacks], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (c,) = json.loads(proc.stdout)["checks"]
+    assert c["id"] == "probe.reclaim" and c["status"] == "skip" and "injected: the host lacks it" in c["summary"], c

@@ -155,6 +155,7 @@ def run_exercise(probe_cls, ctx) -> CheckResult:
 
     from nttrace.errors import CapabilityError, UsageError
     from nttrace.probes.tracer import Tracer
+    from nttrace.workloads.demotion import DemotionUnavailable
     from nttrace.workloads.scratch_cgroup import NoMemoryCgroup
     cid, name, ex = f"probe.{probe_cls.name}", probe_cls.name, probe_cls.exercise
     what = ex.workload.split(" (")[0]
@@ -171,8 +172,9 @@ def run_exercise(probe_cls, ctx) -> CheckResult:
             return CheckResult(cid, SKIP, f"{name} probe unavailable: {unavailable}")
         try:
             run = ex.run()
-        except (UsageError, NoMemoryCgroup) as exc:     # the kernel or host lacks what the workload needs
-            return CheckResult(cid, SKIP, str(exc))
+        except (UsageError, NoMemoryCgroup, DemotionUnavailable) as exc:   # the host lacks what the workload needs
+            return CheckResult(cid, SKIP, str(exc) + (f"; and the {name} probe is unavailable: {unavailable}"
+                                                      if unavailable is not None else ""))
         if unavailable is None:
             snapshot = tracer.snapshot()[name]     # at once: what ran after the workload is not its work
             tracer.poll(timeout_ms=200)
