@@ -317,3 +317,29 @@ def test_a_cut_after_the_run_was_stored_keeps_that_run_and_goes_on(tmp_path, mon
     assert loop.run_path(loop.slots()[0]).read_bytes() == stored          # kept, not redone
     assert len(sim.validated) == 1
     assert sim.asked[-1]["build"] == BUILDS[loop.slots()[1].side]         # on to slot 2
+
+
+def test_ab_stop_while_validate_runs_stands_and_nothing_is_booted_after_it(tmp_path):
+    from nttrace.ab import stop
+
+    class Booter:
+        def clear(self):
+            return []
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    asked = len(sim.asked)
+
+    def validate_while_stopped(argv, timeout):
+        # `nttrace ab stop` from a shell while this boot's validate runs
+        stop.stop(loop, booter=Booter(), remove_unit=lambda name: [])
+        return sim.validate(argv, timeout)
+    m.validate = validate_while_stopped
+    assert step.step(loop, m) == 0
+    st = loop.state()
+    assert st["state"] == "stopped" and st["why"] == "stopped by `nttrace ab stop`"
+    assert len(sim.asked) == asked                       # no boot asked after the stop
+    assert sorted(loop.runs()) == [1]                    # the run that finished is kept
+

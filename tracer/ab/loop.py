@@ -1,12 +1,15 @@
 """One loop's files: NAME/schedule.json (written once by `ab start`),
 NAME/state.json (rewritten whole at every change), NAME/runs/<slot>-<side>.json
-(one per successful boot), NAME/report/. And what each run and the schedule
+(one per successful boot), NAME/report/, and NAME/lock: whoever changes the
+state holds it (`ab step` all through a boot but while validate runs, `ab
+stop`), so a stop and a step never write over each other. And what each run and the schedule
 record of nttrace itself (version, a hash of the installed package, the
 commit of the tree it was installed from), so a loop whose nttrace changed
 mid-way says so.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -104,6 +107,9 @@ class Loop:
     def report_dir(self) -> Path:
         return self.dir / "report"
 
+    def lock(self) -> "Lock":
+        return Lock(self.dir / "lock")
+
     def exists(self) -> bool:
         return self.schedule_path.exists()
 
@@ -147,6 +153,32 @@ class Loop:
         if st.st_mode & 0o077:
             return f"{self.dir} has mode {st.st_mode & 0o777:o}, not 700"
         return None
+
+
+class Lock:
+    """flock(2) on NAME/lock: one changer of the loop's state at a time.
+    Released with the process, whatever ends it (kill -9 included)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "Lock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
 
 
 def new_state() -> dict:

@@ -97,27 +97,36 @@ class _Stop(Exception):
     """The loop stops here: state failed with this status line."""
 
 
+class _Ended(Exception):
+    """`ab stop` ended the loop while this step's validate ran: its state stands."""
+
+
 def step(loop: Loop, m: Machine | None = None) -> int:
     sched = loop.schedule()
     m = m or real_machine(loop, sched)
-    st = loop.state()
-    if st["state"] != "running":
-        done = m.finish(False)
-        m.log(f"{loop.name} is {st['state']}: nothing to do" + (f" ({'; '.join(done)})" if done else ""))
-        return EXIT_OK
-    bid = m.boot_id()
-    if st.get("handled_boot_id") == bid:
-        m.log(f"{loop.name}: this boot ({bid}) was handled already")
-        return EXIT_OK
-    st["handled_boot_id"] = bid
-    slots = schedule.from_json(sched["slots"])
-    try:
-        return _step(loop, sched, st, slots, bid, m)
-    except _Stop as exc:
-        return _fail(loop, st, str(exc), m)
-    except OSError as exc:        # the state itself cannot be written (disk full, read-only)
-        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
-        return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
+    with loop.lock() as lock:
+        st = loop.state()
+        if st["state"] != "running":
+            done = m.finish(False)
+            m.log(f"{loop.name} is {st['state']}: nothing to do" + (f" ({'; '.join(done)})" if done else ""))
+            return EXIT_OK
+        bid = m.boot_id()
+        if st.get("handled_boot_id") == bid:
+            m.log(f"{loop.name}: this boot ({bid}) was handled already")
+            return EXIT_OK
+        st["handled_boot_id"] = bid
+        slots = schedule.from_json(sched["slots"])
+        try:
+            return _step(loop, sched, st, slots, bid, m, lock)
+        except _Ended as exc:
+            done = m.finish(False)
+            m.log(str(exc) + (f" ({'; '.join(done)})" if done else ""))
+            return EXIT_OK
+        except _Stop as exc:
+            return _fail(loop, st, str(exc), m)
+        except OSError as exc:        # the state itself cannot be written (disk full, read-only)
+            what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+            return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
 
 
 def begin(loop: Loop, m: Machine) -> int:
@@ -134,7 +143,7 @@ def _event(st: dict, m: Machine, what: str, **kw) -> None:
     st["events"].append({"at": round(m.clock(), 1), "what": what, **kw})
 
 
-def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: str, m: Machine) -> int:
+def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: str, m: Machine, lock) -> int:
     if loop.check_private():
         raise _Stop(f"the state directory is not root-only: {loop.check_private()}")
     gone = store.remove_partial(loop.runs_dir)
@@ -189,11 +198,11 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
         ss["outcome"] = "failed boot"
         return _next(loop, sched, st, slots, m)
     st["consecutive_failures"] = 0
-    _measure(loop, sched, st, slot, bid, m)
+    _measure(loop, sched, st, slot, bid, m, lock)
     return _next(loop, sched, st, slots, m)
 
 
-def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m: Machine) -> None:
+def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m: Machine, lock) -> None:
     ss = slot_state(st, slot.slot)
     free = m.free_bytes(loop.dir)
     if free < RUN_BYTES + FREE_FLOOR_BYTES:
@@ -203,30 +212,41 @@ def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m
     if ns and not m.namespace_present(ns):
         raise _Stop(f"namespace {ns} is missing at slot {slot.slot} ({slot.side}, {m.running().release})")
     t0 = m.clock()
-    quiet = m.wait_quiet(float(sched["wait_quiet_s"]))
-    st["measuring"] = {"slot": slot.slot, "boot_id": bid, "at": round(m.clock(), 1)}
+    st["measuring"] = {"slot": slot.slot, "boot_id": bid, "at": round(t0, 1)}
     loop.save_state(st)
-    m.log(f"slot {slot.slot} of {len(sched['slots'])} ({slot.side}, {sched['kernels'][slot.side]['release']}): "
-          "running validate")
-    rc, out, err = m.validate(validate_argv(sched), float(sched["validate_timeout_s"]))
+    lock.release()            # the long part: `ab stop` may come meanwhile
+    try:
+        quiet = m.wait_quiet(float(sched["wait_quiet_s"]))
+        m.log(f"slot {slot.slot} of {len(sched['slots'])} ({slot.side}, {sched['kernels'][slot.side]['release']}): "
+              "running validate")
+        rc, out, err = m.validate(validate_argv(sched), float(sched["validate_timeout_s"]))
+    finally:
+        lock.acquire()
     try:
         run = json.loads(out) if rc in (0, 1) else None
     except ValueError:
         run = None
-    if not isinstance(run, dict) or not isinstance(run.get("checks"), list):
+    if isinstance(run, dict) and isinstance(run.get("checks"), list):
+        run["ab_run"] = {"loop": loop.name, "slot": slot.slot, "round": slot.round, "side": slot.side,
+                         "kernel": sched["kernels"][slot.side], "via": sched["via"], "boot_id": bid,
+                         "attempt": ss["attempts"], "validate_exit": rc, "quiet_wait": quiet,
+                         "started": round(t0, 1), "finished": round(m.clock(), 1), "nttrace": m.nttrace(),
+                         "complete": True}
+        try:
+            store.make_private_dir(loop.runs_dir)
+            store.write_json(loop.run_path(slot), run)
+        except OSError as exc:
+            what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else f"cannot write the run ({exc.strerror})"
+            raise _Stop(f"{what} at slot {slot.slot}: {loop.run_path(slot)}") from None
+    else:
+        run = None
+    now = loop.state()["state"]
+    if now != "running":
+        raise _Ended(f"{loop.name} became {now} while slot {slot.slot}'s validate ran: "
+                     + ("its run kept" if run else "no run kept") + "; nothing booted")
+    if run is None:
         last = (err or "").strip().splitlines()[-1:] or [f"exit {rc}, no JSON report"]
         raise _Stop(f"validate failed at slot {slot.slot} ({slot.side}): exit {rc}: {last[0]}")
-    run["ab_run"] = {"loop": loop.name, "slot": slot.slot, "round": slot.round, "side": slot.side,
-                     "kernel": sched["kernels"][slot.side], "via": sched["via"], "boot_id": bid,
-                     "attempt": ss["attempts"], "validate_exit": rc, "quiet_wait": quiet,
-                     "started": round(t0, 1), "finished": round(m.clock(), 1), "nttrace": m.nttrace(),
-                     "complete": True}
-    try:
-        store.make_private_dir(loop.runs_dir)
-        store.write_json(loop.run_path(slot), run)
-    except OSError as exc:
-        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else f"cannot write the run ({exc.strerror})"
-        raise _Stop(f"{what} at slot {slot.slot}: {loop.run_path(slot)}") from None
     st["measuring"] = None
     ss["outcome"] = "run"
     ss["stored_at"] = round(m.clock(), 1)
@@ -271,6 +291,11 @@ def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) ->
 
 
 def _fail(loop: Loop, st: dict, why: str, m: Machine) -> int:
+    ended = loop.state()["state"]
+    if ended != "running":      # `ab stop` came first (while validate ran): its state stands
+        done = m.finish(False)
+        m.log(f"{loop.name} is {ended}; this step's own fault: {why}" + (f" ({'; '.join(done)})" if done else ""))
+        return EXIT_OK
     st["state"] = "failed"
     st["why"] = why
     st["measuring"] = None

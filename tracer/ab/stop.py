@@ -12,16 +12,18 @@ from nttrace.ab.loop import Loop
 def stop(loop: Loop, booter=None, remove_unit=unit.remove) -> list[str]:
     """End the loop; returns what it did. Runs are kept."""
     from nttrace.ab import boot
-    sched, st = loop.schedule(), loop.state()
-    done = remove_unit(loop.name)
-    booter = booter or boot.Booter(sched["via"])
-    done += booter.clear()
-    if st["state"] == "running":
-        st["state"] = "stopped"
-        st["why"] = "stopped by `nttrace ab stop`"
-        st["booting"] = None
-        st["measuring"] = None
-        loop.save_state(st)
+    sched = loop.schedule()
+    with loop.lock():         # a step asking for a boot finishes first; one in validate sees the stop after
+        st = loop.state()
+        done = remove_unit(loop.name)
+        booter = booter or boot.Booter(sched["via"])
+        done += booter.clear()
+        if st["state"] == "running":
+            st["state"] = "stopped"
+            st["why"] = "stopped by `nttrace ab stop`"
+            st["booting"] = None
+            st["measuring"] = None
+            loop.save_state(st)
     return done
 
 
