@@ -343,3 +343,34 @@ def test_ab_stop_while_validate_runs_stands_and_nothing_is_booted_after_it(tmp_p
     assert len(sim.asked) == asked                       # no boot asked after the stop
     assert sorted(loop.runs()) == [1]                    # the run that finished is kept
 
+
+
+def test_a_slot_whose_run_is_cut_again_and_again_is_given_up_not_booted_forever(tmp_path):
+    # the patched kernel boots but crashes under the checks: every run of it is
+    # cut short and the firmware brings up the default kernel
+    loop = make_loop(tmp_path, rounds=1, seed=1, max_failures=3)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    patched = next(s.slot for s in loop.slots() if s.side == "patched")
+
+    def validate(argv, timeout):
+        if sim.side_now() == "patched":
+            raise KeyboardInterrupt              # the machine goes down mid-run
+        return sim.validate(argv, timeout)
+    m.validate = validate
+    step.begin(loop, m)
+    for _ in range(12):
+        if loop.state()["state"] != "running":
+            break
+        sim.reboot(lands_on=DEFAULT if sim.now.release.startswith("7.2.13-nt") else None)
+        try:
+            step.step(loop, m)
+        except KeyboardInterrupt:
+            pass                                 # the crash; the next reboot() is the firmware's
+    st = loop.state()
+    assert st["state"] == "complete", st["why"]
+    ss = slot_state(st, patched)
+    assert ss["outcome"] == "failed boot" and ss["attempts"] == 2      # redone once, then given up
+    assert [i["slot"] for i in st["interrupted"]] == [patched, patched]
+    assert "cut short" in ss["failures"][-1]["why"]
+    assert sorted(loop.runs()) == [s.slot for s in loop.slots() if s.side == "base"]

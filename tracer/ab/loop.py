@@ -189,3 +189,9 @@ def new_state() -> dict:
 def slot_state(state: dict, slot: int) -> dict:
     return state["slots"].setdefault(str(slot), {"attempts": 0, "failures": [], "outcome": None,
                                                  "booted_at": None, "stored_at": None})
+
+
+def why_failed(failure: dict) -> str:
+    """A failed boot's line: its own why, or the kernel expected and found."""
+    return failure.get("why") or (f"expected {failure['expected']['release']}, "
+                                  f"found {failure['found']['release']}")

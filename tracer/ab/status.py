@@ -6,7 +6,7 @@ import json
 import sys
 
 from nttrace.ab import kernels, schedule, unit
-from nttrace.ab.loop import Loop, slot_state
+from nttrace.ab.loop import Loop, slot_state, why_failed
 
 
 def status(loop: Loop, running: kernels.Running | None = None) -> dict:
@@ -57,8 +57,7 @@ def print_status(s: dict, out=sys.stdout) -> None:
     print(f"  failed boots: {len(s['failures'])}" + (f" ({s['consecutive_failures']} in a row now)"
                                                      if s["consecutive_failures"] else ""), file=out)
     for f in s["failures"]:
-        print(f"    slot {f['slot']} ({f['side']}): expected {f['expected']['release']}, found {f['found']['release']}",
-              file=out)
+        print(f"    slot {f['slot']} ({f['side']}): {why_failed(f)}", file=out)
     if s["runs_redone"]:
         print(f"  runs cut short and redone: {s['runs_redone']}", file=out)
     print(f"  unit {'installed' if s['unit_installed'] else 'not installed'}", file=out)

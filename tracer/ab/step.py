@@ -171,34 +171,46 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
         _event(st, m, "run cut short, redone", slot=interrupted["slot"])
         st["measuring"] = None
         slot = slots[interrupted["slot"] - 1]
+        cuts = sum(1 for c in st["interrupted"] if c["slot"] == slot.slot)
+        if cuts > 1:    # not a power cut: the machine goes down under the checks (a kernel that crashes)
+            return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
+                                f"its run was cut short {cuts} times")
     elif st.get("booting"):
         slot = slots[st["booting"]["slot"] - 1]
     else:
         raise _Stop("the state records no boot in progress (state.json damaged?)")
     expected = sched["kernels"][slot.side]
-    ss = slot_state(st, slot.slot)
     if not kernels.is_running(expected, running):
         if cut:
             m.log(f"slot {slot.slot}: the run was cut short and the machine came back on {running.release}: "
                   f"booting {expected['release']} again")
             return _boot(loop, sched, st, slot, m)
-        ss["failures"].append({"expected": {"release": expected["release"], "build": expected["build"]},
-                               "found": {"release": running.release, "build": running.build()},
-                               "boot_id": bid, "at": round(m.clock(), 1)})
-        st["consecutive_failures"] += 1
-        _event(st, m, "failed boot", slot=slot.slot, found=running.release)
-        m.log(f"slot {slot.slot} ({slot.side}): expected {expected['release']}, running {running.release}: "
-              f"a failed boot ({st['consecutive_failures']} in a row)")
-        k = int(sched["max_failures"])
-        if st["consecutive_failures"] >= k:
-            raise _Stop(f"stopped after {st['consecutive_failures']} consecutive failed boots (--max-failures {k}): "
-                        f"slot {slot.slot} expected {expected['release']}, found {running.release}")
-        if ss["attempts"] < 2:
-            return _boot(loop, sched, st, slot, m)
-        ss["outcome"] = "failed boot"
-        return _next(loop, sched, st, slots, m)
+        return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
+                            f"expected {expected['release']}, found {running.release}")
     st["consecutive_failures"] = 0
     _measure(loop, sched, st, slot, bid, m, lock)
+    return _next(loop, sched, st, slots, m)
+
+
+def _failed_boot(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], slot: schedule.Slot,
+                 running: kernels.Running, bid: str, m: Machine, why: str) -> int:
+    """A boot of the slot gave no run: recorded; the slot booted once more,
+    or given up after its second attempt; K in a row stop the loop."""
+    expected = sched["kernels"][slot.side]
+    ss = slot_state(st, slot.slot)
+    ss["failures"].append({"expected": {"release": expected["release"], "build": expected["build"]},
+                           "found": {"release": running.release, "build": running.build()},
+                           "why": why, "boot_id": bid, "at": round(m.clock(), 1)})
+    st["consecutive_failures"] += 1
+    _event(st, m, "failed boot", slot=slot.slot, found=running.release, why=why)
+    m.log(f"slot {slot.slot} ({slot.side}): {why}: a failed boot ({st['consecutive_failures']} in a row)")
+    k = int(sched["max_failures"])
+    if st["consecutive_failures"] >= k:
+        raise _Stop(f"stopped after {st['consecutive_failures']} consecutive failed boots (--max-failures {k}): "
+                    f"slot {slot.slot} {why}")
+    if ss["attempts"] < 2:
+        return _boot(loop, sched, st, slot, m)
+    ss["outcome"] = "failed boot"
     return _next(loop, sched, st, slots, m)
 
 
