@@ -36,7 +36,7 @@ def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, 
     step.step(loop, m)
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
-    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent))
+    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent, 9000))
     systemctl_calls = []
 
     class Booter:
@@ -59,8 +59,19 @@ def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, 
 
 
 def test_the_unit_runs_the_schedules_own_command_and_nothing_else(tmp_path):
-    text = unit.text("mine", "/opt/venv/bin/nttrace", tmp_path)
+    text = unit.text("mine", "/opt/venv/bin/nttrace", tmp_path, 9000)
     assert "\nExecStart=/opt/venv/bin/nttrace ab step mine\n" in text
     assert "\nType=oneshot\n" in text and "\nWantedBy=multi-user.target\n" in text
     assert f"ConditionPathExists={tmp_path}/mine/schedule.json" in text
     assert [ln for ln in text.splitlines() if ln.startswith("Exec")] == ["ExecStart=/opt/venv/bin/nttrace ab step mine"]
+
+
+def test_the_unit_runs_on_a_settled_system_without_holding_up_the_boot_and_is_bounded(tmp_path):
+    loop = make_loop(tmp_path, rounds=1)
+    sched = loop.schedule()
+    text = unit.text("t", "/usr/bin/nttrace", loop.dir.parent, unit.timeout_s(sched))
+    lines = text.splitlines()
+    assert "After=multi-user.target" in lines and "WantedBy=multi-user.target" in lines
+    bound = [ln.split("=", 1)[1] for ln in lines if ln.startswith("TimeoutStartSec=")]
+    assert len(bound) == 1 and bound[0].isdigit()
+    assert int(bound[0]) > sched["wait_quiet_s"] + sched["validate_timeout_s"]

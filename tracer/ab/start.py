@@ -182,7 +182,7 @@ def main(args, machine: Machine | None = None) -> int:
     store.write_json(loop.schedule_path, sched)
     loop.save_state(new_state())
     try:
-        unit.install(loop.name, exe, store.root())
+        unit.install(loop.name, exe, store.root(), unit.timeout_s(sched))
     except (OSError, RuntimeError) as exc:
         shutil.rmtree(loop.dir, ignore_errors=True)
         raise CapabilityError(f"ab start: cannot install the unit: {exc}") from None

@@ -2,6 +2,12 @@
 runs the schedule's own command, `/abs/path/nttrace ab step NAME`, and
 nothing else. Enabled by `ab start`, disabled and removed by `ab stop`, at
 completion and whenever the loop stops on a fault.
+
+It is ordered After=multi-user.target: the checks run on a system whose
+services have started, and the boot does not wait for them (a target does
+not order itself after a unit it wants that is ordered after it), so a
+desktop or graphical.target comes up while validate runs. TimeoutStartSec
+bounds a step that hangs past its own bounds.
 """
 from __future__ import annotations
 
@@ -14,6 +20,7 @@ from nttrace.ab import store
 
 UNIT_DIR = Path("/etc/systemd/system")
 SYSTEMD_RUNNING = Path("/run/systemd/system")     # sd_booted(3)'s test
+STEP_MARGIN_S = 1800      # beyond the wait and validate: kexec -l, systemctl, the report at the end
 
 
 def unit_name(name: str) -> str:
@@ -24,20 +31,27 @@ def command(exe: str, name: str) -> list[str]:
     return [exe, "ab", "step", store.check_name(name)]
 
 
-def text(name: str, exe: str, state_root: Path) -> str:
+def timeout_s(sched: dict) -> int:
+    """TimeoutStartSec: the longest a step may take (the quiet-host wait,
+    validate's own timeout, then the boot commands or the report), so a step
+    that hangs past its own bounds is ended by systemd."""
+    return int(sched["wait_quiet_s"]) + int(sched["validate_timeout_s"]) + STEP_MARGIN_S
+
+
+def text(name: str, exe: str, state_root: Path, timeout: int) -> str:
     env = ""
     if os.environ.get("NTTRACE_AB_DIR"):
         env = f"Environment={shlex.quote('NTTRACE_AB_DIR=' + str(state_root))}\n"
     return (f"# written by `nttrace ab start {name}`; removed by `nttrace ab stop {name}` and when the loop ends\n"
             "[Unit]\n"
             f"Description=nttrace ab {name}: one boot of the base/patched A/B (docs/ab-loop.md)\n"
-            "After=local-fs.target network.target\n"
+            "After=multi-user.target\n"
             f"ConditionPathExists={state_root / name / 'schedule.json'}\n"
             "\n[Service]\n"
             "Type=oneshot\n"
             f"ExecStart={shlex.join(command(exe, name))}\n"
             f"{env}"
-            "TimeoutStartSec=infinity\n"
+            f"TimeoutStartSec={timeout}\n"
             "\n[Install]\n"
             "WantedBy=multi-user.target\n")
 
@@ -50,9 +64,10 @@ def _systemctl(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=120)
 
 
-def install(name: str, exe: str, state_root: Path, unit_dir: Path = UNIT_DIR, systemctl=_systemctl) -> Path:
+def install(name: str, exe: str, state_root: Path, timeout: int, unit_dir: Path = UNIT_DIR,
+            systemctl=_systemctl) -> Path:
     path = unit_dir / unit_name(name)
-    store.write_atomic(path, text(name, exe, state_root))
+    store.write_atomic(path, text(name, exe, state_root, timeout))
     os.chmod(path, 0o644)
     for args in (["daemon-reload"], ["enable", unit_name(name)]):
         p = systemctl(args)
