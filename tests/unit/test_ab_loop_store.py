@@ -73,6 +73,17 @@ def test_the_state_directory_is_root_only(tmp_path):
     assert d.stat().st_mode & 0o777 == 0o700
 
 
+def test_the_directory_of_all_loops_is_made_root_only_but_one_the_user_named_keeps_its_mode(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)                    # NTTRACE_AB_DIR=/tmp, say: others' files live there
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(shared))
+    store.make_root()
+    assert shared.stat().st_mode & 0o7777 == 0o1777
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "new" / "ab"))
+    assert store.make_root().stat().st_mode & 0o777 == 0o700
+
+
 @pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden", "x" * 65, "a b"])
 def test_a_name_that_is_not_a_plain_word_is_refused(name):
     from nttrace.errors import UsageError

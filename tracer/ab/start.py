@@ -176,7 +176,7 @@ def main(args, machine: Machine | None = None) -> int:
             print(f"  would refuse: {exc}")
         print("dry run: nothing written, installed, loaded or booted")
         return missing[0].exit_code if missing else EXIT_OK
-    store.make_private_dir(store.root())
+    store.make_root()
     store.make_private_dir(loop.dir)
     store.make_private_dir(loop.runs_dir)
     store.write_json(loop.schedule_path, sched)

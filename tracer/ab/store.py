@@ -35,6 +35,16 @@ def loop_dir(name: str) -> Path:
     return root() / check_name(name)
 
 
+def make_root() -> Path:
+    """The directory of all loops: made root-only where `start` creates it; one
+    that exists (a $NTTRACE_AB_DIR the user chose, /tmp even) keeps its mode,
+    each loop's own directory inside it being 0700."""
+    path = root()
+    if not path.is_dir():
+        make_private_dir(path)
+    return path
+
+
 def make_private_dir(path: Path) -> None:
     """Create path (and its parents) root-only; an existing one is made 0700."""
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
