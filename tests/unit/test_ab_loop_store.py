@@ -84,6 +84,16 @@ def test_the_directory_of_all_loops_is_made_root_only_but_one_the_user_named_kee
     assert store.make_root().stat().st_mode & 0o777 == 0o700
 
 
+def test_a_relative_state_directory_is_named_absolutely_in_the_unit(tmp_path, monkeypatch):
+    from nttrace.ab import unit
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NTTRACE_AB_DIR", "rel/ab")
+    assert store.root() == tmp_path / "rel" / "ab"
+    text = unit.text("t", "/usr/bin/nttrace", store.root(), 9000)
+    assert f"Environment=NTTRACE_AB_DIR={tmp_path}/rel/ab" in text
+    assert f"ConditionPathExists={tmp_path}/rel/ab/t/schedule.json" in text
+
+
 @pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden", "x" * 65, "a b"])
 def test_a_name_that_is_not_a_plain_word_is_refused(name):
     from nttrace.errors import UsageError

@@ -21,7 +21,8 @@ TMP_SUFFIX = ".tmp"
 
 
 def root() -> Path:
-    return Path(os.environ.get("NTTRACE_AB_DIR", "/var/lib/nttrace/ab"))
+    """Absolute: the unit's Environment= and ConditionPathExists= name it from /."""
+    return Path(os.environ.get("NTTRACE_AB_DIR", "/var/lib/nttrace/ab")).absolute()
 
 
 def check_name(name: str) -> str:
