@@ -374,3 +374,23 @@ def test_a_slot_whose_run_is_cut_again_and_again_is_given_up_not_booted_forever(
     assert [i["slot"] for i in st["interrupted"]] == [patched, patched]
     assert "cut short" in ss["failures"][-1]["why"]
     assert sorted(loop.runs()) == [s.slot for s in loop.slots() if s.side == "base"]
+
+
+def test_an_image_rebuilt_while_validate_runs_is_never_booted(tmp_path):
+    loop = make_loop(tmp_path, rounds=1, seed=1)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    nxt = loop.slots()[1].side
+
+    def validate_while_rebuilt(argv, timeout):
+        bzimage(tmp_path / f"{nxt}.bzImage", BUILDS[nxt], body=b"rebuilt")    # `make install` over it meanwhile
+        return sim.validate(argv, timeout)
+    m.validate = validate_while_rebuilt
+    asked = len(sim.asked)
+    assert step.step(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed" and f"the {nxt} kernel's image" in st["why"] and "no mixed builds" in st["why"]
+    assert len(sim.asked) == asked and sim.finished == [False]       # the changed image not booted
+    assert sorted(loop.runs()) == [1]

@@ -17,7 +17,8 @@ At each boot, in order:
   6. wait (bounded) for a quiet host, run validate, keep its JSON whole
      (tmp + fsync + rename) with what the loop knows of the boot;
      a validate that cannot run (exit 2, 3, 4, no JSON) stops the loop;
-  7. boot the next slot's kernel, or after the last: write the report,
+  7. boot the next slot's kernel (its image's sha256 checked once more
+     right before), or after the last: write the report,
      remove the unit, reboot into the default kernel.
 A loop that stops on a fault keeps its runs, removes its unit, leaves
 nothing pending and does not reboot: the default kernel boots next.
@@ -286,6 +287,9 @@ def _next(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], m: Mach
 
 
 def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) -> int:
+    why = kernels.changed(sched["kernels"][slot.side])     # the hash at start, again right before each boot
+    if why:
+        raise _Stop(f"the {slot.side} kernel's image {why}")
     ss = slot_state(st, slot.slot)
     ss["attempts"] += 1
     ss["booted_at"] = round(m.clock(), 1)
