@@ -394,3 +394,35 @@ def test_an_image_rebuilt_while_validate_runs_is_never_booted(tmp_path):
     assert st["state"] == "failed" and f"the {nxt} kernel's image" in st["why"] and "no mixed builds" in st["why"]
     assert len(sim.asked) == asked and sim.finished == [False]       # the changed image not booted
     assert sorted(loop.runs()) == [1]
+
+
+def test_an_error_nobody_foresaw_stops_the_loop_and_leaves_nothing_enabled(tmp_path):
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+
+    def broken(limit):
+        raise RuntimeError("no /proc/stat")
+    m.wait_quiet = broken
+    assert step.step(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed" and st["why"] == "internal error in the step (RuntimeError: no /proc/stat)"
+    assert sim.finished == [False] and len(sim.asked) == 1
+
+
+def test_a_first_boot_whose_state_cannot_be_written_is_a_failed_start_not_a_traceback(tmp_path, monkeypatch):
+    import errno
+    from nttrace.ab import loop as loop_module
+    loop = make_loop(tmp_path, rounds=1)
+    sim = SimMachine(loop)
+    real_save = loop_module.Loop.save_state
+
+    def full(self, state):
+        if state["state"] == "running":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.state_path))
+        return real_save(self, state)
+    monkeypatch.setattr(loop_module.Loop, "save_state", full)
+    assert step.begin(loop, sim.machine()) == 1          # `ab start` then removes the loop and exits 3
+    assert sim.finished == [False] and sim.asked == []

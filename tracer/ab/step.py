@@ -117,27 +117,31 @@ def step(loop: Loop, m: Machine | None = None) -> int:
             return EXIT_OK
         st["handled_boot_id"] = bid
         slots = schedule.from_json(sched["slots"])
-        try:
-            return _step(loop, sched, st, slots, bid, m, lock)
-        except _Ended as exc:
-            done = m.finish(False)
-            m.log(str(exc) + (f" ({'; '.join(done)})" if done else ""))
-            return EXIT_OK
-        except _Stop as exc:
-            return _fail(loop, st, str(exc), m)
-        except OSError as exc:        # the state itself cannot be written (disk full, read-only)
-            what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
-            return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
+        return _guarded(loop, st, m, lambda: _step(loop, sched, st, slots, bid, m, lock))
 
 
 def begin(loop: Loop, m: Machine) -> int:
     """The first boot of a loop `ab start` has just written."""
     sched, st = loop.schedule(), loop.state()
     st["handled_boot_id"] = m.boot_id()
+    return _guarded(loop, st, m, lambda: _boot(loop, sched, st, schedule.from_json(sched["slots"])[0], m))
+
+
+def _guarded(loop: Loop, st: dict, m: Machine, go: Callable[[], int]) -> int:
+    """go(), and whatever fault it meets stops the loop: nothing left enabled or pending."""
     try:
-        return _boot(loop, sched, st, schedule.from_json(sched["slots"])[0], m)
+        return go()
+    except _Ended as exc:
+        done = m.finish(False)
+        m.log(str(exc) + (f" ({'; '.join(done)})" if done else ""))
+        return EXIT_OK
     except _Stop as exc:
         return _fail(loop, st, str(exc), m)
+    except OSError as exc:        # the state itself cannot be written (disk full, read-only)
+        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
+    except Exception as exc:      # a bug in nttrace: the loop stops rather than stay enabled and stuck
+        return _fail(loop, st, f"internal error in the step ({exc.__class__.__name__}: {exc})", m)
 
 
 def _event(st: dict, m: Machine, what: str, **kw) -> None:
