@@ -57,3 +57,24 @@ def test_fewer_boots_than_a_test_needs_are_said_in_the_plan(tmp_path, capsys):
         out = capsys.readouterr().out
         assert ("  note: 2 boot(s) a side cannot test a change: the exact test across boots needs 4 a side" in out) \
             == said
+
+
+@pytest.mark.parametrize("fault", [__import__("subprocess").TimeoutExpired(["systemctl", "enable"], 120),
+                                   KeyboardInterrupt()])
+def test_a_start_cut_while_installing_the_unit_leaves_nothing(tmp_path, monkeypatch, fault):
+    from nttrace.ab import unit
+    from nttrace.errors import CapabilityError
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    monkeypatch.setattr(start.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(start, "check_machine", lambda *a, **k: ([], []))
+    removed = []
+    monkeypatch.setattr(unit, "remove", lambda name, *a, **k: removed.append(name) or [])
+
+    def install(*a, **k):
+        raise fault
+    monkeypatch.setattr(unit, "install", install)
+    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    a = args(base=images["base"], patched=images["patched"], cmdline="root=/dev/vda", dry_run=False, boots=1)
+    with pytest.raises(CapabilityError if isinstance(fault, Exception) else KeyboardInterrupt):
+        start.main(a, machine=None)
+    assert not (tmp_path / "ab" / "mine").exists() and removed == ["mine"]

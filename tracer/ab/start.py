@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -176,16 +177,19 @@ def main(args, machine: Machine | None = None) -> int:
             print(f"  would refuse: {exc}")
         print("dry run: nothing written, installed, loaded or booted")
         return missing[0].exit_code if missing else EXIT_OK
-    store.make_root()
-    store.make_private_dir(loop.dir)
-    store.make_private_dir(loop.runs_dir)
-    store.write_json(loop.schedule_path, sched)
-    loop.save_state(new_state())
     try:
+        store.make_root()
+        store.make_private_dir(loop.dir)
+        store.make_private_dir(loop.runs_dir)
+        store.write_json(loop.schedule_path, sched)
+        loop.save_state(new_state())
         unit.install(loop.name, exe, store.root(), unit.timeout_s(sched))
-    except (OSError, RuntimeError) as exc:
+    except BaseException as exc:      # a full disk, systemctl timing out, Ctrl-C: nothing left installed
+        unit.remove(loop.name)
         shutil.rmtree(loop.dir, ignore_errors=True)
-        raise CapabilityError(f"ab start: cannot install the unit: {exc}") from None
+        if isinstance(exc, (OSError, RuntimeError, subprocess.SubprocessError)):
+            raise CapabilityError(f"ab start: cannot install the loop: {exc}") from None
+        raise
     print(f"installed and enabled {unit.unit_name(loop.name)}; `nttrace ab status {loop.name}`, "
           f"`nttrace ab stop {loop.name}` ends it")
     rc = begin(loop, machine or real_machine(loop, sched))
