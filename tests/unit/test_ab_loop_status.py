@@ -14,7 +14,7 @@ def test_status_mid_loop(tmp_path):
     step.step(loop, m)                    # slot 1 measured
     sim.reboot(lands_on=DEFAULT)
     step.step(loop, m)                    # slot 2's first boot failed; retried
-    s = status.status(loop, running=sim.now)
+    s = status.status(loop, running=sim.now, this_boot=m.boot_id())
     assert (s["state"], s["done"], s["settled"], s["total"]) == ("running", 1, 1, 6)
     slots = loop.slots()
     assert s["next"] == {"slot": 2, "side": slots[1].side,
@@ -75,3 +75,29 @@ def test_the_unit_runs_on_a_settled_system_without_holding_up_the_boot_and_is_bo
     bound = [ln.split("=", 1)[1] for ln in lines if ln.startswith("TimeoutStartSec=")]
     assert len(bound) == 1 and bound[0].isdigit()
     assert int(bound[0]) > sched["wait_quiet_s"] + sched["validate_timeout_s"]
+
+
+def test_status_while_validate_runs_says_this_boot_is_measured_and_which_comes_next(tmp_path, capsys):
+    loop = make_loop(tmp_path, rounds=2, seed=9)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    step.step(loop, m)                    # slot 1 measured, slot 2 asked
+    sim.reboot()
+    seen = {}
+
+    def validate(argv, timeout):
+        seen["status"] = status.status(loop, running=sim.now, this_boot=m.boot_id())
+        return sim.validate(argv, timeout)
+    m.validate = validate
+    step.step(loop, m)
+    s = seen["status"]
+    assert s["measuring"]["slot"] == 2 and s["next"]["slot"] == 3
+    assert s["eta_s"] == round((loop.state()["slots"]["1"]["stored_at"] - 1000.0) * 3)
+    status.print_status(s)
+    out = capsys.readouterr().out
+    assert "  boot 2 of 4 now: validate running since " in out and "  boot 3 of 4 next: " in out
+    # the same record seen from a later boot is a run cut short: that slot is next again
+    later = status.status(loop, running=sim.now, this_boot="another boot")
+    assert later["measuring"] is None and later["next"]["slot"] == 3
