@@ -124,3 +124,23 @@ def test_a_kernel_without_kexec_is_exit_3(tmp_path):
     (tmp_path / "kexec_loaded").write_text("0\n")
     boot.kexec_supported(tmp_path / "kexec_loaded")
     assert boot.kexec_loaded(tmp_path / "kexec_loaded") is False
+
+
+def test_clearing_says_so_when_a_kexec_kernel_or_grubs_one_shot_entry_could_not_be_cleared(monkeypatch, tmp_path):
+    monkeypatch.setattr(boot, "kexec_loaded", lambda: True)
+    monkeypatch.setattr(boot.shutil, "which", lambda name: f"/sbin/{name}")
+    (tmp_path / "grub.cfg").write_text(GRUB_CFG)
+    monkeypatch.setattr(boot, "GRUB_CFGS", (tmp_path / "grub.cfg",))
+    ok = boot.Booter("reboot", run=Recorder()).clear()
+    assert ok == ["kexec -u", "grub-editenv unset next_entry"]
+    bad = boot.Booter("reboot", run=Recorder(fail_on="-")).clear()
+    assert len(bad) == 2 and all(line.startswith(boot.NOT_CLEARED) for line in bad)
+    assert "Cannot load image" in bad[0] and boot.all_cleared(ok) and not boot.all_cleared(bad)
+
+
+def test_a_reboot_without_a_grub_entry_is_refused_not_sent_to_grub_reboot(monkeypatch):
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "grub-reboot")
+    r = Recorder()
+    with pytest.raises(RuntimeError, match="no grub entry"):
+        boot.Booter("reboot", run=r).boot({"image": "/boot/vmlinuz-6.12.0", "release": "6.12.0"}, "", None)
+    assert r.cmds == []

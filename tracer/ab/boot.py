@@ -25,6 +25,12 @@ VIAS = ("kexec", "reboot")
 KEXEC_LOADED = Path("/sys/kernel/kexec_loaded")
 KEXEC_DISABLED = Path("/proc/sys/kernel/kexec_load_disabled")
 GRUB_CFGS = (Path("/boot/grub/grub.cfg"), Path("/boot/grub2/grub.cfg"))
+NOT_CLEARED = "NOT CLEARED: "
+
+
+def all_cleared(done: list[str]) -> bool:
+    """Booter.clear()'s lines say nothing is left pending."""
+    return not any(line.startswith(NOT_CLEARED) for line in done)
 
 
 def default_cmdline(proc_cmdline: str) -> str:
@@ -162,22 +168,36 @@ class Booter:
             self._must(kexec_load_cmd(kernel, cmdline))
             self._must(["systemctl", "--no-block", "kexec"])
         else:
-            self._must([grub_reboot_binary() or "grub-reboot", grub_entry_id or ""])
+            if not grub_entry_id:
+                raise RuntimeError(f"no grub entry recorded for {kernel.get('release') or kernel['image']}")
+            self._must([grub_reboot_binary() or "grub-reboot", grub_entry_id])
             self._must(["systemctl", "--no-block", "reboot"])
 
+    def _try(self, cmd: list[str]) -> str | None:
+        """None where cmd succeeded, else why not."""
+        try:
+            p = self.run(cmd)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return str(exc)
+        return None if p.returncode == 0 else _last_line(p)
+
     def clear(self) -> list[str]:
-        """Nothing pending: unload kexec, remove grub's one-shot entry."""
+        """Nothing pending: unload kexec, remove grub's one-shot entry. Returns
+        what it did; a line starting NOT_CLEARED for what it could not do."""
         done = []
-        if kexec_loaded() and shutil.which("kexec"):
-            self.run(["kexec", "-u"])
-            done.append("kexec -u")
-        if self.via == "reboot" and shutil.which("grub-editenv"):
+        if kexec_loaded():
+            why = self._try(["kexec", "-u"]) if shutil.which("kexec") else "no kexec on PATH"
+            done.append("kexec -u" if why is None else f"{NOT_CLEARED}a kexec kernel stays loaded (kexec -u: {why})")
+        if self.via == "reboot":
             cfg = grub_cfg()
             if cfg is not None:
-                self.run(["grub-editenv", str(cfg.with_name("grubenv")), "unset", "next_entry"])
-                done.append("grub-editenv unset next_entry")
+                why = self._try(["grub-editenv", str(cfg.with_name("grubenv")), "unset", "next_entry"])
+                done.append("grub-editenv unset next_entry" if why is None else
+                            f"{NOT_CLEARED}grub's one-shot entry may stay set (grub-editenv: {why})")
         return done
 
     def reboot_default(self) -> None:
-        self.clear()
+        done = self.clear()
+        if not all_cleared(done):        # a reboot now could boot what is still pending
+            raise RuntimeError("; ".join(done))
         self._must(["systemctl", "--no-block", "reboot"])

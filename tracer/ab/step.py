@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from nttrace.ab import kernels, schedule, store
+from nttrace.ab import boot, kernels, schedule, store
 from nttrace.ab.loop import Loop, nttrace_identity, slot_state
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -67,7 +67,7 @@ class Machine:
 
 
 def real_machine(loop: Loop, sched: dict) -> Machine:
-    from nttrace.ab import boot, report, unit
+    from nttrace.ab import report, unit
     from nttrace.kernel import conditions
     booter = boot.Booter(sched["via"])
 
@@ -326,5 +326,6 @@ def _fail(loop: Loop, st: dict, why: str, m: Machine) -> int:
         m.log(f"the state could not be saved ({exc.strerror})")
     done = m.finish(False)
     m.log(f"{loop.name}: LOOP STOPPED: {why}; runs kept in {loop.runs_dir}"
-          + (f"; {'; '.join(done)}" if done else "") + "; the default kernel boots next")
+          + (f"; {'; '.join(done)}" if done else "")
+          + ("; the default kernel boots next" if boot.all_cleared(done) else ""))
     return EXIT_CHECK_FAILED
