@@ -43,6 +43,13 @@ def test_an_installed_release_is_found_with_its_initrd(tmp_path):
     assert k.image == str(tmp_path / "vmlinuz-7.2.13") and k.initrd == str(tmp_path / "initrd.img-7.2.13")
 
 
+def test_an_installed_release_with_a_dracut_initramfs_is_found_with_it(tmp_path):
+    # Fedora, RHEL, Arch name it initramfs-R.img: without it kexec boots a kernel that cannot mount root
+    bzimage(tmp_path / "vmlinuz-7.2.13", BUILDS["base"])
+    (tmp_path / "initramfs-7.2.13.img").write_bytes(b"initrd")
+    assert kernels.resolve("7.2.13", boot=tmp_path).initrd == str(tmp_path / "initramfs-7.2.13.img")
+
+
 def test_a_path_with_an_initrd(tmp_path):
     p = bzimage(tmp_path / "bzImage", BUILDS["patched"])
     (tmp_path / "initrd").write_bytes(b"i")

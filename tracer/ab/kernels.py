@@ -1,7 +1,7 @@
 """Which kernel a KERNEL argument names, and how to tell it is the one running.
 
-KERNEL is an installed release R (/boot/vmlinuz-R, with /boot/initrd.img-R
-where there is one) or a path to a bzImage, optionally PATH:INITRD. Its
+KERNEL is an installed release R (/boot/vmlinuz-R, with /boot/initrd.img-R,
+or dracut's /boot/initramfs-R.img, where there is one) or a path to a bzImage, optionally PATH:INITRD. Its
 identity is its release, its build string and the sha256 of its image.
 
 The build string is read from the image itself: an x86 bzImage's setup header
@@ -97,8 +97,8 @@ def resolve(spec: str, boot: Path = BOOT) -> Kernel:
         image = boot / f"vmlinuz-{spec}"
         if not image.is_file():
             raise UsageError(f"unknown kernel {spec!r}: no {image} (an installed release, or a path to a bzImage)")
-        initrd = boot / f"initrd.img-{spec}"
-        initrd_path = str(initrd) if initrd.is_file() else None
+        initrd_path = next((str(p) for p in (boot / f"initrd.img-{spec}", boot / f"initramfs-{spec}.img")
+                            if p.is_file()), None)
     else:
         path, _, initrd_text = spec.partition(":")
         image = Path(path).resolve()
