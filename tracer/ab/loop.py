@@ -110,9 +110,6 @@ class Loop:
     def lock(self) -> "Lock":
         return Lock(self.dir / "lock")
 
-    def exists(self) -> bool:
-        return self.schedule_path.exists()
-
     def schedule(self) -> dict:
         s = store.read_json(self.schedule_path)
         if not isinstance(s, dict) or "slots" not in s:

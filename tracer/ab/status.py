@@ -5,14 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import time
-from pathlib import Path
 
 from nttrace.ab import kernels, schedule, unit
 from nttrace.ab.loop import Loop, slot_state, why_failed
-
-
-def boot_id() -> str:
-    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
 
 
 def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | None = None) -> dict:
@@ -24,7 +19,7 @@ def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | 
     pending = [s for s in slots if slot_state(st, s.slot)["outcome"] is None]
     # validate running in this boot (a record of an earlier boot is a run cut short: redone next)
     measuring = st.get("measuring") if st["state"] == "running" else None
-    if measuring and measuring.get("boot_id") != (this_boot or boot_id()):
+    if measuring and measuring.get("boot_id") != (this_boot or kernels.boot_id()):
         measuring = None
     if measuring:
         pending = [s for s in pending if s.slot != measuring["slot"]]

@@ -53,7 +53,7 @@ def say(msg: str) -> None:
 class Machine:
     """The machine as the step sees it. Defaults are the real machine."""
     running: Callable[[], kernels.Running] = kernels.Running.now
-    boot_id: Callable[[], str] = lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    boot_id: Callable[[], str] = kernels.boot_id
     boot: Callable[[dict, str, "str | None"], None] = None          # (kernel, cmdline, grub entry)
     finish: Callable[[bool], list] = None                           # (reboot into default?) -> what it did
     wait_quiet: Callable[[float], dict] = None
