@@ -99,3 +99,25 @@ def test_a_name_that_is_not_a_plain_word_is_refused(name):
     from nttrace.errors import UsageError
     with pytest.raises(UsageError):
         store.check_name(name)
+
+
+def test_the_lock_is_never_a_link_followed_out_of_the_loop_directory(tmp_path):
+    from ab_loop_machine import make_loop
+    loop = make_loop(tmp_path, rounds=1)
+    elsewhere = tmp_path / "etc-something"
+    (loop.dir / "lock").symlink_to(elsewhere)        # planted while the directory was writable by others
+    with pytest.raises(OSError):
+        with loop.lock():
+            pass
+    assert not elsewhere.exists()
+
+
+def test_a_temporary_planted_as_a_link_is_not_written_through(tmp_path):
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0\n")
+    d = tmp_path / "loop"
+    store.make_private_dir(d)
+    (d / "state.json.tmp").symlink_to(target)
+    store.write_json(d / "state.json", {"state": "failed"})
+    assert target.read_text() == "root:x:0:0\n"
+    assert store.read_json(d / "state.json") == {"state": "failed"} and not (d / "state.json.tmp").exists()

@@ -65,7 +65,11 @@ def write_atomic(path: Path, text: str) -> None:
     On any error (disk full) the tmp is removed and the old file is left."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        tmp.unlink()          # a cut's leftover, or a link someone planted: never written through
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             data = text.encode()
             view = memoryview(data)
