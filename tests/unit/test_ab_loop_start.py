@@ -78,3 +78,19 @@ def test_a_start_cut_while_installing_the_unit_leaves_nothing(tmp_path, monkeypa
     with pytest.raises(CapabilityError if isinstance(fault, Exception) else KeyboardInterrupt):
         start.main(a, machine=None)
     assert not (tmp_path / "ab" / "mine").exists() and removed == ["mine"]
+
+
+def test_the_plan_warns_when_the_code_the_unit_runs_as_root_is_writable_by_others(tmp_path, capsys):
+    import os
+    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    exe = tmp_path / "nttrace"
+    exe.write_text("#!/bin/sh\n")
+    for mode in (0o755, 0o777):
+        os.chmod(exe, mode)
+        plan = start.plan(args(seed=1), Loop(tmp_path / "ab" / "mine"), ks, "root=x", str(exe))
+        start.print_plan(plan, [])
+        out = capsys.readouterr().out
+        named = f"{exe} (uid {exe.stat().st_uid}, mode {mode:o})" in out
+        assert named == (mode == 0o777 or exe.stat().st_uid != 0), out
+        if mode == 0o777:
+            assert "  warning: the unit runs as root, at every boot, code a user other than root can change: " in out

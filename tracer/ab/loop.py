@@ -38,6 +38,20 @@ def nttrace_exe() -> str:
     return str(Path(found).resolve())
 
 
+def changeable_by_others(exe: str, package: Path = PACKAGE) -> list[str]:
+    """The files the loop's unit runs as root at every boot (the entry point,
+    the package) that a user other than root could change, a line each."""
+    out = []
+    for p in (Path(exe), package, *sorted(package.rglob("*.py"))):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            out.append(f"{p} (uid {st.st_uid}, mode {st.st_mode & 0o777:o})")
+    return out
+
+
 def package_sha256(package: Path = PACKAGE) -> str:
     """A hash of the installed package's source files: changes when nttrace does."""
     h = hashlib.sha256()

@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from nttrace.ab import boot, kernels, schedule, store, unit
-from nttrace.ab.loop import Loop, new_state, nttrace_exe, nttrace_identity
+from nttrace.ab.loop import Loop, changeable_by_others, new_state, nttrace_exe, nttrace_identity
 from nttrace.ab.step import FREE_FLOOR_BYTES, RUN_BYTES, Machine, begin, real_machine
 from nttrace.errors import EXIT_OK, CapabilityError, UsageError
 
@@ -148,6 +148,11 @@ def print_plan(sched: dict, checked: list[str], out=None) -> None:
           file=out)
     for line in checked:
         print(f"  checked: {line}", file=out)
+    others = changeable_by_others(sched["nttrace"]["exe"])
+    if others:
+        print(f"  warning: the unit runs as root, at every boot, code a user other than root can change: {others[0]}"
+              + (f" and {len(others) - 1} more" if len(others) > 1 else "")
+              + "; install nttrace where only root can write", file=out)
     testable = boots_to_test()
     if sched["rounds"] < testable:
         print(f"  note: {sched['rounds']} boot(s) a side cannot test a change: the exact test across boots needs "
