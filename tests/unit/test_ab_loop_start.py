@@ -94,3 +94,12 @@ def test_the_plan_warns_when_the_code_the_unit_runs_as_root_is_writable_by_other
         assert named == (mode == 0o777 or exe.stat().st_uid != 0), out
         if mode == 0o777:
             assert "  warning: the unit runs as root, at every boot, code a user other than root can change: " in out
+
+
+@pytest.mark.parametrize("field", ["wait_quiet", "validate_timeout"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_a_bound_that_is_not_a_finite_number_is_bad_input(tmp_path, monkeypatch, field, value):
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    with pytest.raises(UsageError, match="finite"):
+        start.check_input(args(base=images["base"], patched=images["patched"], **{field: value}))

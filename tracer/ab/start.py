@@ -10,6 +10,7 @@ loads and boots nothing.
 """
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
@@ -45,8 +46,9 @@ def check_input(args) -> tuple[Loop, dict]:
         raise UsageError("ab start: --boots must be at least 1 (boots of each kernel)")
     if args.max_failures < 1:
         raise UsageError("ab start: --max-failures must be at least 1")
-    if args.runs < 1 or args.wait_quiet < 0 or args.validate_timeout <= 0:
-        raise UsageError("ab start: --runs and --validate-timeout must be positive, --wait-quiet not negative")
+    if args.runs < 1 or not 0 <= args.wait_quiet < math.inf or not 0 < args.validate_timeout < math.inf:
+        raise UsageError("ab start: --runs and --validate-timeout must be positive, --wait-quiet not negative, "
+                         "both finite numbers of seconds")
     if loop.dir.exists():
         raise UsageError(f"ab start: a loop named {args.name} exists ({loop.dir}); `nttrace ab status {args.name}`, "
                          "or choose another NAME")
