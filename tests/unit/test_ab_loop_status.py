@@ -101,3 +101,22 @@ def test_status_while_validate_runs_says_this_boot_is_measured_and_which_comes_n
     # the same record seen from a later boot is a run cut short: that slot is next again
     later = status.status(loop, running=sim.now, this_boot="another boot")
     assert later["measuring"] is None and later["next"]["slot"] == 3
+
+
+def test_stop_of_a_loop_whose_schedule_is_damaged_still_removes_its_unit(tmp_path):
+    import subprocess
+
+    import pytest
+
+    from nttrace.errors import UsageError
+    loop = make_loop(tmp_path, rounds=1)
+    loop.schedule_path.write_text('{"slots": [')              # cut mid-write by hand, or edited
+    unit_dir = tmp_path / "units"
+    unit_dir.mkdir()
+    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent, 9000))
+
+    def remove(name):
+        return unit.remove(name, unit_dir, systemctl=lambda a: subprocess.CompletedProcess(a, 0, "", ""))
+    with pytest.raises(UsageError, match="missing or damaged"):
+        stop.stop(loop, remove_unit=remove)
+    assert not (unit_dir / unit.unit_name("t")).exists()

@@ -7,12 +7,16 @@ import os
 
 from nttrace.ab import boot, unit
 from nttrace.ab.loop import Loop
-from nttrace.errors import EXIT_CAPABILITY, EXIT_OK
+from nttrace.errors import EXIT_CAPABILITY, EXIT_OK, UsageError
 
 
 def stop(loop: Loop, booter=None, remove_unit=unit.remove) -> list[str]:
     """End the loop; returns what it did. Runs are kept."""
-    sched = loop.schedule()
+    try:
+        sched = loop.schedule()
+    except UsageError:
+        remove_unit(loop.name)        # a loop too damaged to read still leaves nothing enabled
+        raise
     with loop.lock():         # a step asking for a boot finishes first; one in validate sees the stop after
         st = loop.state()
         done = remove_unit(loop.name)
