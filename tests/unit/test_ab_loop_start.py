@@ -103,3 +103,29 @@ def test_a_bound_that_is_not_a_finite_number_is_bad_input(tmp_path, monkeypatch,
     images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
     with pytest.raises(UsageError, match="finite"):
         start.check_input(args(base=images["base"], patched=images["patched"], **{field: value}))
+
+
+def test_a_start_cut_while_its_first_boot_is_asked_for_leaves_nothing(tmp_path, monkeypatch):
+    from ab_loop_machine import SimMachine
+    from nttrace.ab import unit
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    monkeypatch.setattr(start.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(start, "check_machine", lambda *a, **k: ([], []))
+    monkeypatch.setattr(unit, "install", lambda *a, **k: None)
+    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    a = args(base=images["base"], patched=images["patched"], cmdline="root=/dev/vda", dry_run=False, boots=1)
+
+    class Cut(SimMachine):
+        def boot(self, kernel, cmdline, entry):
+            raise KeyboardInterrupt                # Ctrl-C while kexec -l runs
+    m_holder = {}
+
+    def machine():
+        loop = Loop(tmp_path / "ab" / "mine")
+        m_holder["sim"] = Cut(loop)
+        return m_holder["sim"].machine()
+    monkeypatch.setattr(start, "real_machine", lambda loop, sched: machine())
+    with pytest.raises(KeyboardInterrupt):
+        start.main(a)
+    assert m_holder["sim"].finished == [False]                 # unit removed, nothing left loaded
+    assert not (tmp_path / "ab" / "mine").exists()

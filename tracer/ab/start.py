@@ -199,7 +199,13 @@ def main(args, machine: Machine | None = None) -> int:
         raise
     print(f"installed and enabled {unit.unit_name(loop.name)}; `nttrace ab status {loop.name}`, "
           f"`nttrace ab stop {loop.name}` ends it")
-    rc = begin(loop, machine or real_machine(loop, sched))
+    m = machine or real_machine(loop, sched)
+    try:
+        rc = begin(loop, m)
+    except BaseException:             # Ctrl-C while the first boot is asked for
+        m.finish(False)
+        shutil.rmtree(loop.dir, ignore_errors=True)
+        raise
     if rc != EXIT_OK:      # the first boot could not be asked for: unit removed by then, no run taken
         why = loop.state().get("why")
         shutil.rmtree(loop.dir, ignore_errors=True)
