@@ -88,3 +88,17 @@ def test_an_image_changed_or_gone_is_named(tmp_path):
 
 def test_proc_version_of_this_format_round_trips():
     assert kernels.parse_proc_version(proc_version(BUILDS["patched"])).text() == BUILDS["patched"]
+
+
+def test_an_initrd_changed_is_named(tmp_path):
+    # update-initramfs -u (a microcode or module update) between two boots: not the initrd the loop began with
+    p = bzimage(tmp_path / "bzImage", BUILDS["base"])
+    initrd = tmp_path / "initrd"
+    initrd.write_bytes(b"initrd 1")
+    k = kernels.resolve(f"{p}:{initrd}").as_json()
+    assert kernels.changed(k) is None
+    initrd.write_bytes(b"initrd 2, with new microcode")
+    assert "changed since the loop started" in kernels.changed(k) and str(initrd) in kernels.changed(k)
+    k_before = dict(k)
+    del k_before["initrd_sha256"]                  # a schedule written before initrds were hashed
+    assert kernels.changed(k_before) is None
