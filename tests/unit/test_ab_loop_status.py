@@ -120,3 +120,13 @@ def test_stop_of_a_loop_whose_schedule_is_damaged_still_removes_its_unit(tmp_pat
     with pytest.raises(UsageError, match="missing or damaged"):
         stop.stop(loop, remove_unit=remove)
     assert not (unit_dir / unit.unit_name("t")).exists()
+
+
+def test_a_path_systemd_would_expand_or_split_is_refused_not_written_into_the_unit(tmp_path):
+    import pytest
+
+    from nttrace.errors import UsageError
+    for exe, root in (("/opt/v%i/bin/nttrace", tmp_path), ("/opt/$HOME/nttrace", tmp_path),
+                      ("/usr/bin/nttrace", tmp_path / "50%"), ("/usr/bin/nttrace", tmp_path / "a\nExecStart=/bin/sh")):
+        with pytest.raises(UsageError, match="systemd"):
+            unit.text("t", exe, root, 9000)

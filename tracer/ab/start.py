@@ -178,6 +178,7 @@ def main(args, machine: Machine | None = None) -> int:
         raise missing[0]
     exe = nttrace_exe()
     sched = plan(args, loop, ks, cmdline, exe)
+    unit_text = unit.text(loop.name, exe, store.root(), unit.timeout_s(sched))     # exit 2 before anything is written
     print_plan(sched, [f"room for {2 * args.boots} runs ({need >> 20} MiB)"] + found)
     if args.dry_run:
         for exc in missing:
@@ -190,7 +191,7 @@ def main(args, machine: Machine | None = None) -> int:
         store.make_private_dir(loop.runs_dir)
         store.write_json(loop.schedule_path, sched)
         loop.save_state(new_state())
-        unit.install(loop.name, exe, store.root(), unit.timeout_s(sched))
+        unit.install(loop.name, unit_text)
     except BaseException as exc:      # a full disk, systemctl timing out, Ctrl-C: nothing left installed
         unit.remove(loop.name)
         shutil.rmtree(loop.dir, ignore_errors=True)

@@ -12,11 +12,13 @@ bounds a step that hangs past its own bounds.
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 from pathlib import Path
 
 from nttrace.ab import store
+from nttrace.errors import UsageError
 
 UNIT_DIR = Path("/etc/systemd/system")
 SYSTEMD_RUNNING = Path("/run/systemd/system")     # sd_booted(3)'s test
@@ -38,7 +40,19 @@ def timeout_s(sched: dict) -> int:
     return int(sched["wait_quiet_s"]) + int(sched["validate_timeout_s"]) + STEP_MARGIN_S
 
 
+def _plain(path) -> str:
+    """A path as the unit writes it: no % (systemd's specifiers), $ (its
+    variables), quote, backslash or control character, which systemd would
+    expand or split; UsageError (exit 2) otherwise."""
+    text = str(path)
+    if re.search(r"[%$'\"\\\x00-\x1f\x7f]", text):
+        raise UsageError(f"ab start: {text!r}: a path with %, $, quotes or control characters cannot be written "
+                         "into a systemd unit as it is; use another")
+    return text
+
+
 def text(name: str, exe: str, state_root: Path, timeout: int) -> str:
+    exe, state_root = _plain(exe), Path(_plain(state_root))
     env = ""
     if os.environ.get("NTTRACE_AB_DIR"):
         env = f"Environment={shlex.quote('NTTRACE_AB_DIR=' + str(state_root))}\n"
@@ -64,10 +78,9 @@ def _systemctl(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=120)
 
 
-def install(name: str, exe: str, state_root: Path, timeout: int, unit_dir: Path = UNIT_DIR,
-            systemctl=_systemctl) -> Path:
+def install(name: str, unit_text: str, unit_dir: Path = UNIT_DIR, systemctl=_systemctl) -> Path:
     path = unit_dir / unit_name(name)
-    store.write_atomic(path, text(name, exe, state_root, timeout))
+    store.write_atomic(path, unit_text)
     os.chmod(path, 0o644)
     for args in (["daemon-reload"], ["enable", unit_name(name)]):
         p = systemctl(args)
