@@ -144,3 +144,27 @@ def test_a_reboot_without_a_grub_entry_is_refused_not_sent_to_grub_reboot(monkey
     with pytest.raises(RuntimeError, match="no grub entry"):
         boot.Booter("reboot", run=r).boot({"image": "/boot/vmlinuz-6.12.0", "release": "6.12.0"}, "", None)
     assert r.cmds == []
+
+
+@pytest.mark.parametrize("fs,abstraction,refused", [("ext2", "", None), ("btrfs", "", "btrfs"),
+                                                    ("ext2", "lvm", "lvm"), ("ext2", "diskfilter mdraid1x", "diskfilter")])
+def test_reboot_where_grub_cannot_clear_its_one_shot_entry_at_boot_is_exit_3(monkeypatch, tmp_path, fs, abstraction,
+                                                                             refused):
+    # grub's save_env cannot write grubenv on LVM, RAID or a checksumming filesystem: next_entry would stay
+    # set, and a kernel that panics at boot would be booted again and again, never the default
+    cfg = tmp_path / "grub.cfg"
+    cfg.write_text(GRUB_CFG)
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "/usr/sbin/grub-reboot")
+    monkeypatch.setattr(boot, "GRUB_CFGS", (cfg,))
+    monkeypatch.setattr(boot.shutil, "which", lambda name: f"/usr/sbin/{name}")
+
+    def probe(cmd, timeout=120):
+        out = fs if cmd[1] == "--target=fs" else abstraction
+        return subprocess.CompletedProcess(cmd, 0, out + "\n", "")
+    if refused is None:
+        assert boot.check_grub(run=probe) == ("/usr/sbin/grub-reboot", cfg)
+        return
+    with pytest.raises(CapabilityError) as e:
+        boot.check_grub(run=probe)
+    assert e.value.exit_code == 3 and refused in str(e.value) and "\n" not in str(e.value)
+    assert "grub cannot clear its one-shot entry" in str(e.value)

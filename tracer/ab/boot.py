@@ -109,8 +109,33 @@ def grub_reboot_binary() -> str | None:
     return shutil.which("grub-reboot") or shutil.which("grub2-reboot")
 
 
-def check_grub() -> tuple[str, Path]:
-    """grub-reboot and a grub.cfg that honours its one-shot entry, or exit 3."""
+def grub_cannot_save_env(grub_dir: Path, run=_run) -> str | None:
+    """Why grub itself cannot clear its one-shot entry at boot, or None (also
+    where grub-probe cannot tell). Grub's save_env writes grubenv only on a
+    plain disk or partition and a filesystem without checksums: not on LVM,
+    RAID or encryption, not on btrfs or ZFS."""
+    probe = shutil.which("grub-probe") or shutil.which("grub2-probe")
+    if not probe:
+        return None
+    found = {}
+    for target in ("fs", "abstraction"):
+        try:
+            p = run([probe, f"--target={target}", str(grub_dir)])
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if p.returncode != 0:
+            return None
+        found[target] = p.stdout.strip()
+    if found["abstraction"]:
+        return f"{grub_dir} is on {found['abstraction']}"
+    if found["fs"] in ("btrfs", "zfs"):
+        return f"{grub_dir} is on {found['fs']}"
+    return None
+
+
+def check_grub(run=_run) -> tuple[str, Path]:
+    """grub-reboot and a grub.cfg that honours its one-shot entry, and a
+    grubenv grub can clear at boot; or exit 3."""
     exe, cfg = grub_reboot_binary(), grub_cfg()
     if not exe or cfg is None:
         raise CapabilityError("ab start --via reboot: grub is not this machine's bootloader (no grub-reboot or "
@@ -122,6 +147,10 @@ def check_grub() -> tuple[str, Path]:
     if "next_entry" not in text:
         raise CapabilityError(f"ab start --via reboot: {cfg} does not read grub's next_entry, so grub-reboot "
                               "would not boot the entry once")
+    why = grub_cannot_save_env(cfg.parent, run)
+    if why:
+        raise CapabilityError(f"ab start --via reboot: grub cannot clear its one-shot entry at boot ({why}): a "
+                              "kernel that fails to boot would be booted again and again; use --via kexec")
     return exe, cfg
 
 
