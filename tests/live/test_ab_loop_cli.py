@@ -168,6 +168,6 @@ def test_status_stop_report_of_a_loop_that_does_not_exist_are_exit_2(ab_env):
 def test_the_unit_passes_systemd_analyze_verify(tmp_path):
     exe = str(NTTRACE)
     path = tmp_path / unit.unit_name("mine")
-    path.write_text(unit.text("mine", exe, Path("/var/lib/nttrace/ab")))
+    path.write_text(unit.text("mine", exe, Path("/var/lib/nttrace/ab"), 9000))
     proc = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
