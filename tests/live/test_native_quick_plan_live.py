@@ -1,6 +1,6 @@
 """The quick plan run on this host: native.nt_benefit within its time and
-memory budget, and `bench native` stating its plan, progress, wall time and
-peak memory."""
+memory budget, a bad emulated LLC refused in one line, and `bench native`
+stating its plan, progress, wall time and peak memory."""
 import json
 import os
 import subprocess
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_nttrace
+from conftest import one_line_error, run_nttrace
 from nttrace.kernel import cache_topology
 from nttrace.reference import measurements
 
@@ -47,6 +47,14 @@ def test_nt_benefit_runs_in_budget_and_says_how_its_cells_went_cold(emulated):
     assert res["rss"] <= PEAK_RSS_MIB, f"native.nt_benefit peaked at {res['rss']:.0f} MiB"
 
 
+@pytest.mark.needs("root")   # without it, validate stops at its missing privilege (exit 3)
+def test_a_bad_emulated_llc_is_one_line_and_exit_2():
+    env = dict(os.environ, **{cache_topology.ENV: "huge"})
+    proc = run_nttrace("validate", "--quick", "--check", "native.nt_benefit", env=env)
+    assert proc.returncode == 2
+    assert cache_topology.ENV in one_line_error(proc)
+
+
 @pytest.mark.needs("root")
 def test_bench_native_prints_progress_wall_time_and_peak_memory():
     proc = run_nttrace("bench", "native", "--quick", "--json", timeout=600)
@@ -61,3 +69,4 @@ def test_bench_native_prints_progress_wall_time_and_peak_memory():
     assert 0 < run["wall_s"] < 600 and PEAK_RSS_MIB >= run["peak_rss_mib"] > 10
     assert report["method"]["evict"] == "flush" and report["method"]["largest_buffers_bytes"] <= BUDGET
     assert report["memmap_model"]["movnti_write_limit_ms"] > 0 and report["memmap_model"]["template_movnti_ms"] > 0
+
