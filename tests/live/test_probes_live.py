@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import bpftool_prog_ids, one_line_error, programs_left, run_nttrace
+from conftest import bpftool_prog_ids, held_by, one_line_error, programs_left, run_nttrace
 from nttrace.probes import PROBES, capabilities
 from nttrace.kernel import vmstat
 from nttrace.kernel import metadata as kernel_meta
@@ -209,6 +209,21 @@ def test_no_program_stays_attached_after_trace():
     proc = run_nttrace("trace", "--probes", ",".join((MigrateProbe.name, MemmapProbe.name, PageRefProbe.name, CopyProbe.name)), "--duration", "1", "--json")
     assert proc.returncode == 0, proc.stderr
     assert programs_left(before) == set()
+
+
+@pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
+def test_a_program_found_attached_is_named_with_the_process_that_holds_it():
+    """What a test that finds an nttrace program attached says (conftest's
+    held_by, programs_left): each program with the pid, command and command
+    line of the process holding it, so that one another run left is named."""
+    with attached_trace("--probes", MigrateProbe.name) as (proc, before):
+        said = held_by({p for p in bpftool_prog_ids() - before if p[1].startswith("nttrace")})
+        proc.terminate()
+        proc.wait(timeout=60)
+    mine = [line for line in said.splitlines() if f" held by pid {proc.pid} (nttrace): " in line]   # another run's are its own
+    assert {line.split()[2] for line in mine} == {"nttrace_migrate_start", "nttrace_migrate_done"}, said
+    assert all(line.endswith(f"trace --probes {MigrateProbe.name}") for line in mine), said
+    assert held_by(set()) == "no nttrace program loaded"
 
 
 @pytest.mark.needs("root", "uprobe", "bcc")
