@@ -1,12 +1,10 @@
 """The daemon for real: systemd notify, reload, termination, a port in use,
-auth/TLS, the unit's capabilities, and a real Prometheus server (its config
-checks and shipped files: tests/unit/test_daemon_config.py)."""
-import hashlib
+the unit's capabilities, and a real Prometheus server (its config checks
+and shipped files: tests/unit/test_daemon_config.py)."""
 import json
 import os
 import re
 import signal
-import ssl
 import subprocess
 import time
 import urllib.parse
@@ -267,41 +265,6 @@ def test_sighup_with_bad_config_keeps_running_on_the_old_one(daemon):
     assert "reload rejected, keeping the running configuration" in log and "not a port number" in log
     assert d.proc.poll() is None
     assert d.get("/healthz")[0] == 200 and d.metric("nttrace_probe_up", probe=MigrateProbe.name) == 1.0
-
-
-@pytest.mark.needs(*LIVE)
-def test_basic_auth(daemon, tmp_path):
-    digest = hashlib.sha256(b"s3cret").hexdigest()
-    port = free_port()
-    d2 = daemon(config_text=f'listen = "127.0.0.1:{port}"\nprobes = ["migrate"]\n'
-                            f'[basic_auth]\nusername = "prom"\npassword_sha256 = "{digest}"\n')
-    d2.port = port
-    d2.wait_message("READY=1")
-    import base64
-    assert d2.get("/metrics")[0] == 401
-    bad = base64.b64encode(b"prom:wrong").decode()
-    assert d2.get("/metrics", {"Authorization": f"Basic {bad}"})[0] == 401
-    good = base64.b64encode(b"prom:s3cret").decode()
-    code, body = d2.get("/metrics", {"Authorization": f"Basic {good}"})
-    assert code == 200 and "nttrace_probe_up" in body
-    # the TOML table still works, and says once that it is deprecated
-    assert d2.read_log().count("[tls]/[basic_auth] are deprecated") == 1
-
-
-@pytest.mark.needs(*LIVE, "openssl")
-def test_tls(daemon, tmp_path):
-    crt, key = tmp_path / "t.crt", tmp_path / "t.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
-                    "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
-    port = free_port()
-    cfg = f'listen = "127.0.0.1:{port}"\nprobes = ["migrate"]\n[tls]\ncert_file = "{crt}"\nkey_file = "{key}"\n'
-    d = daemon(config_text=cfg)
-    d.port = port
-    d.wait_message("READY=1")
-    ctx = ssl.create_default_context(cafile=str(crt))
-    ctx.check_hostname = False
-    with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=5) as r:
-        assert r.status == 200 and b"nttrace_probe_up" in r.read()
 
 
 def unit_capabilities() -> list[str]:

@@ -158,6 +158,7 @@ def test_latency_machinery_agrees_with_the_models_own_clock(caps, meta):
     row = snap["rows"][0]
     assert row["calls"] == 20 and row["pages"] == 20 * nr
     assert abs(row["latency_ns"]["mean"] - sum(own) / 20) <= 0.10 * sum(own) / 20
+    assert sum(row["latency_ns"]["log2_buckets"].values()) == 20    # the row's hist[] counted every call
 
 
 @pytest.mark.needs("root", "uprobe", "bcc", "bpftool")

@@ -30,9 +30,12 @@ def test_shipped_config_checks():
     ('listen = "9435"\n', "ADDR:PORT"),
     ('probes = ["migrate", "nope"]\n', "unknown probes nope"),
     ('log_level = "loud"\n', "log_level must be one of"),
-    ('[tls]\ncert_file = "/nonexistent.crt"\nkey_file = "/nonexistent.key"\n', "is not readable"),
-    ('[basic_auth]\nusername = "p"\n', "needs password_sha256"),
-    ('[basic_auth]\nusername = "p"\npassword_sha256 = "xyz"\n', "64 hex digits"),
+    # one way to configure the web endpoint: the TOML tables are refused, naming what replaces them
+    ('[tls]\ncert_file = "/etc/nttrace/tls.crt"\nkey_file = "/etc/nttrace/tls.key"\n',
+     "[tls] is no longer read: give its cert_file and key_file under tls_server_config in the web config file"),
+    ('[basic_auth]\nusername = "p"\npassword_sha256 = "' + "0" * 64 + '"\n',
+     "[basic_auth] is no longer read: give its users under basic_auth_users, as bcrypt hashes"),
+    ('web_config_file = "w.yml"\n[basic_auth]\nusername = "p"\n', "[basic_auth] is no longer read"),
 ])
 def test_bad_config_is_one_line_exit_2(tmp_path, text, message):
     cfg = tmp_path / "bad.toml"

@@ -100,16 +100,16 @@ def test_ab_of_a_base_and_a_patched_kernel_as_markdown(tmp_path):
 
 
 def test_an_ab_says_when_its_sides_ran_with_different_mitigations():
-    from nttrace.validate import baseline
+    from nttrace.validate import ab_text
 
     def report(spectre_v2):
         return {"kernel_release": "7.2.13", "kernel": {"nt_revision": "v3"},
                 "machine": {"kind": "emulated", "hypervisor": "QEMU TCG",
                             "mitigations": {"meltdown": "Not affected", "spectre_v2": spectre_v2}}}
-    same = baseline.header(report("Mitigation: Retpolines"), report("Mitigation: Retpolines"))
+    same = ab_text.header(report("Mitigation: Retpolines"), report("Mitigation: Retpolines"))
     assert not [line for line in same if "mitigations" in line]
-    differ = baseline.header(report("Mitigation: Retpolines"), report("Vulnerable"))
+    differ = ab_text.header(report("Mitigation: Retpolines"), report("Vulnerable"))
     assert ("note: the sides ran with different CPU mitigations (base | patched): "
             "spectre_v2: Mitigation: Retpolines | Vulnerable") in differ
-    unrecorded = baseline.header(report("Mitigation: Retpolines"), {"machine": {"kind": "emulated"}})
+    unrecorded = ab_text.header(report("Mitigation: Retpolines"), {"machine": {"kind": "emulated"}})
     assert not [line for line in unrecorded if "mitigations" in line]

@@ -23,18 +23,23 @@ import statistics
 from dataclasses import asdict, dataclass, field, fields
 
 # Why the memmap scenario's primary figure is the fastest rebind of a boot:
-# across the lab's recorded A/A and A/B boots (benchmarks/lab-aa-base-*,
-# lab-ab-base-nt-v3-*, quiet and beside a compiler) its boot-to-boot CoV was
-# 2.0-24.6%, against 1.8-63.6% for the median rebind and 3.3-74.3% for the
-# mean: a rebind slowed by anything else on the host or the other vCPU
-# moves the median and mean, while the fastest of 30 is the path's own cost.
-# tests/unit/test_ab_statistics.py derives the choice again from those files. The
-# slowest rebind of a boot is an outlier by construction: described, never
-# tested.
+# it was chosen on the lab's host-clock A/A and A/B boots (benchmarks/
+# lab-aa-base-*-2026-12-01, lab-ab-base-nt-v3-*-2026-12-01, quiet and beside
+# a compiler), where its boot-to-boot CoV was 2.0-24.6%, against 1.8-63.6%
+# for the median rebind and 3.3-74.3% for the mean: a rebind slowed by
+# anything else on the host or the other vCPU moves the median and mean,
+# while the fastest of 30 is the path's own cost. The lab now times its
+# guests in instructions (icount), where every figure is steady: in its A/A
+# (benchmarks/lab-aa-base-icount-*) the fastest rebind's CoV is
+# 0.0031-0.024%, the median's 0.001-0.0034%. tests/unit/test_ab_statistics.py
+# derives both from those files again. The slowest rebind of a boot is an
+# outlier by construction: described, never tested.
 PRIMARY_REASON = {
-    "kernel.memmap_latency": "the fastest rebind of each boot: the steadiest figure from boot to boot in the lab's "
-                             "recorded A/A and A/B boots (CoV 2.0-24.6%, the median's 1.8-63.6%), since "
-                             "contention slows some rebinds of a boot but rarely all of them",
+    "kernel.memmap_latency": "the fastest rebind of each boot, the path's own cost (contention slows some "
+                             "rebinds of a boot, rarely all); its boot-to-boot CoV: 0.0031-0.024% in the lab's "
+                             "icount A/A, where guest time counts instructions (the median's 0.001-0.0034%); "
+                             "2.0-24.6% on the host clock (boots of 2026-12-01), where it was chosen as the "
+                             "steadiest (the median's 1.8-63.6%)",
     "kernel.demotion_nt": "the mean migrate_pages() call of MR_DEMOTION: the demotion path's own cost",
     "probe.": "the fastest call of a run, as for the memmap rebinds: the path's own cost, which contention "
               "slows in some calls of a run but rarely in all",
