@@ -17,10 +17,10 @@ from nttrace.daemon import loader
 from nttrace.workloads import triggers
 from nttrace.probes.capabilities import Capability
 from nttrace.kernel.metadata import KernelMetadata
-from nttrace.probes import by_role
+from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.tracer import Tracer
 
-NAME = by_role("migrations").name
+NAME = MigrateProbe.name
 
 
 def main() -> None:

@@ -45,6 +45,7 @@ from lab.ab import kernel_for, mmss, save_reports, say
 from nttrace.kernel import conditions
 from nttrace.reference import seeds
 from nttrace.validate import evidence, statistics
+from nttrace.validate.checks.memmap_latency import MemmapEvidence
 
 SCENARIOS = ["memmap_fsdax", "memmap_devdax"]
 # What the guest cannot measure of a step, by what its patches do.
@@ -149,7 +150,7 @@ def primary_values(paths: list[Path]) -> dict[str, dict[str, float | str]]:
     for p in paths:
         for c in json.loads(p.read_text()).get("checks", []):
             ev = evidence.of(c)
-            if not isinstance(ev, evidence.MemmapEvidence):
+            if not isinstance(ev, MemmapEvidence):
                 continue
             figs = {f.metric: f for f in ev.figures()}
             prim = next(f for f in figs.values() if f.role == "primary")
@@ -168,7 +169,7 @@ def page_ref_paths(results: Path) -> dict[str, str]:
         rep = json.loads(f.read_text()).get("page_ref_report") or {}
         for c in rep.get("checks", []):
             ev = evidence.of(c)
-            if isinstance(ev, evidence.MemmapEvidence) and ev.template_paths():
+            if isinstance(ev, MemmapEvidence) and ev.template_paths():
                 out[ev.subject()] = ", ".join(ev.template_paths())
     return out
 

@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
     v.add_argument("--exercise", metavar="PROBE[,PROBE]", default="",
                    help="run these probes' workloads in their probe.<name> checks (they may change system state: "
-                        "e.g. load a module); see `nttrace validate --list`")
+                        "e.g. load a module; compaction's and memcg reclaim's run unasked); see "
+                        "`nttrace validate --list`")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
     v.add_argument("--page-ref", action="store_true",
                    help="with --rebind: count page_ref_set per call (on a kernel with the template series' patches 4-8 but not 9/9 it turns the template path off)")

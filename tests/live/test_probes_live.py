@@ -296,12 +296,12 @@ class _FtraceInstance:
 
     def __enter__(self):
         for event in ("mm_migrate_pages_start", "mm_migrate_pages"):
-            (self.dir / "events" / "migrate" / event / "enable").write_text("1")   # not a probe: a tracepoint system
+            (self.dir / "events" / "migrate" / event / "enable").write_text("1")
         return self
 
     def __exit__(self, *exc):
         for event in ("mm_migrate_pages_start", "mm_migrate_pages"):
-            (self.dir / "events" / "migrate" / event / "enable").write_text("0")   # not a probe: a tracepoint system
+            (self.dir / "events" / "migrate" / event / "enable").write_text("0")
 
     def lines(self, pid: int) -> list[str]:
         return [x for x in (self.dir / "trace").read_text().splitlines()

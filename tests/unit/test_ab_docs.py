@@ -46,7 +46,7 @@ def test_the_page_quotes_the_primary_figures_spread_as_the_report_does():
     """The CoVs of the note every memmap A/B prints (derived from the raw
     files by test_ab_statistics.py), each with its lab setup."""
     text = " ".join(doc().split())
-    reason = evidence.PRIMARY_REASON["kernel.memmap_latency"]
+    reason = evidence.primary_reason("kernel.memmap_latency")
     icount_min, icount_median = re.search(r"CoV: ([\d.]+-[\d.]+%) in the lab's icount A/A.*?median's ([\d.]+-[\d.]+%)",
                                           reason).groups()
     host_min, host_median = re.search(r"; ([\d.]+-[\d.]+%) on the host clock.*?median's ([\d.]+-[\d.]+%)",

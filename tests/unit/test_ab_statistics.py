@@ -17,6 +17,7 @@ from scipy.stats import mannwhitneyu
 
 from conftest import FIXTURES, REPO
 from nttrace.validate import evidence, statistics as st
+from nttrace.validate.checks.memmap_latency import MemmapEvidence
 
 RECORDED_AA = FIXTURES / "recorded" / "ab" / "aa-base"
 RAW = REPO / "benchmarks"
@@ -229,10 +230,10 @@ def test_the_memmap_primary_figure_is_the_steadiest_in_the_recorded_boots():
         for stat, cov in _raw_boot_cov(RAW / d / "ab.json").items():
             worst[stat] = max(worst.get(stat, 0.0), cov)
     assert min(worst, key=worst.get) == "min", worst
-    prim = [f for f in evidence.MemmapEvidence("ns", "fsdax", []).figures() if f.role == "primary"]
+    prim = [f for f in MemmapEvidence("ns", "fsdax", []).figures() if f.role == "primary"]
     assert [f.metric for f in prim] == ["rebind_ms.min"]
     # the reason printed in every report quotes these files' figures
-    reason = evidence.PRIMARY_REASON["kernel.memmap_latency"]
+    reason = MemmapEvidence.PRIMARY_REASON
     assert f"{worst['min']:.1f}%" in reason and f"{worst['median']:.1f}%" in reason, (worst, reason)
 
 
@@ -241,7 +242,7 @@ def test_the_primary_figures_note_quotes_the_icount_labs_spread_and_the_host_clo
     now (icount: guest time counts instructions), the CoV of its recorded A/A
     boots, and for the host-clock boots the figure was chosen on, theirs,
     each said to be which."""
-    reason = evidence.PRIMARY_REASON["kernel.memmap_latency"]
+    reason = evidence.primary_reason("kernel.memmap_latency")
     icount = _raw_boot_covs(RAW / "lab-aa-base-icount-xeon-vm-2026-12-05-8621d6f" / "ab.json")
     assert len(icount["min"]) == 4          # fsdax and devdax, each side of the A/A
     for stat, words in (("min", "its boot-to-boot CoV: {}-{}% in the lab's icount A/A"),

@@ -122,7 +122,7 @@ def facts_from_btf(btf: Btf) -> tuple[dict[str, dict[str, int]], dict[str, int]]
     return enums, offsets
 
 
-ENUM_SYSTEM = "migrate"   # not a probe: the tracepoint system whose formats print the migrate enums
+ENUM_SYSTEM = "migrate"   # the tracepoint system whose formats print the migrate enums
 
 
 def enum_format(tracefs: Path | None):

@@ -31,7 +31,6 @@ class Probe:
     implement availability(), defines(), attach() and snapshot()."""
 
     name = ""
-    role = ""          # what it observes, as code that needs such a probe asks for it (nttrace.probes.by_role)
     source = ""
     tracepoints: tuple[tuple[str, str], ...] = ()   # (system, event) it attaches to
     functions: tuple[str, ...] = ()                 # kernel functions it attaches to

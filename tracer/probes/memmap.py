@@ -44,7 +44,6 @@ REBIND = Exercise(
 
 class MemmapProbe(Probe):
     name = "memmap"
-    role = "memmap init"
     handover = Probe.handover + ("target", "page_ref", "page_ref_note")
     source = "memmap.bpf.c"
     functions = (SYMBOL,)

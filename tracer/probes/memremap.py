@@ -82,7 +82,6 @@ HMM_LOADS = Exercise(
 
 class MemremapProbe(Probe):
     name = "memremap"
-    role = "device memory maps"
     handover = Probe.handover + ("_offsets",)
     source = "memremap.bpf.c"
     functions = (SYMBOL,)

@@ -59,7 +59,6 @@ COUNTERS = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "unpa
 
 class MigrateProbe(TracepointProbe):
     name = "migrate"
-    role = "migrations"
     source = "migrate.bpf.c"
     programs = ((*START, "nttrace_migrate_start"), (*DONE, "nttrace_migrate_done"))
     columns = COLUMNS
@@ -156,3 +155,9 @@ class MigrateProbe(TracepointProbe):
                 "latency_ns": histogram.Latency(s["calls"], s["sum_ns"], s["max_ns"], buckets),
             })
         return {"via": self.via, "rows": rows, "events_lost": raw["lost"]}
+
+
+def compaction_rows(rows: list[dict]) -> list[dict]:
+    """The rows of the migrations compaction made (reason MR_COMPACTION): what
+    this probe's exercise, COMPACTION, makes the kernel do."""
+    return [r for r in rows if r.get("reason") == "MR_COMPACTION"]

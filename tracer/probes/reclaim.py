@@ -54,7 +54,6 @@ MEMCG_RECLAIM = Exercise(
 
 class ReclaimProbe(TracepointProbe):
     name = "reclaim"
-    role = "reclaim episodes"
     source = SOURCE
     programs = ATTACHMENTS
     exercise = MEMCG_RECLAIM

@@ -21,6 +21,7 @@ from pathlib import Path
 from nttrace.validate import ab_text
 from nttrace.validate.baseline import side_conditions
 from nttrace.validate import evidence
+from nttrace.validate.checks.kernel import DemotionEvidence
 
 BASE_COLOR, CUR_COLOR = "#4c72b0", "#dd8452"
 
@@ -91,9 +92,9 @@ def _demotion(side_reports: list[list[dict]]) -> tuple[list[dict], list[dict]]:
     for i, reports in enumerate(side_reports):
         for r in reports:
             for c in r.get("checks", []):
-                if not isinstance(c, dict) or c.get("id") != evidence.DemotionEvidence.CHECK:
+                ev = evidence.of(c) if isinstance(c, dict) else None
+                if not isinstance(ev, DemotionEvidence):
                     continue
-                ev = evidence.of(c)
                 for mode, pages in ev.modes().items():
                     modes[i][mode] = modes[i].get(mode, 0) + pages
                 for routine, calls in ev.routines().items():

@@ -211,7 +211,7 @@ def legend(rows: list[dict]) -> list[str]:
     for check, alpha in primary:
         fig = next(r["label"] for r, _s in stats if r["check"] == check and r.get("role") == "primary")
         out.append(f"primary ({check}): {fig}, tested at alpha {alpha:.2g}: "
-                   f"{evidence.PRIMARY_REASON.get(check) or evidence.PRIMARY_REASON.get(check.split('.')[0] + '.', 'the scenario’s own cost')}")
+                   f"{evidence.primary_reason(check)}")
     sec = [s for r, s in stats if r.get("role") == "secondary"]
     if sec:
         m = sec[0]["multiplicity"]["m"]
