@@ -34,8 +34,7 @@ def main() -> None:
     caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
     meta = KernelMetadata.from_json(loaded.meta)
     readers = {
-        "handover": Tracer([NAME], opts, caps=caps, meta=meta, handle_signals=False,
-                           handover=loader.Handover(loaded)).attach(),
+        "handover": Tracer([NAME], opts, caps=caps, meta=meta, handle_signals=False).attach(handed=loaded.probes),
         "bcc": Tracer([NAME], opts, caps=caps, meta=meta, handle_signals=False).attach(),
     }
     try:
@@ -62,6 +61,7 @@ def main() -> None:
     finally:
         for t in readers.values():
             t.detach()
+        loaded.close()   # what the handover Tracer did not take
 
 
 if __name__ == "__main__":
