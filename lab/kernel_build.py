@@ -32,7 +32,6 @@ test) does not rebuild a kernel.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -42,11 +41,11 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import mailing_list
+from lab.locks import locked
 
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parent
@@ -447,19 +446,6 @@ def install(src: Path, build: Path, out: Path, log: Path, variant: str) -> str:
     return release
 
 
-@contextmanager
-def _locked(name: str):
-    """An exclusive lock on CACHE/locks/<name> (flock: released however the
-    holder ends, kill -9 included): one builder of a variant, and one fetch
-    and unpack of the source, at a time, across processes (the suite's
-    background prebuild and a test may ask for the same kernel)."""
-    d = CACHE / "locks"
-    d.mkdir(parents=True, exist_ok=True)
-    with open(d / name, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
-
-
 def _kernel_dir(name: str, key: str) -> Path:
     """Where the kernel of a variant with this key is kept (complete once it holds `complete`)."""
     return CACHE / "kernels" / f"{name}-{key}"
@@ -480,7 +466,9 @@ def build(name: str, timeout: float = 2700) -> Kernel:
     naming the step that failed. A build of the same variant under way in
     another process is waited for, and its kernel taken."""
     variant = VARIANTS[name] if isinstance(name, str) else name
-    with _locked(f"variant-{variant.work}"):   # one builder of a work tree at a time
+    # one builder of a work tree, and one fetch and unpack of the source, at a time, across processes
+    # (the suite's background prebuild and a test may ask for the same kernel)
+    with locked(CACHE / "locks" / f"variant-{variant.work}"):
         return _build(variant, timeout)
 
 
@@ -489,7 +477,7 @@ def _build(variant: Variant, timeout: float) -> Kernel:
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{variant.name}.log"
     log.write_text(f"# {time.strftime('%F %T')} nttrace lab kernel {variant.name}\n")
-    with _locked("source"):
+    with locked(CACHE / "locks" / "source"):
         deb = fetch_source(log)
     try:
         key, plan = variant_key(variant, deb)
@@ -498,7 +486,7 @@ def _build(variant: Variant, timeout: float) -> Kernel:
     out = _kernel_dir(variant.name, key)
     if (out / "complete").exists():
         return Kernel.read(out)
-    with _locked("source"):
+    with locked(CACHE / "locks" / "source"):
         pristine = unpacked_source(deb, log)
     work = CACHE / "work" / variant.work
     previous = work / "patched-files.json"

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import kernel_build, lab
-from lab.ab import _mmss, kernel_for, save_reports, say
+from lab.ab import kernel_for, mmss, save_reports, say
 from nttrace.kernel import conditions
 from nttrace.reference import seeds
 from nttrace.validate import evidence, statistics
@@ -396,7 +396,7 @@ def main(argv: list[str]) -> int:
             continue
         states.append(run.host_conditions)
         boots[label].append({"values": primary_values(paths), "page_ref_path": page_ref_paths(results)})
-        say(f"boot {i} of {len(order)}: done in {_mmss(run.elapsed_s)}; host {run.host_conditions['state']}")
+        say(f"boot {i} of {len(order)}: done in {mmss(run.elapsed_s)}; host {run.host_conditions['state']}")
     t = table(steps, boots, {k: v.splitlines()[0] for k, v in failed.items()})
     summ = conditions.summary(states)
     commit = run_commit(commit)
@@ -408,7 +408,7 @@ def main(argv: list[str]) -> int:
             "kernels": {k: v.directory.name for k, v in kernels.items()}, "failed": failed}
     (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t}, indent=1))
     (out / "steps.md").write_text(render_markdown(t, meta))
-    say(f"{len(order)} boots in {_mmss(time.monotonic() - t0)}")
+    say(f"{len(order)} boots in {mmss(time.monotonic() - t0)}")
     print(f"step table: {out / 'steps.md'} (and steps.json beside it)")
     return 1 if failed and len(failed) == len(kernels) else 0
 

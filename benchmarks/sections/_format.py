@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import re
 import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))     # the checkout: the lab package
+from lab.ab import mmss  # noqa: E402,F401 (durations as the lab prints them)
 
 
 def ms(x: float) -> str:
     return f"{x:.2f}"
-
-
-def mmss(s: float) -> str:
-    return f"{int(s // 60)} m {int(s % 60):02d} s"
 
 
 def med_range(values: list[float], fmt: str) -> str:

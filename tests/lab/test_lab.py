@@ -120,10 +120,6 @@ def _memmap(lab, name, pgmap, shift):
     return lab_checks.memmap_matches_the_kernels_line(lab.json(name), pgmap, shift, runs=30)
 
 
-def test_reclaim_probe_against_memory_reclaim(lab):
-    lab_checks.reclaim_matches_the_cgroups_count(lab.json("memcg_reclaim"))
-
-
 def test_memmap_fsdax_rebinds_match_the_kernels_own_timing(lab):
     _memmap(lab, "memmap_fsdax", "FS_DAX", 0)
 

@@ -22,21 +22,19 @@ over the descriptors); the daemon gives it to its Tracer to adopt
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from nttrace.daemon.process import die_with_parent
 from nttrace.errors import EXIT_INTERNAL, NttraceError
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 250          # SCM_RIGHTS carries at most 253 descriptors a message
-PR_SET_PDEATHSIG = 1
 
 
 class LoaderError(NttraceError):
@@ -46,10 +44,6 @@ class LoaderError(NttraceError):
     def __init__(self, message: str, exit_code: int | None = None):
         super().__init__(message)
         self.exit_code = exit_code or EXIT_INTERNAL
-
-
-def _die_with_parent() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 # -- the loader process -------------------------------------------------------
@@ -169,7 +163,7 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
     t0 = time.monotonic()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     cmd = argv or [sys.executable, "-m", "nttrace.daemon.loader"]
-    proc = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=[theirs.fileno()], preexec_fn=_die_with_parent,
+    proc = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=[theirs.fileno()], preexec_fn=die_with_parent,
                             stdin=subprocess.DEVNULL)
     theirs.close()
     loaded = None

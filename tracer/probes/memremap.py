@@ -21,6 +21,7 @@ import time
 
 from nttrace import bpf as bpf_sources
 from nttrace.errors import UsageError
+from nttrace.kernel import PAGE
 from nttrace.probes import histogram
 from nttrace.probes.base import Availability, Probe, attach_functions, kernel_function_attach
 from nttrace.probes.contract import Column, Metric
@@ -28,7 +29,6 @@ from nttrace.probes.exercise import Exercise, GroundTruth
 
 SYMBOL = "memremap_pages"
 MODULE = "test_hmm"
-PAGE = 4096
 # test_hmm's own line for each chunk it maps (lib/test_hmm.c, dmirror_allocate_chunk)
 CHUNK_LINE = re.compile(r"added new (\d+) MB chunk \(total \d+ chunks")
 LABELS = (("pgmap_type", "pgmap_type"),)

@@ -18,9 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from nttrace.kernel import vmstat
+from nttrace.kernel import PAGE, vmstat
 
-PAGE = 4096
 COMPACT = Path("/proc/sys/vm/compact_memory")
 
 

@@ -96,7 +96,11 @@ FAMILY_ORDER = ("env", "native", "kernel", "perf", "probe")
 def catalog() -> list[Check]:
     _load_families()
     rank = {f: i for i, f in enumerate(FAMILY_ORDER)}
-    return sorted(CATALOG, key=lambda c: rank.get(c.id.split(".", 1)[0], len(rank)))  # stable within a family
+    # within a family, in _load_families' module order, then as each module
+    # registers them: the same whichever module a process imported first
+    module = {f"{__name__}.{m}": i for i, m in enumerate(FAMILY_MODULES)}
+    return sorted(CATALOG, key=lambda c: (rank.get(c.id.split(".", 1)[0], len(rank)),
+                                          module.get(c.run.__module__, len(module))))
 
 
 def select(patterns: list[str] | None, quick: bool) -> list[Check]:
@@ -118,6 +122,9 @@ def _selects(pattern: str, cid: str) -> bool:
         return True
     prefix = pattern if pattern.endswith(".") else pattern + "."
     return cid.startswith(prefix)
+
+
+FAMILY_MODULES = ("env", "native", "kernel", "memmap_latency", "perf", "exercises")
 
 
 def _load_families() -> None:

@@ -1,12 +1,12 @@
 """Resolving a pmem namespace to the device its driver binds, and refusing
 to unbind one that is in use. Trees are built the way libnvdimm lays out
-/sys/bus/nd (namespaceX.Y, pfnX.Y for fsdax map=dev, daxX.Y for devdax)."""
+/sys/bus/nd (namespaceX.Y, pfnX.Y for fsdax map=dev, daxX.Y for devdax).
+validate --rebind of a missing namespace on this host: tests/live/test_validate.py."""
 import os
 from pathlib import Path
 
 import pytest
 
-from conftest import one_line_error, run_nttrace
 from nttrace.errors import UsageError
 from nttrace.workloads.namespace_rebind import in_use, resolve
 
@@ -71,9 +71,3 @@ def test_open_devdax_is_refused(tmp_path):
 def test_idle_namespace_is_not_in_use(tmp_path):
     sys_root = nd_tree(tmp_path, "devdax")
     assert in_use(resolve("namespace0.0", sys_root), tmp_path / "proc", sys_root) is None
-
-
-def test_rebind_of_missing_namespace_is_exit_2():
-    proc = run_nttrace("validate", "--check", "kernel.memmap_latency", "--rebind", "namespace99.0")
-    assert proc.returncode == 2
-    assert "namespace99.0" in one_line_error(proc)

@@ -1,15 +1,12 @@
 """The BTF reader decodes a type only when a query reaches it: its lookups
-must give what decoding every type would, on a real kernel's BTF and on
-hand-made tables with the shapes a producer may choose."""
+must give what decoding every type would, on hand-made tables with the
+shapes a producer may choose (on this host's BTF: tests/live/test_btf_live.py)."""
 import struct
-from pathlib import Path
 
 import pytest
 
 from nttrace.errors import UsageError
-from nttrace.kernel.btf import KIND_ENUM, KIND_FUNC, KIND_FWD, KIND_STRUCT, KIND_UNION, Btf
-
-LIVE = Path("/sys/kernel/btf/vmlinux")
+from nttrace.kernel.btf import KIND_ENUM, KIND_FWD, KIND_STRUCT, KIND_UNION, Btf
 
 
 def _table(strings: bytes, types: list[bytes]) -> bytes:
@@ -24,32 +21,6 @@ def _struct(name_off: int, size: int, members: list[tuple[int, int, int]], kind:
 
 def _int(name_off: int) -> bytes:
     return struct.pack("<III", name_off, 1 << 24, 4) + struct.pack("<I", 32)
-
-
-@pytest.mark.needs("btf")
-def test_every_lookup_on_the_live_btf_matches_decoding_every_type():
-    btf = Btf.from_file(LIVE)
-    first: dict[tuple[int, str], int] = {}
-    tid = 1
-    while tid < len(btf._offs):
-        t = btf._type(tid)
-        if t.name:
-            first.setdefault((t.kind, t.name), tid)
-        tid += 1
-    assert len(first) > 10_000
-    enums = [name for kind, name in first if kind == KIND_ENUM]
-    structs = sorted(name for kind, name in first if kind == KIND_STRUCT)[::25]
-    funcs = sorted(name for kind, name in first if kind == KIND_FUNC)[::200]
-    assert enums and structs and funcs
-    for kind, names in ((KIND_ENUM, enums), (KIND_STRUCT, structs), (KIND_FUNC, funcs)):
-        for name in names:
-            assert btf._id(kind, name) == first[(kind, name)], (kind, name)
-    for name in ("migrate_mode", "migrate_reason"):
-        assert btf.enum(name) == dict(btf._type(first[(KIND_ENUM, name)]).members)
-    assert btf.struct_size("page") == btf._type(first[(KIND_STRUCT, "page")]).size_or_type
-    for absent in ("nttrace_no_such_type", "age", "_page"):
-        assert btf._id(KIND_STRUCT, absent) == first.get((KIND_STRUCT, absent))
-    assert not btf.has_enum("nttrace_no_such_enum") and not btf.has_func("nttrace_no_such_func")
 
 
 def test_the_first_type_of_the_kind_asked_wins_and_a_struct_before_a_union():

@@ -1,10 +1,5 @@
 """The command line: help, version, exit codes and one-line errors."""
-import subprocess
-
-import pytest
-
 from conftest import one_line_error, run_nttrace
-from unprivileged import DROP, staged_nttrace
 
 
 def test_version_and_help():
@@ -65,12 +60,17 @@ def test_list_prints_the_catalog():
         assert [s.id for s in checks.select([cid], quick=False)] == [cid]
 
 
-@pytest.mark.needs("root", "setpriv")
-def test_unprivileged_validate_is_exit_3_and_names_the_capability():
-    # Drop to nobody with an empty capability set, running nttrace from where nobody can reach it.
-    with staged_nttrace() as staged:
-        proc = subprocess.run([*DROP, *staged.argv, "validate", "--quick"], env=staged.env, cwd=staged.cwd,
-                              capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 3, proc.stderr
-    line = one_line_error(proc)
-    assert "CAP_BPF" in line and "CAP_PERFMON" in line
+def test_bench_probes_rejects_nonpositive_counts():
+    proc = run_nttrace("bench", "probes", "--rounds", "0")
+    assert proc.returncode == 2
+    assert "--rounds" in one_line_error(proc)
+
+
+def test_bench_overhead_rejects_nonpositive_counts():
+    proc = run_nttrace("bench", "overhead", "--per-round", "0")
+    assert proc.returncode == 2 and "--per-round" in one_line_error(proc)
+
+
+def test_trace_record_maps_to_a_bad_path_is_one_line_and_exit_2(tmp_path):
+    proc = run_nttrace("trace", "--duration", "1", "--record-maps", str(tmp_path / "no" / "such" / "maps.json"))
+    assert proc.returncode == 2 and "--record-maps" in one_line_error(proc)
