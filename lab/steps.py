@@ -239,7 +239,7 @@ def _label_of(boots: dict, subj: str) -> str:
     return "?"
 
 
-def _seed_cell(seeds_after: dict, step: str) -> str:
+def seeds_cell(seeds_after: dict, step: str) -> str:
     """The seeds' own figure for a step that ends at a patch they report."""
     if step == "base":
         return ""
@@ -250,14 +250,14 @@ def _seed_cell(seeds_after: dict, step: str) -> str:
     return f"{before:.2f} -> {after:.2f} ms ({100 * (after / before - 1):+.1f}%)"
 
 
-def _fmt_change(r: dict) -> str:
+def change_cell(r: dict) -> str:
     if r.get("change_pct") is None:
         return "-" if r["step"] == "base" else "not measured"
     ci = r.get("change_ci")
     return f"{r['change_pct']:+.1f}%" + (f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "")
 
 
-def _verdict(r: dict) -> str:
+def step_verdict(r: dict) -> str:
     if r.get("failed"):
         return "step failed"
     if "verdict" not in r:
@@ -293,9 +293,9 @@ def render_markdown(t: dict, meta: dict) -> str:
             if r.get("patches_since"):
                 pat += (f" (the change is from {r['since']}: it also holds step {', '.join(r['unmeasured'])}, "
                         f"not measured: {'; '.join(r['patches_since'])})")
-            lines.append(f"| {r['step']} | {pat} | {r['boots']} | {med} | {_fmt_change(r)} | {_verdict(r)} | {share} | "
+            lines.append(f"| {r['step']} | {pat} | {r['boots']} | {med} | {change_cell(r)} | {step_verdict(r)} | {share} | "
                          f"{r.get('mean_rebind_ms') or 0:.3f} | {r.get('page_ref_path', '')} | "
-                         f"{_seed_cell(s['seeds'], r['step'])} |")
+                         f"{seeds_cell(s['seeds'], r['step'])} |")
         total = s["total_pct"]
         lines += ["", f"Whole series (base to the last step measured): {total:+.1f}%." if total is not None else "", ""]
     cannot: dict[str, list[str]] = {}

@@ -56,12 +56,12 @@ def lab_steps(raw: dict) -> str:
 
     def cells(r):
         share = f"{r['share_pct']:.0f}%" if r.get("share_pct") is not None else ""
-        verdict = steps._verdict(r)
+        verdict = steps.step_verdict(r)
         verdict = verdict if len(verdict) <= 2 else "not testable"
-        return [f"{r['median']:.3f}", f"{steps._fmt_change(r)} {verdict}".strip(), share]
+        return [f"{r['median']:.3f}", f"{steps.change_cell(r)} {verdict}".strip(), share]
     for f, d in zip(fs, dd):
-        seeds = " / ".join(filter(None, (steps._seed_cell(subjects["fsdax"]["seeds"], f["step"]),
-                                         steps._seed_cell(subjects["devdax"]["seeds"], d["step"]))))
+        seeds = " / ".join(filter(None, (steps.seeds_cell(subjects["fsdax"]["seeds"], f["step"]),
+                                         steps.seeds_cell(subjects["devdax"]["seeds"], d["step"]))))
         rows.append(f"| {f['step']} | " + " | ".join(cells(f) + cells(d)) + f" | {f.get('page_ref_path', '')} | {seeds} |")
     rows += ["", f"Whole series: fsdax {subjects['fsdax']['total_pct']:+.1f}%, devdax "
                  f"{subjects['devdax']['total_pct']:+.1f}%. Patches: "

@@ -139,11 +139,6 @@ class Running:
             return self.proc_version
 
 
-def boot_id() -> str:
-    """This boot's id (a new one at every boot, kexec included)."""
-    return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-
-
 def is_running(kernel: Kernel | dict, running: Running) -> bool:
     """Release AND build: another build of the same release is not it."""
     k = kernel if isinstance(kernel, dict) else kernel.as_json()

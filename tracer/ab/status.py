@@ -7,6 +7,7 @@ import sys
 import time
 
 from nttrace.ab import kernels, schedule, unit
+from nttrace.kernel import boot_id
 from nttrace.ab.loop import Loop, slot_state, why_failed
 
 
@@ -19,7 +20,7 @@ def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | 
     pending = [s for s in slots if slot_state(st, s.slot)["outcome"] is None]
     # validate running in this boot (a record of an earlier boot is a run cut short: redone next)
     measuring = st.get("measuring") if st["state"] == "running" else None
-    if measuring and measuring.get("boot_id") != (this_boot or kernels.boot_id()):
+    if measuring and measuring.get("boot_id") != (this_boot or boot_id()):
         measuring = None
     if measuring:
         pending = [s for s in pending if s.slot != measuring["slot"]]

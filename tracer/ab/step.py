@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from nttrace.kernel import boot_id
 from nttrace.ab import boot, kernels, schedule, store
 from nttrace.ab.loop import Loop, nttrace_identity, slot_state
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
@@ -53,7 +54,7 @@ def say(msg: str) -> None:
 class Machine:
     """The machine as the step sees it. Defaults are the real machine."""
     running: Callable[[], kernels.Running] = kernels.Running.now
-    boot_id: Callable[[], str] = kernels.boot_id
+    boot_id: Callable[[], str] = boot_id
     boot: Callable[[dict, str, "str | None"], None] = None          # (kernel, cmdline, grub entry)
     finish: Callable[[bool], list] = None                           # (reboot into default?) -> what it did
     wait_quiet: Callable[[float], dict] = None
