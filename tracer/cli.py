@@ -159,11 +159,6 @@ def build_parser() -> argparse.ArgumentParser:
     bo.add_argument("--warmup", type=int, default=None, help="untimed runs at the start of each condition, after "
                     "the probes attach or detach (default: 1 for demotion, 0 for compaction)")
 
-    i = sub.add_parser("install-service", help="install the daemon's systemd unit, example config and entry point",
-                       epilog="example:\n  nttrace install-service && systemctl enable --now nttrace\n\n" + EPILOG_EXIT,
-                       formatter_class=_formatter)
-    i.add_argument("--root", default="/", help="install under this directory instead of / (default /)")
-
     d = sub.add_parser("daemon", help="export Prometheus metrics (systemd service)",
                        epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
     d.add_argument("--config", metavar="FILE", help="TOML configuration")
@@ -233,9 +228,6 @@ def _dispatch(args) -> int:
     if args.command == "daemon":
         from nttrace.daemon import service as daemon
         return daemon.main(args)
-    if args.command == "install-service":
-        from nttrace.daemon import install_service
-        return install_service.main(args)
     raise UsageError(f"unknown command {args.command}")
 
 
