@@ -7,7 +7,8 @@
 #   tools/build-deb.sh [OUT_DIR]
 #
 # The version is tracer/__init__.py's __version__, the one place it is
-# written: debian/changelog is generated here from it (and is not in git).
+# written: debian/changelog is generated from it (tools/debian-changelog.sh;
+# it is not in git).
 # The copy holds what git tracks plus untracked files git does not ignore,
 # as they are in the working tree. Exit 2: no git checkout or no version.
 set -euo pipefail
@@ -27,19 +28,7 @@ mkdir "$src"
     | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
     | tar --null -T - -cf -) | tar -C "$src" -xf -
 
-commit=$(git -C "$tree" rev-parse --short HEAD)
-dirty=$(git -C "$tree" status --porcelain --untracked-files=no | head -c1)
-maintainer=$(sed -n 's/^Maintainer: //p' "$src/debian/control")
-# the commit's date, so that a rebuild of one commit writes the same changelog
-date=$(date -R -u -d "@$(git -C "$tree" log -1 --format=%ct)")
-cat > "$src/debian/changelog" <<CHANGELOG
-nttrace ($version) unstable; urgency=medium
-
-  * Built from the nttrace tree at commit $commit${dirty:+ (with uncommitted changes)}.
-
- -- $maintainer  $date
-CHANGELOG
-
+"$tree/tools/debian-changelog.sh" "$tree" > "$src/debian/changelog"
 t0=$(date +%s)
 (cd "$src" && dpkg-buildpackage -b -us -uc) > "$work/build.log" 2>&1 || {
     tail -40 "$work/build.log" >&2
