@@ -40,7 +40,7 @@ def lab_exercises() -> list[str]:
     return [f"exercise_{n}" for n, p in PROBES.items() if p.exercise is not None and p.exercise.lab]
 
 
-SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"],  # not a probe: a scenario set
+SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"],
                  "demotion": ["demotion"], "exercises": lab_exercises()}
 FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
@@ -217,7 +217,7 @@ def main(argv: list[str]) -> int:
                     help="boots of each side (default: enough to detect --detect at the lab's recorded spread)")
     ap.add_argument("--detect", type=float, default=10.0, metavar="PCT",
                     help="the change (percent) the boots should detect with 80%% power (default 10)")
-    ap.add_argument("--scenarios", default="memmap", help=  # not a probe: a scenario set
+    ap.add_argument("--scenarios", default="memmap", help=
                     "memmap, demotion or guest scenario names (default memmap)")
     ap.add_argument("--out", required=True, help="directory for the boots' reports and the A/B")
     ap.add_argument("--timeout", type=float, default=1800, help="bound on each boot, seconds")

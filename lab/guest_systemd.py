@@ -17,9 +17,9 @@ from pathlib import Path
 from guest_scenarios import NTTRACE, RESULTS, sh  # noqa: E402  (same directory, same argv)
 from lab_checks import wait_until  # noqa: E402
 import nttrace  # noqa: E402  (the wheel installed in the guest's venv)
-from nttrace.probes import by_role  # noqa: E402
+from nttrace.probes.copy import CopyProbe  # noqa: E402
+from nttrace.probes.migrate import MigrateProbe  # noqa: E402
 
-MigrateProbe, CopyProbe = by_role("migrations"), by_role("page copies")
 CONFIG = Path("/etc/nttrace/nttrace.toml")
 # The lab runs the wheel's entry point and shortens the watchdog so a hang is
 # caught in seconds, not 30 s; everything else is the shipped unit.

@@ -81,6 +81,20 @@ def _memcg():
     return True, f"memory controller on cgroup v{version} at {root}"
 
 
+def _kernel_image():
+    """A real x86 bzImage on this host: an installed kernel, or the lab image's
+    (what `nttrace ab start --dry-run` reads the identity of)."""
+    lab_cache = Path(os.environ.get("NTTRACE_LAB_CACHE", "/var/cache/nttrace-lab"))
+    for p in sorted(Path("/boot").glob("vmlinuz-*")) + sorted(lab_cache.glob("*/vmlinuz")):
+        try:
+            with open(p, "rb") as f:
+                if f.read(0x206)[0x202:0x206] == b"HdrS":
+                    return True, str(p)
+        except OSError:
+            continue
+    return False, f"no bzImage in /boot or {lab_cache}/*/vmlinuz"
+
+
 CAPABILITIES = {
     "root": _root,
     "btf": lambda: _cap("btf"),
@@ -115,6 +129,11 @@ CAPABILITIES = {
     "qemu": _qemu,
     "kernel-build": _kernel_build,
     "seeds": _seeds,
+    "kernel-image": _kernel_image,
+    # systemd not this host's init: where `nttrace ab start` must refuse (a host
+    # that has it would be rebooted by a start that passes)
+    "no-systemd-init": lambda: (not Path("/run/systemd/system").is_dir(),
+                                "systemd is " + ("init" if Path("/run/systemd/system").is_dir() else "not init")),
 }
 
 

@@ -53,6 +53,19 @@ BENCH_EXAMPLES = """examples:
   nttrace bench overhead --method counted --cross-check 7   # the kernel's count per program, and the A/B
   nttrace bench overhead --work demotion    # demotion throughput (needs a lower memory tier and cgroup v2)
 """
+AB_EXAMPLES = """examples:
+  nttrace ab start mine --base 6.12.0 --patched 6.12.0-nt --boots 8 --rebind namespace0.0
+                                        # 8 boots of each, kexec between them, memmap init timed at each
+  nttrace ab start mine --base 6.12.0 --patched /src/linux/arch/x86/boot/bzImage --boots 4 --dry-run
+                                        # every check, the schedule and the commands; nothing installed
+  nttrace ab start mine --base 6.12.0 --patched 6.12.0-nt --boots 8 --via reboot --check 'native.*'
+                                        # through the firmware (grub-reboot), only the native checks
+  nttrace ab status mine                # boot k of N, the kernel now, failed boots, time left
+  nttrace ab stop mine                  # end now: unit removed, default kernel next, runs kept
+  nttrace ab report mine --format html > mine.html   # the A/B of the runs so far (text, markdown, json, html)
+  nttrace ab report mine --out mine-report          # every format into a directory
+(docs/ab-loop.md: what happens at each boot, the faults, the state directory)
+"""
 DAEMON_EXAMPLES = """examples:
   nttrace daemon                                  # Prometheus metrics on 127.0.0.1:9435
   nttrace daemon --config /etc/nttrace/nttrace.toml
@@ -101,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
     v.add_argument("--exercise", metavar="PROBE[,PROBE]", default="",
                    help="run these probes' workloads in their probe.<name> checks (they may change system state: "
-                        "e.g. load a module); see `nttrace validate --list`")
+                        "e.g. load a module; compaction's and memcg reclaim's run unasked); see "
+                        "`nttrace validate --list`")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
     v.add_argument("--page-ref", action="store_true",
                    help="with --rebind: count page_ref_set per call (on a kernel with the template series' patches 4-8 but not 9/9 it turns the template path off)")
@@ -159,6 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     bo.add_argument("--warmup", type=int, default=None, help="untimed runs at the start of each condition, after "
                     "the probes attach or detach (default: 1 for demotion, 0 for compaction)")
 
+    _ab_parser(sub)
+
     d = sub.add_parser("daemon", help="export Prometheus metrics (systemd service)",
                        epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
     d.add_argument("--config", metavar="FILE", help="TOML configuration")
@@ -168,6 +184,47 @@ def build_parser() -> argparse.ArgumentParser:
                         "re-read when it changes; overrides the config's web_config_file")
     d.add_argument("--check-config", metavar="FILE", help="validate FILE and exit")
     return p
+
+
+def _ab_parser(sub) -> None:
+    a = sub.add_parser("ab", help="boot base and patched kernels in turn, unattended, and report their A/B",
+                       epilog=AB_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
+    asub = a.add_subparsers(dest="ab", metavar="WHAT", parser_class=_Parser)
+    s = asub.add_parser("start", help="check, write the schedule, install the unit, boot the first kernel",
+                        epilog=AB_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
+    s.add_argument("name", metavar="NAME", help="the loop's name (its directory under /var/lib/nttrace/ab)")
+    s.add_argument("--base", required=True, metavar="KERNEL",
+                   help="an installed release R (/boot/vmlinuz-R) or a path to a bzImage (PATH[:INITRD])")
+    s.add_argument("--patched", required=True, metavar="KERNEL", help="as --base")
+    s.add_argument("--boots", required=True, type=int, metavar="N", help="boots of each kernel (rounds)")
+    s.add_argument("--check", action="append", metavar="PATTERN", help="validate's --check at each boot (repeatable)")
+    s.add_argument("--quick", action="store_true", help="validate's --quick at each boot")
+    s.add_argument("--rebind", metavar="NAMESPACE", help="validate's --rebind: time memmap init on this namespace")
+    s.add_argument("--runs", type=int, default=30, help="rebinds a boot with --rebind (default 30)")
+    s.add_argument("--exercise", metavar="PROBE[,PROBE]", default="", help="validate's --exercise at each boot")
+    s.add_argument("--via", choices=("kexec", "reboot"), default="kexec",
+                   help="kexec (default: no firmware) or reboot (firmware, grub-reboot's one-shot entry)")
+    s.add_argument("--cmdline", metavar="TEXT",
+                   help="with --via kexec: the kernels' command line (default: this boot's, less BOOT_IMAGE=/initrd=)")
+    s.add_argument("--seed", type=int, help="the order's seed (default: random, recorded)")
+    s.add_argument("--max-failures", type=int, default=3, metavar="K",
+                   help="stop after K consecutive failed boots (default 3)")
+    s.add_argument("--wait-quiet", type=float, default=600, metavar="S",
+                   help="at each boot, wait up to S seconds for a quiet host (default 600; 0: do not wait)")
+    s.add_argument("--validate-timeout", type=float, default=7200, metavar="S",
+                   help="bound on each boot's validate run (default 7200)")
+    s.add_argument("--dry-run", action="store_true", help="every check, print the plan; install and boot nothing")
+    st = asub.add_parser("step", help="what the loop's unit runs at each boot (not for users)")
+    st.add_argument("name", metavar="NAME")
+    ss = asub.add_parser("status", help="boot k of N, the kernel now, failed boots, time left")
+    ss.add_argument("name", metavar="NAME")
+    ss.add_argument("--json", action="store_true")
+    sp = asub.add_parser("stop", help="end the loop: unit removed, nothing pending, runs kept")
+    sp.add_argument("name", metavar="NAME")
+    r = asub.add_parser("report", help="the A/B of the runs so far")
+    r.add_argument("name", metavar="NAME")
+    r.add_argument("--format", choices=("text", "markdown", "json", "html"), default="text")
+    r.add_argument("--out", metavar="DIR", help="write every format into DIR (ab.txt, ab.md, ab.json, ab.html)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,6 +285,9 @@ def _dispatch(args) -> int:
     if args.command == "daemon":
         from nttrace.daemon import service as daemon
         return daemon.main(args)
+    if args.command == "ab":
+        from nttrace.ab import command as ab_command
+        return ab_command.main(args)
     raise UsageError(f"unknown command {args.command}")
 
 
@@ -236,6 +296,7 @@ def _validate(args) -> int:
     import time
 
     from nttrace.kernel.sysroot import Sysroot
+    from nttrace.validate import ab_text
     from nttrace.validate import baseline as ab
     from nttrace.validate import runner as validate
     from nttrace.validate import textfile
@@ -285,8 +346,8 @@ def _validate(args) -> int:
         cur = current if args.current else [report]
         rows = ab.compare(base, cur, strict=bool(args.current), detect_pct=args.detect)   # all before any output
         if fmt == "json":
-            report = dict(report, baseline_comparison=rows, baseline_header=ab.header(base, cur),
-                          baseline_legend=ab.legend(rows),
+            report = dict(report, baseline_comparison=rows, baseline_header=ab_text.header(base, cur),
+                          baseline_legend=ab_text.legend(rows),
                           baseline_conditions={"baseline": ab.side_conditions(base), "current": ab.side_conditions(cur)},
                           baseline_runs={"baseline": [r.get("_source") for r in base],
                                          "current": [r.get("_source") for r in cur]})
@@ -295,7 +356,7 @@ def _validate(args) -> int:
             sys.stdout.write(ab_html.render(rows, base, cur))
             return validate.exit_code(report)
         else:
-            (ab.print_markdown if fmt == "markdown" else ab.print_text)(rows, base, cur)
+            (ab_text.print_markdown if fmt == "markdown" else ab_text.print_text)(rows, base, cur)
             return validate.exit_code(report)
     report.pop("_source", None)
     if fmt == "json":

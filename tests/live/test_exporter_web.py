@@ -18,7 +18,9 @@ import pki
 import promserver
 from conftest import one_line_error, run_nttrace
 from nttrace.daemon.process import DaemonProcess, free_port
-from nttrace.exporters import web_config
+from nttrace.exporters import web_auth, web_config, web_tls
+from nttrace.exporters.web_config_collector import WebConfigCollector
+from nttrace.exporters.web_config_reload import WebConfigSource
 
 LIVE = ("root", "tracepoint", "bcc")
 pytestmark = pytest.mark.needs("openssl")   # the test certificates (pki.py)
@@ -65,14 +67,14 @@ def test_an_unknown_user_runs_the_same_compare_at_the_users_cost(tmp_path, monke
     f.write_text("basic_auth_users:\n" + "".join(f"  u{i}: '{bhash('right', cost=c)}'\n" for i, c in enumerate(costs)))
     users = web_config.load(str(f)).users
     compared, checked = [], []
-    real_compare, real_checkpw = web_config._Users._compare, bcrypt.checkpw
-    monkeypatch.setattr(web_config._Users, "_compare",
+    real_compare, real_checkpw = web_auth.Users._compare, bcrypt.checkpw
+    monkeypatch.setattr(web_auth.Users, "_compare",
                         staticmethod(lambda pw, target: compared.append(target) or real_compare(pw, target)))
     monkeypatch.setattr(bcrypt, "checkpw", lambda pw, h: checked.append(h) or real_checkpw(pw, h))
     top = len(costs) - 1
     assert not users.check(f"u{top}", "wrong") and not users.check("mallory", "wrong")
     assert len(compared) == 2 and len(checked) == 2
-    cost = [int(web_config.BCRYPT_HASH.match(h).group(1)) for h in compared]
+    cost = [int(web_auth.BCRYPT_HASH.match(h).group(1)) for h in compared]
     assert cost == [max(costs), max(costs)], cost
     assert compared[1] == users.dummy and compared[1] not in users.hashes.values()
 
@@ -82,16 +84,16 @@ def test_compares_are_cached_by_a_keyed_digest_and_bounded(tmp_path, monkeypatch
     f.write_text(f"basic_auth_users:\n  alice: '{bhash('right')}'\n")
     users = web_config.load(str(f)).users
     calls = []
-    real = web_config._Users._compare
-    monkeypatch.setattr(web_config._Users, "_compare", staticmethod(lambda pw, t: calls.append(t) or real(pw, t)))
+    real = web_auth.Users._compare
+    monkeypatch.setattr(web_auth.Users, "_compare", staticmethod(lambda pw, t: calls.append(t) or real(pw, t)))
     assert users.check("alice", "right") and users.check("alice", "right")
     assert not users.check("alice", "wrong") and not users.check("alice", "wrong")
     assert len(calls) == 2                                    # one compare each, then the cache
     stored = b"".join(users._ok) + b"".join(users._failed)
     assert b"right" not in stored and b"wrong" not in stored and len(next(iter(users._ok))) == 32
-    for i in range(web_config.FAILED_CACHE_SIZE + 50):       # a flood of wrong passwords ...
+    for i in range(web_auth.FAILED_CACHE_SIZE + 50):       # a flood of wrong passwords ...
         users._failed[users._key("alice", "x", str(i).encode())] = None
-        while len(users._failed) > web_config.FAILED_CACHE_SIZE:
+        while len(users._failed) > web_auth.FAILED_CACHE_SIZE:
             users._failed.popitem(last=False)
     assert users.check("alice", "right") and len(calls) == 2  # ... does not evict the success
 
@@ -102,18 +104,18 @@ def test_a_compare_with_every_bcrypt_slot_taken_is_refused_at_once(tmp_path):
     users = web_config.load(str(f)).users
     assert users.check("alice", "right")                      # cached
     taken = 0
-    while web_config._bcrypt_slots.acquire(blocking=False):
+    while web_auth._bcrypt_slots.acquire(blocking=False):
         taken += 1
     try:
-        assert taken == web_config.BCRYPT_SLOTS
-        with pytest.raises(web_config.AuthBusy):
+        assert taken == web_auth.BCRYPT_SLOTS
+        with pytest.raises(web_auth.AuthBusy):
             users.check("alice", "wrong")
-        with pytest.raises(web_config.AuthBusy):
+        with pytest.raises(web_auth.AuthBusy):
             users.check("mallory", "any")
         assert users.check("alice", "right")                  # a cached scrape needs no slot
     finally:
         for _ in range(taken):
-            web_config._bcrypt_slots.release()
+            web_auth._bcrypt_slots.release()
 
 
 @pytest.mark.parametrize("text,message", [
@@ -168,13 +170,6 @@ def test_an_unreadable_certificate_is_exit_2_at_start(tmp_path):
     assert str(web) in line and "tls_server_config.cert_file" in line
 
 
-def test_toml_tables_and_a_web_config_together_are_refused(tmp_path):
-    cfg = tmp_path / "n.toml"
-    cfg.write_text('web_config_file = "w.yml"\n[basic_auth]\nusername = "p"\npassword_sha256 = "' + "0" * 64 + '"\n')
-    proc = run_nttrace("daemon", "--check-config", str(cfg))
-    assert proc.returncode == 2 and "both set" in one_line_error(proc)
-
-
 def test_relative_paths_are_taken_beside_the_web_config(tmp_path):
     ca = pki.ca(tmp_path, "ca")
     pki.signed(tmp_path, "srv", ca, server=True)
@@ -187,16 +182,17 @@ def test_relative_paths_are_taken_beside_the_web_config(tmp_path):
 def test_a_broken_change_keeps_the_last_good_config_and_says_so(tmp_path):
     web = tmp_path / "web.yml"
     web.write_text(f"basic_auth_users:\n  alice: '{bhash('one')}'\n")
-    source = web_config.WebConfigSource(str(web))
+    source = WebConfigSource(str(web))
     assert source.current().users.check("alice", "one")
     web.write_text("basic_auth_users:\n  alice: nope\n")
     assert source.current().users.check("alice", "one")       # the last good one
-    assert not source.last_reload_ok and source.failures == 1
-    metrics = {m.name: m.samples[0].value for m in source.collect()}
+    assert not source.status.ok and source.status.failures == 1
+    metrics = {m.name: m.samples[0].value for m in WebConfigCollector(lambda: source).collect()}
     assert metrics["nttrace_web_config_last_reload_successful"] == 0
+    assert metrics["nttrace_web_config_reload_failures"] == 1
     web.write_text(f"basic_auth_users:\n  alice: '{bhash('two')}'\n")
     assert source.current().users.check("alice", "two") and not source.current().users.check("alice", "one")
-    assert source.last_reload_ok
+    assert source.status.ok
 
 
 def test_an_empty_file_does_not_switch_tls_off(tmp_path):
@@ -205,9 +201,9 @@ def test_an_empty_file_does_not_switch_tls_off(tmp_path):
     srv = pki.signed(tmp_path, "srv", ca, server=True)
     web = tmp_path / "web.yml"
     web.write_text(f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n")
-    source = web_config.WebConfigSource(str(web))
+    source = WebConfigSource(str(web))
     web.write_text("")
-    assert source.current().tls is not None and not source.last_reload_ok
+    assert source.current().tls is not None and not source.status.ok
 
 
 def test_tls_is_switched_off_and_on_by_a_change(tmp_path):
@@ -216,11 +212,11 @@ def test_tls_is_switched_off_and_on_by_a_change(tmp_path):
     web = tmp_path / "web.yml"
     on = f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n"
     web.write_text(on)
-    source = web_config.WebConfigSource(str(web))
+    source = WebConfigSource(str(web))
     web.write_text(f"basic_auth_users:\n  alice: '{bhash('one')}'\n")
-    assert source.current().tls is None and source.last_reload_ok
+    assert source.current().tls is None and source.status.ok
     web.write_text(on)
-    assert source.current().tls is not None and source.last_reload_ok
+    assert source.current().tls is not None and source.status.ok
 
 
 def test_after_a_failed_change_the_files_it_names_are_watched(tmp_path):
@@ -230,13 +226,13 @@ def test_after_a_failed_change_the_files_it_names_are_watched(tmp_path):
     srv = pki.signed(tmp_path, "srv", ca, server=True)
     web = tmp_path / "web.yml"
     web.write_text(f"basic_auth_users:\n  alice: '{bhash('one')}'\n")
-    source = web_config.WebConfigSource(str(web))
+    source = WebConfigSource(str(web))
     key = tmp_path / "later.key"
     web.write_text(f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {key}\n")
-    assert source.current().tls is None and not source.last_reload_ok
+    assert source.current().tls is None and not source.status.ok
     assert str(key) in source.watched
     key.write_bytes(Path(srv.key).read_bytes())
-    assert source.current().tls is not None and source.last_reload_ok
+    assert source.current().tls is not None and source.status.ok
 
 
 def test_every_listed_curve_is_used(tmp_path):
@@ -255,7 +251,7 @@ def test_every_listed_curve_is_used(tmp_path):
         a, b = socket.socketpair()
         client = ssl.create_default_context(cafile=str(ca.cert))
         client.check_hostname = False
-        assert web_config.set_groups(client, [curve]) is None     # the client offers this one group
+        assert web_tls.set_groups(client, [curve]) is None     # the client offers this one group
         done = []
         t = threading.Thread(target=lambda: done.append(_server_side(ctx, b)))
         t.start()
@@ -472,7 +468,7 @@ def test_client_allowed_sans_admit_only_those_certificates(tmp_path):
                    "  client_allowed_sans: ['spiffe://nttrace/prometheus']\n")
     port = free_port()
     cfg = SimpleNamespace(host="127.0.0.1", port=port, listen=f"127.0.0.1:{port}")
-    server = MetricsServer(cfg, CollectorRegistry(), lambda: {"status": "ok"}, web_config.WebConfigSource(str(web)))
+    server = MetricsServer(cfg, CollectorRegistry(), lambda: {"status": "ok"}, WebConfigSource(str(web)))
     server.start()
     try:
         def ctx(client):
@@ -492,7 +488,7 @@ def test_a_file_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatch):
     (the users stayed the old ones: every scrape with the new password 401)."""
     web = tmp_path / "web.yml"
     web.write_text(f"basic_auth_users:\n  prometheus: '{bhash('one')}'\n")
-    source = web_config.WebConfigSource(str(web))
+    source = WebConfigSource(str(web))
     assert source.current().users.check("prometheus", "one")
     real_parse = web_config._parse_yaml
 
@@ -511,7 +507,7 @@ def test_a_file_replaced_while_it_is_read_is_read_again(tmp_path, monkeypatch):
     assert not source.current().users.check("prometheus", "two")
 
 
-def _plain_server(web: web_config.WebConfigSource):
+def _plain_server(web: WebConfigSource):
     from types import SimpleNamespace
 
     from prometheus_client import CollectorRegistry
@@ -542,7 +538,7 @@ def test_connections_over_the_limit_are_closed_at_accept_and_counted(monkeypatch
     import socket
     from nttrace.exporters import http_server
     monkeypatch.setattr(http_server, "MAX_CONNECTIONS", 3)
-    server, port = _plain_server(web_config.WebConfigSource())
+    server, port = _plain_server(WebConfigSource())
     idle = [socket.create_connection(("127.0.0.1", port)) for _ in range(3)]
     try:
         t0 = time.monotonic()
@@ -573,11 +569,11 @@ def test_connections_over_the_limit_are_closed_at_accept_and_counted(monkeypatch
 def test_with_every_bcrypt_slot_taken_a_wrong_password_is_429_and_a_cached_scrape_200(tmp_path):
     web = tmp_path / "web.yml"
     web.write_text(f"basic_auth_users:\n  alice: '{bhash('right')}'\n")
-    server, port = _plain_server(web_config.WebConfigSource(str(web)))
+    server, port = _plain_server(WebConfigSource(str(web)))
     taken = 0
     try:
         assert _get(port, basic("alice", "right"))[0] == 200           # the compare, then cached
-        while web_config._bcrypt_slots.acquire(blocking=False):
+        while web_auth._bcrypt_slots.acquire(blocking=False):
             taken += 1
         code, headers = _get(port, basic("alice", "wrong"))
         assert code == 429 and headers.get("Retry-After") == "1"
@@ -585,5 +581,5 @@ def test_with_every_bcrypt_slot_taken_a_wrong_password_is_429_and_a_cached_scrap
         assert _server_metrics(server)["nttrace_web_auth_busy"] >= 1
     finally:
         for _ in range(taken):
-            web_config._bcrypt_slots.release()
+            web_auth._bcrypt_slots.release()
         server.stop()

@@ -36,7 +36,7 @@ def test_migrate_offsets_come_from_the_format_files(meta):
     caps = capabilities.report(live_probes=False)
     p = MigrateProbe(meta, caps)
     d = p.defines()
-    fmt = read_format(Sysroot("/").tracefs(), "migrate", "mm_migrate_pages")   # not a probe: a tracepoint system
+    fmt = read_format(Sysroot("/").tracefs(), "migrate", "mm_migrate_pages")
     assert d["NTTRACE_DONE_SUCCEEDED"] == fmt.fields["succeeded"].offset
     assert d["NTTRACE_DONE_MODE"] == fmt.fields["mode"].offset
     assert "#define NTTRACE_DONE_REASON" in p.program_text()

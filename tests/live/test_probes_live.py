@@ -158,6 +158,7 @@ def test_latency_machinery_agrees_with_the_models_own_clock(caps, meta):
     row = snap["rows"][0]
     assert row["calls"] == 20 and row["pages"] == 20 * nr
     assert abs(row["latency_ns"]["mean"] - sum(own) / 20) <= 0.10 * sum(own) / 20
+    assert sum(row["latency_ns"]["log2_buckets"].values()) == 20    # the row's hist[] counted every call
 
 
 @pytest.mark.needs("root", "uprobe", "bcc", "bpftool")
@@ -301,12 +302,12 @@ class _FtraceInstance:
 
     def __enter__(self):
         for event in ("mm_migrate_pages_start", "mm_migrate_pages"):
-            (self.dir / "events" / "migrate" / event / "enable").write_text("1")   # not a probe: a tracepoint system
+            (self.dir / "events" / "migrate" / event / "enable").write_text("1")
         return self
 
     def __exit__(self, *exc):
         for event in ("mm_migrate_pages_start", "mm_migrate_pages"):
-            (self.dir / "events" / "migrate" / event / "enable").write_text("0")   # not a probe: a tracepoint system
+            (self.dir / "events" / "migrate" / event / "enable").write_text("0")
 
     def lines(self, pid: int) -> list[str]:
         return [x for x in (self.dir / "trace").read_text().splitlines()

@@ -64,14 +64,14 @@ def test_quick_json_shape_and_host_facts(quick_report):
 @pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
 def test_core_checks_pass_and_missing_capabilities_skip_with_reasons(quick_report):
     by_id = {c["id"]: c for c in quick_report["checks"]}
-    for cid in ("native.correctness", "native.nt_benefit", "kernel.nt_support", "kernel.migrate_observed",
+    for cid in ("native.correctness", "native.nt_benefit", "kernel.nt_support", "probe.migrate",
                 "perf.software", "env.core", "env.kernel_metadata"):
         # native.nt_benefit may be skipped only where a series' runs were too spread to call, and says so
         noisy = [v for v in by_id[cid].get("series", ()) if v["status"] == "noisy"]
         assert by_id[cid]["status"] in ("pass", "warn") or (by_id[cid]["status"] == "skip" and noisy), by_id[cid]
         assert all(v["summary"].startswith("too noisy to call") for v in noisy)
     assert by_id["native.correctness"]["status"] == "pass"
-    assert by_id["kernel.migrate_observed"]["status"] == "pass"
+    assert by_id["probe.migrate"]["status"] == "pass"
     caps = quick_report["capabilities"]
     for cid, cap in (("env.kprobe", "kprobe"), ("env.fentry", "fentry"), ("env.perf_hardware", "perf:hardware"),
                      ("env.pmem", "pmem"), ("perf.llc", "perf:hardware")):
@@ -201,18 +201,18 @@ def test_report_says_where_it_was_measured():
 
 
 def test_an_ab_says_when_its_sides_ran_with_different_mitigations():
-    from nttrace.validate import baseline
+    from nttrace.validate import ab_text
 
     def report(spectre_v2):
         return {"kernel_release": "7.2.13", "kernel": {"nt_revision": "v3"},
                 "machine": {"kind": "emulated", "hypervisor": "QEMU TCG",
                             "mitigations": {"meltdown": "Not affected", "spectre_v2": spectre_v2}}}
-    same = baseline.header(report("Mitigation: Retpolines"), report("Mitigation: Retpolines"))
+    same = ab_text.header(report("Mitigation: Retpolines"), report("Mitigation: Retpolines"))
     assert not [line for line in same if "mitigations" in line]
-    differ = baseline.header(report("Mitigation: Retpolines"), report("Vulnerable"))
+    differ = ab_text.header(report("Mitigation: Retpolines"), report("Vulnerable"))
     assert ("note: the sides ran with different CPU mitigations (base | patched): "
             "spectre_v2: Mitigation: Retpolines | Vulnerable") in differ
-    unrecorded = baseline.header(report("Mitigation: Retpolines"), {"machine": {"kind": "emulated"}})
+    unrecorded = ab_text.header(report("Mitigation: Retpolines"), {"machine": {"kind": "emulated"}})
     assert not [line for line in unrecorded if "mitigations" in line]
 
 
@@ -235,7 +235,7 @@ if sys.argv[1] == "raise":
                 raise ZeroDivisionError("injected")
             c.run = broken
 sys.exit(cli.main(["validate", "--json", "--check", "env.core", "--check", "kernel.nt_support",
-                   "--check", "kernel.migrate_observed", "--check", "native.correctness"]))
+                   "--check", "probe.migrate", "--check", "native.correctness"]))
 """
 
 
@@ -247,12 +247,45 @@ def test_a_check_that_cannot_attach_or_raises_reports_itself_and_the_rest_run(mo
     proc = subprocess.run([sys.executable, "-c", ISOLATION, mode], capture_output=True, text=True, timeout=300)
     assert proc.returncode == exit_code, proc.stderr
     by_id = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
-    assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "kernel.migrate_observed"]
-    mig = by_id["kernel.migrate_observed"]
+    assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "probe.migrate"]
+    mig = by_id["probe.migrate"]
     assert mig["status"] == "skip" and "no probe could attach" in mig["summary"] and "mm_migrate_pages_start" in mig["summary"]
+    # the workload ran all the same: the kernel's own count is reported, held to no probe
+    assert mig["evidence"]["rows"] is None and mig["evidence"]["seen"] is None
+    assert isinstance(mig["evidence"]["expected"], int)
+    assert f"/proc/vmstat pgmigrate_success delta {mig['evidence']['expected']}" in mig["summary"]
     assert by_id["env.core"]["status"] == "pass" and by_id["kernel.nt_support"]["status"] == "pass"
     if mode == "raise":
         assert by_id["native.correctness"]["status"] == "fail"
         assert "ZeroDivisionError: injected" in by_id["native.correctness"]["summary"]
     else:
         assert by_id["native.correctness"]["status"] == "pass"
+
+
+LACKING = r"""
+import dataclasses, sys
+from nttrace import cli
+from nttrace.probes.reclaim import ReclaimProbe
+from nttrace.workloads.demotion import DemotionUnavailable
+from nttrace.workloads.scratch_cgroup import NoMemoryCgroup
+
+def lacking(**_options):
+    raise {"cgroup": NoMemoryCgroup, "tier": DemotionUnavailable}[sys.argv[1]]("injected: the host lacks it")
+
+ReclaimProbe.exercise = dataclasses.replace(ReclaimProbe.exercise, run=lacking)
+sys.exit(cli.main(["validate", "--json", "--check", "probe.reclaim"]))
+"""
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc")
+@pytest.mark.parametrize("lacks", ["cgroup", "tier"])
+def test_a_workload_the_host_cannot_run_skips_its_check_saying_why(lacks):
+    """A host without what a probe's workload needs (a memory cgroup, a lower
+    tier) skips that probe's check with the workload's own reason: the
+    check is not failed for what the host lacks."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", LACKING, lacks], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (c,) = json.loads(proc.stdout)["checks"]
+    assert c["id"] == "probe.reclaim" and c["status"] == "skip" and "injected: the host lacks it" in c["summary"], c

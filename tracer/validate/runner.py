@@ -27,7 +27,8 @@ class ValidateOptions:
     demote_mib: int = 256
     page_ref: bool = False
     quick: bool = False
-    exercise: tuple[str, ...] = ()     # probes whose workload probe.<name> may run (it changes system state)
+    exercise: tuple[str, ...] = ()     # probes whose workload probe.<name> may run (it changes system state;
+                                       # compaction's and memcg reclaim's run unasked)
 
 
 @dataclass
@@ -35,7 +36,6 @@ class ValidateContext:
     sysroot: Sysroot
     caps: dict
     options: ValidateOptions = field(default_factory=ValidateOptions)
-    shared: dict = field(default_factory=dict)  # results one check hands another
 
     @cached_property
     def kernel(self) -> kernel_meta.KernelMetadata:

@@ -1,0 +1,173 @@
+"""`nttrace ab` on this host, through the installed command: its help, the
+dry run of a start with a real kernel image, and every refusal a start
+makes before anything is written. Never a real start on a host that could
+boot from it: a start that passes the checks reboots the machine, so the
+start that is run for real here runs only where systemd is not init (the
+refusal is then the point), and the dry run installs and loads nothing.
+A host where systemd is not init (this sandbox: PID 1 is not systemd) cannot
+run the loop's unit; the lab guest (tests/lab) runs the loop end to end."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import CAPABILITIES, one_line_error, run_nttrace
+from nttrace.ab import schedule, unit
+from unprivileged import DROP, staged_nttrace
+
+UNIT_GLOB = "nttrace-ab-*.service"
+NTTRACE = Path(sys.executable).with_name("nttrace")      # what run_nttrace runs
+
+
+def kernel_image() -> str:
+    return CAPABILITIES["kernel-image"]()[1]
+
+
+@pytest.fixture
+def ab_env(tmp_path):
+    """A state directory of the test's own, and nothing of nttrace ab left after it."""
+    before = sorted(unit.UNIT_DIR.glob(UNIT_GLOB))
+    env = dict(os.environ, NTTRACE_AB_DIR=str(tmp_path / "ab"))
+    yield env, tmp_path / "ab"
+    assert sorted(unit.UNIT_DIR.glob(UNIT_GLOB)) == before, "a unit was left installed"
+    kexec_loaded = Path("/sys/kernel/kexec_loaded")
+    assert not kexec_loaded.exists() or kexec_loaded.read_text().strip() == "0", "a kexec kernel was left loaded"
+
+
+def start(env, *args, timeout=120):
+    return run_nttrace("ab", "start", *args, env=env, timeout=timeout)
+
+
+def test_help_shows_start_status_stop_report_with_examples():
+    h = run_nttrace("ab", "--help")
+    assert h.returncode == 0
+    for what in ("start", "status", "stop", "report"):
+        assert f"\n    {what} " in h.stdout
+        assert f"nttrace ab {what} mine" in h.stdout
+    assert "examples:" in h.stdout and "exit codes:" in h.stdout and "docs/ab-loop.md" in h.stdout
+    s = run_nttrace("ab", "start", "--help")
+    assert s.returncode == 0 and "--via {kexec,reboot}" in s.stdout and "--dry-run" in s.stdout
+
+
+@pytest.mark.needs("root", "kernel-image")
+def test_a_dry_run_reads_the_kernels_prints_the_plan_and_writes_nothing(ab_env):
+    env, state = ab_env
+    image = kernel_image()
+    p = start(env, "dry", "--base", image, "--patched", image, "--boots", "3", "--seed", "7",
+              "--cmdline", "root=/dev/vda ro", "--check", "env.*", "--dry-run")
+    out = p.stdout
+    # the kernel's identity as its image holds it, read independently by file(1) where it is installed
+    release = next(ln for ln in out.splitlines() if ln.startswith("  base ")).split()[1]
+    if shutil.which("file"):
+        assert f"version {release} " in subprocess.run(["file", "-b", image], capture_output=True, text=True).stdout
+    assert f"  seed 7; order (B base, P patched): {schedule.order_text(schedule.make(3, 7))}" in out
+    assert "  command line: root=/dev/vda ro" in out
+    assert "  at each boot: nttrace validate --json --check env.*" in out
+    assert f"  unit: nttrace-ab-dry.service -> {NTTRACE.resolve()} ab step dry" in out     # an absolute path
+    assert out.rstrip().endswith("dry run: nothing written, installed, loaded or booted")
+    # the machine's own facts decide the exit: 3 and each missing thing named, or 0
+    refusals = [ln for ln in out.splitlines() if ln.startswith("  would refuse: ")]
+    systemd = Path("/run/systemd/system").is_dir()
+    kexec = Path("/sys/kernel/kexec_loaded").exists()
+    assert any("systemd is not this machine's init" in r for r in refusals) == (not systemd)
+    assert any("this kernel cannot kexec" in r for r in refusals) == (not kexec)
+    assert p.returncode == (3 if refusals else 0), p.stderr
+    assert not state.exists()
+
+
+@pytest.mark.needs("root", "kernel-image")
+def test_a_dry_run_without_kexec_tools_says_so(ab_env, tmp_path):
+    env, _state = ab_env
+    image = kernel_image()
+    bare = tmp_path / "bin"
+    bare.mkdir()
+    env = dict(env, PATH=str(bare))
+    p = start(env, "dry", "--base", image, "--patched", image, "--boots", "1", "--cmdline", "root=/dev/vda",
+              "--dry-run")
+    assert p.returncode == 3
+    refusals = [ln for ln in p.stdout.splitlines() if ln.startswith("  would refuse: ")]
+    if Path("/sys/kernel/kexec_loaded").exists():
+        assert "  would refuse: ab start --via kexec: no kexec on PATH (install kexec-tools), or use --via reboot" \
+            in refusals
+    else:       # this kernel cannot kexec at all: that is said first
+        assert any("built without CONFIG_KEXEC" in r for r in refusals)
+
+
+@pytest.mark.needs("root", "kernel-image")
+def test_bad_input_is_one_line_exit_2_and_nothing_written(ab_env):
+    env, state = ab_env
+    image = kernel_image()
+    cases = [
+        (["x", "--base", "no-such-release-0", "--patched", image, "--boots", "2"], "unknown kernel 'no-such-release-0'"),
+        (["x", "--base", image, "--patched", "/nonexistent/bzImage", "--boots", "2"], "no file /nonexistent/bzImage"),
+        (["x", "--base", image, "--patched", image, "--boots", "0"], "--boots must be at least 1"),
+        (["x", "--base", image, "--patched", image, "--boots", "2", "--max-failures", "0"], "--max-failures"),
+        (["../x", "--base", image, "--patched", image, "--boots", "2"], "NAME '../x'"),
+        (["x", "--base", image, "--patched", image, "--boots", "2", "--via", "reboot"], "give installed releases"),
+        (["x", "--base", image, "--patched", image, "--boots", "2", "--rebind", "namespace97.0"],
+         "--rebind namespace97.0: no such namespace"),
+        (["x", "--base", image, "--patched", image, "--boots", "2", "--exercise", "nosuchprobe"], "nosuchprobe"),
+        (["x", "--base", image, "--patched", image, "--boots", "2", "--check", "no.such.check"], "matches no check"),
+        (["x", "--base", image, "--patched", image, "--boots", "2", "--cmdline", "quiet"], "has no root="),
+        (["x", "--base", image, "--boots", "2"], "--patched"),
+    ]
+    for args, says in cases:
+        for dry in ([], ["--dry-run"]):
+            p = start(env, *args, *dry)
+            assert p.returncode == 2, (args, p.stderr)
+            assert says in one_line_error(p), (args, p.stderr)
+    assert not state.exists()
+
+
+@pytest.mark.needs("root", "kernel-image")
+def test_a_name_that_exists_is_refused_and_left_as_it_was(ab_env):
+    env, state = ab_env
+    (state / "mine").mkdir(parents=True)
+    (state / "mine" / "schedule.json").write_text("{}")
+    image = kernel_image()
+    p = start(env, "mine", "--base", image, "--patched", image, "--boots", "2", "--cmdline", "root=/dev/vda")
+    assert p.returncode == 2 and "a loop named mine exists" in one_line_error(p)
+    assert (state / "mine" / "schedule.json").read_text() == "{}"
+
+
+@pytest.mark.needs("root", "kernel-image", "no-systemd-init")
+def test_a_start_where_systemd_is_not_init_is_exit_3_and_installs_nothing(ab_env):
+    env, state = ab_env
+    image = kernel_image()
+    p = start(env, "real", "--base", image, "--patched", image, "--boots", "2", "--cmdline", "root=/dev/vda")
+    assert p.returncode == 3
+    assert one_line_error(p) == ("nttrace: ab start: systemd is not this machine's init (no /run/systemd/system); "
+                                 "the loop runs from a systemd unit at each boot")
+    assert not state.exists() and p.stdout == ""
+
+
+@pytest.mark.needs("root", "setpriv")
+def test_not_root_is_exit_3_in_one_line():
+    with staged_nttrace() as staged:
+        p = subprocess.run([*DROP, *staged.argv, "ab", "start", "x", "--base", "a", "--patched", "b", "--boots", "2"],
+                           env=staged.env, cwd=staged.cwd, capture_output=True, text=True, timeout=60)
+        s = subprocess.run([*DROP, *staged.argv, "ab", "stop", "x"], env=staged.env, cwd=staged.cwd,
+                           capture_output=True, text=True, timeout=60)
+    assert p.returncode == 3 and one_line_error(p) == \
+        "nttrace: ab start: needs root (it installs a systemd unit and boots kernels)"
+    assert s.returncode == 3 and one_line_error(s) == "nttrace: ab stop: needs root"
+
+
+@pytest.mark.needs("root")
+def test_status_stop_report_of_a_loop_that_does_not_exist_are_exit_2(ab_env):
+    env, _state = ab_env
+    for args in (["status", "nope"], ["report", "nope"], ["stop", "nope"], ["step", "nope"]):
+        p = run_nttrace("ab", *args, env=env)
+        assert p.returncode == 2 and "no loop named nope" in one_line_error(p), (args, p.stderr)
+
+
+@pytest.mark.needs("systemd-analyze")
+def test_the_unit_passes_systemd_analyze_verify(tmp_path):
+    exe = str(NTTRACE)
+    path = tmp_path / unit.unit_name("mine")
+    path.write_text(unit.text("mine", exe, Path("/var/lib/nttrace/ab")))
+    proc = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -1,0 +1,126 @@
+"""The boot actions' commands and checks: the command line kexec passes,
+grub's one-shot entry for a release, kexec -l then -u for each kernel."""
+import subprocess
+
+import pytest
+
+from nttrace.ab import boot
+from nttrace.errors import CapabilityError, UsageError
+
+GRUB_CFG = """
+### BEGIN /etc/grub.d/00_header ###
+if [ "${next_entry}" ] ; then
+   set default="${next_entry}"
+   set next_entry=
+   save_env next_entry
+fi
+menuentry 'Debian GNU/Linux' --class debian $menuentry_id_option 'gnulinux-simple-1234' {
+	linux	/boot/vmlinuz-6.1.0-57-amd64 root=UUID=1234 ro quiet
+}
+submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option 'gnulinux-advanced-1234' {
+	menuentry 'Debian GNU/Linux, with Linux 6.12.0-nt' --class debian $menuentry_id_option 'gnulinux-6.12.0-nt-advanced-1234' {
+		linux	/boot/vmlinuz-6.12.0-nt root=UUID=1234 ro quiet
+	}
+	menuentry 'Debian GNU/Linux, with Linux 6.12.0-nt (recovery mode)' --class debian $menuentry_id_option 'gnulinux-6.12.0-nt-recovery-1234' {
+		linux	/boot/vmlinuz-6.12.0-nt root=UUID=1234 ro single
+	}
+	menuentry 'Debian GNU/Linux, with Linux 6.12.0' --class debian $menuentry_id_option 'gnulinux-6.12.0-advanced-1234' {
+		linux	/boot/vmlinuz-6.12.0 root=UUID=1234 ro quiet
+	}
+}
+menuentry 'UEFI Firmware Settings' $menuentry_id_option 'uefi-firmware' {
+	fwsetup
+}
+"""
+
+
+def test_the_default_command_line_drops_what_the_bootloader_adds():
+    assert boot.default_cmdline("BOOT_IMAGE=/boot/vmlinuz-6.1 root=UUID=1 ro initrd=/x quiet\n") == \
+        "root=UUID=1 ro quiet"
+
+
+def test_grubs_entry_for_a_release_is_its_normal_one_inside_its_submenu():
+    assert boot.grub_entry(GRUB_CFG, "6.12.0") == "gnulinux-advanced-1234>gnulinux-6.12.0-advanced-1234"
+    assert boot.grub_entry(GRUB_CFG, "6.12.0-nt") == "gnulinux-advanced-1234>gnulinux-6.12.0-nt-advanced-1234"
+    with pytest.raises(UsageError, match="no entry for Linux 6.13"):
+        boot.grub_entry(GRUB_CFG, "6.13")
+
+
+class Recorder:
+    def __init__(self, fail_on=None):
+        self.cmds = []
+        self.fail_on = fail_on
+
+    def __call__(self, cmd, timeout=120):
+        self.cmds.append(cmd)
+        bad = self.fail_on and self.fail_on in " ".join(cmd)
+        return subprocess.CompletedProcess(cmd, 1 if bad else 0, "", "Cannot load image\n" if bad else "")
+
+
+def test_each_kernel_is_loaded_then_unloaded(monkeypatch):
+    monkeypatch.setattr(boot, "kexec_loaded", lambda: False)
+    r = Recorder()
+    ks = [{"image": "/b/base", "initrd": "/b/base.initrd"}, {"image": "/b/nt", "initrd": None}]
+    boot.check_kexec(ks, "root=/dev/sda1 ro", run=r)
+    assert r.cmds == [["kexec", "-l", "/b/base", "--initrd=/b/base.initrd", "--command-line=root=/dev/sda1 ro"],
+                      ["kexec", "-u"], ["kexec", "-l", "/b/nt", "--command-line=root=/dev/sda1 ro"], ["kexec", "-u"]]
+
+
+def test_a_kernel_kexec_cannot_load_is_refused_and_nothing_left_loaded(monkeypatch):
+    monkeypatch.setattr(boot, "kexec_loaded", lambda: False)
+    r = Recorder(fail_on="/b/nt")
+    with pytest.raises(CapabilityError, match="kexec cannot load /b/nt: Cannot load image"):
+        boot.check_kexec([{"image": "/b/base"}, {"image": "/b/nt"}], "root=x", run=r)
+    assert r.cmds[-1] == ["kexec", "-u"]
+
+
+def test_a_kernel_someone_else_loaded_is_left_alone(monkeypatch):
+    monkeypatch.setattr(boot, "kexec_loaded", lambda: True)
+    r = Recorder()
+    with pytest.raises(UsageError, match="already loaded"):
+        boot.check_kexec([{"image": "/b/base"}], "root=x", run=r)
+    assert r.cmds == []
+
+
+def test_a_boot_by_kexec_loads_then_asks_systemd(monkeypatch):
+    r = Recorder()
+    boot.Booter("kexec", run=r).boot({"image": "/b/nt", "initrd": "/b/i"}, "root=x ro")
+    assert r.cmds == [["kexec", "-l", "/b/nt", "--initrd=/b/i", "--command-line=root=x ro"],
+                      ["systemctl", "--no-block", "kexec"]]
+
+
+def test_a_boot_by_reboot_sets_grubs_one_shot_entry(monkeypatch):
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "grub-reboot")
+    r = Recorder()
+    boot.Booter("reboot", run=r).boot({"image": "/boot/vmlinuz-6.12.0"}, "", "gnulinux-advanced-1>gnulinux-6.12.0-x")
+    assert r.cmds == [["grub-reboot", "gnulinux-advanced-1>gnulinux-6.12.0-x"], ["systemctl", "--no-block", "reboot"]]
+
+
+def test_a_failed_boot_command_raises_with_its_message():
+    with pytest.raises(RuntimeError, match="kexec -l failed: Cannot load image"):
+        boot.Booter("kexec", run=Recorder(fail_on="kexec -l")).boot({"image": "/b/nt"}, "root=x")
+
+
+def test_reboot_where_grub_is_not_the_bootloader_is_exit_3_in_one_line(monkeypatch, tmp_path):
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: None)
+    with pytest.raises(CapabilityError) as e:
+        boot.check_grub()
+    assert e.value.exit_code == 3 and "\n" not in str(e.value)
+    assert str(e.value).startswith("ab start --via reboot: grub is not this machine's bootloader")
+    # grub there, but a grub.cfg that ignores the one-shot entry
+    cfg = tmp_path / "grub.cfg"
+    cfg.write_text("menuentry 'x' { linux /vmlinuz }\n")
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "/usr/sbin/grub-reboot")
+    monkeypatch.setattr(boot, "GRUB_CFGS", (cfg,))
+    with pytest.raises(CapabilityError, match="does not read grub's next_entry"):
+        boot.check_grub()
+    cfg.write_text(GRUB_CFG)
+    assert boot.check_grub() == ("/usr/sbin/grub-reboot", cfg)
+
+
+def test_a_kernel_without_kexec_is_exit_3(tmp_path):
+    with pytest.raises(CapabilityError, match="built without CONFIG_KEXEC"):
+        boot.kexec_supported(tmp_path / "kexec_loaded")
+    (tmp_path / "kexec_loaded").write_text("0\n")
+    boot.kexec_supported(tmp_path / "kexec_loaded")
+    assert boot.kexec_loaded(tmp_path / "kexec_loaded") is False

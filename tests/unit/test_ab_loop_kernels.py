@@ -1,0 +1,83 @@
+"""Which kernel a KERNEL argument names and whether it is the one running:
+the release AND the build string, read from the bzImage's setup header and
+from /proc/version (the formats as Debian's and the lab's kernels write them)."""
+import pytest
+
+from ab_loop_machine import BUILDS, DEFAULT, bzimage, proc_version, running_of
+from nttrace.ab import kernels
+from nttrace.errors import UsageError
+
+# a Debian kernel's two strings, as its bzImage and its /proc/version hold them
+DEBIAN_IMAGE = "6.1.0-57-amd64 (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3 (2026-11-26)"
+DEBIAN_PROC = ("Linux version 6.1.0-57-amd64 (debian-kernel@lists.debian.org) (gcc-12 (Debian 12.2.0-14+deb12u1) "
+               "12.2.0, GNU ld (GNU Binutils for Debian) 2.40) #1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3 (2026-11-26)")
+
+
+def test_the_image_string_and_proc_version_name_the_same_build():
+    assert kernels.parse_image_version(DEBIAN_IMAGE) == kernels.parse_proc_version(DEBIAN_PROC)
+    b = kernels.parse_proc_version(DEBIAN_PROC)
+    assert b.release == "6.1.0-57-amd64" and b.builder == "(debian-kernel@lists.debian.org)"
+    assert b.version == "#1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3 (2026-11-26)"
+
+
+def test_the_version_string_is_read_from_the_setup_header(tmp_path):
+    p = bzimage(tmp_path / "vmlinuz", DEBIAN_IMAGE, body=b"\0" * 4096)
+    assert kernels.image_version(p) == DEBIAN_IMAGE
+    k = kernels.resolve(str(p))
+    assert (k.release, k.build, k.initrd) == ("6.1.0-57-amd64", DEBIAN_IMAGE, None)
+    assert kernels.is_running(k, kernels.Running("6.1.0-57-amd64", DEBIAN_PROC))
+
+
+def test_another_build_of_the_same_release_is_not_the_running_kernel(tmp_path):
+    k = kernels.resolve(str(bzimage(tmp_path / "vmlinuz", BUILDS["base"])))
+    rebuilt = BUILDS["base"].replace("#1 ", "#2 ")
+    assert kernels.is_running(k, running_of(BUILDS["base"]))
+    assert not kernels.is_running(k, running_of(rebuilt))
+    assert not kernels.is_running(k, running_of(DEFAULT))
+
+
+def test_an_installed_release_is_found_with_its_initrd(tmp_path):
+    bzimage(tmp_path / "vmlinuz-7.2.13", BUILDS["base"])
+    (tmp_path / "initrd.img-7.2.13").write_bytes(b"initrd")
+    k = kernels.resolve("7.2.13", boot=tmp_path)
+    assert k.image == str(tmp_path / "vmlinuz-7.2.13") and k.initrd == str(tmp_path / "initrd.img-7.2.13")
+
+
+def test_a_path_with_an_initrd(tmp_path):
+    p = bzimage(tmp_path / "bzImage", BUILDS["patched"])
+    (tmp_path / "initrd").write_bytes(b"i")
+    assert kernels.resolve(f"{p}:{tmp_path / 'initrd'}").initrd == str(tmp_path / "initrd")
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("9.9.9", "unknown kernel '9.9.9': no {d}/vmlinuz-9.9.9 (an installed release, or a path to a bzImage)"),
+    ("{d}/none", "unknown kernel '{d}/none': no file {d}/none"),
+    ("{d}/notbz", "{d}/notbz: not an x86 bzImage (no setup header)"),
+    ("{d}/vmlinuz-7.2.13:{d}/noinitrd", "kernel '{d}/vmlinuz-7.2.13:{d}/noinitrd': no initrd {d}/noinitrd"),
+])
+def test_a_kernel_that_is_not_there_is_refused_in_one_line(tmp_path, spec, message):
+    bzimage(tmp_path / "vmlinuz-7.2.13", BUILDS["base"])
+    (tmp_path / "notbz").write_bytes(b"\0" * 4096)
+    with pytest.raises(UsageError) as e:
+        kernels.resolve(spec.format(d=tmp_path), boot=tmp_path)
+    assert str(e.value) == message.format(d=tmp_path)
+
+
+def test_an_installed_release_whose_image_says_another_is_refused(tmp_path):
+    bzimage(tmp_path / "vmlinuz-7.2.14", BUILDS["base"])
+    with pytest.raises(UsageError, match="says release 7.2.13, not 7.2.14"):
+        kernels.resolve("7.2.14", boot=tmp_path)
+
+
+def test_an_image_changed_or_gone_is_named(tmp_path):
+    p = bzimage(tmp_path / "vmlinuz", BUILDS["base"])
+    k = kernels.resolve(str(p)).as_json()
+    assert kernels.changed(k) is None
+    bzimage(p, BUILDS["base"], body=b"rebuilt")
+    assert "changed since the loop started" in kernels.changed(k)
+    p.unlink()
+    assert "is gone" in kernels.changed(k)
+
+
+def test_proc_version_of_this_format_round_trips():
+    assert kernels.parse_proc_version(proc_version(BUILDS["patched"])).text() == BUILDS["patched"]

@@ -1,0 +1,59 @@
+"""`ab start`'s options become validate's own flags; the plan records the
+seed, the order, both kernels' identity and nttrace's; the command line
+kexec passes must name a root."""
+import argparse
+
+import pytest
+
+from ab_loop_machine import BUILDS, bzimage
+from nttrace.ab import kernels, schedule, start
+from nttrace.ab.loop import Loop
+from nttrace.errors import UsageError
+from nttrace.probes import PROBES
+
+
+def args(**kw):
+    base = dict(name="mine", base="b", patched="p", boots=4, check=None, quick=False, rebind=None, runs=30,
+                exercise="", via="kexec", cmdline=None, seed=None, max_failures=3, wait_quiet=600.0,
+                validate_timeout=7200.0, dry_run=True)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def test_the_loops_options_are_validates_own_flags():
+    probes = ",".join(list(PROBES)[:2])          # any probes: their exercises are validate's
+    assert start.validate_args(args()) == []
+    assert start.validate_args(args(check=["kernel.memmap*", "env.*"], quick=True, rebind="namespace0.0", runs=10,
+                                    exercise=probes)) == \
+        ["--check", "kernel.memmap*", "--check", "env.*", "--quick", "--rebind", "namespace0.0", "--runs", "10",
+         "--exercise", probes]
+
+
+def test_the_plan_records_seed_order_kernels_and_nttrace(tmp_path):
+    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    plan = start.plan(args(seed=42, boots=5), Loop(tmp_path / "ab" / "mine"), ks, "root=/dev/sda1 ro", "/usr/bin/nttrace")
+    assert plan["seed"] == 42 and plan["rounds"] == 5
+    assert plan["slots"] == [s.as_json() for s in schedule.make(5, 42)]
+    assert plan["kernels"]["patched"]["build"] == BUILDS["patched"] and len(plan["kernels"]["base"]["sha256"]) == 64
+    assert plan["nttrace"]["exe"] == "/usr/bin/nttrace" and plan["nttrace"]["version"]
+    assert plan["cmdline"] == "root=/dev/sda1 ro" and plan["max_failures"] == 3
+    unseeded = start.plan(args(), Loop(tmp_path / "ab" / "mine"), ks, "root=x", "/usr/bin/nttrace")
+    assert isinstance(unseeded["seed"], int)        # drawn, and recorded
+
+
+def test_a_command_line_without_root_is_refused():
+    assert start.command_line(args(cmdline="root=/dev/vda ro quiet")) == "root=/dev/vda ro quiet"
+    with pytest.raises(UsageError, match="has no root="):
+        start.command_line(args(cmdline="quiet"))
+    assert start.command_line(args(via="reboot")) == ""
+
+
+def test_fewer_boots_than_a_test_needs_are_said_in_the_plan(tmp_path, capsys):
+    assert start.boots_to_test() == 4          # README, "Reading an A/B": 4 runs a side at alpha 0.05
+    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    for boots, said in ((2, True), (4, False)):
+        plan = start.plan(args(seed=1, boots=boots), Loop(tmp_path / "ab" / "mine"), ks, "root=x", "/usr/bin/nttrace")
+        start.print_plan(plan, [])
+        out = capsys.readouterr().out
+        assert ("  note: 2 boot(s) a side cannot test a change: the exact test across boots needs 4 a side" in out) \
+            == said

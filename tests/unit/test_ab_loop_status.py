@@ -1,0 +1,66 @@
+"""`ab status` mid-loop (boot k of N, the kernel now, failures, time left
+at the pace so far) and `ab stop` (state stopped, nothing pending, runs
+kept, and the next boot's step does nothing but make sure of it)."""
+from ab_loop_machine import DEFAULT, SimMachine, make_loop
+from nttrace.ab import status, step, stop, unit
+
+
+def test_status_mid_loop(tmp_path):
+    loop = make_loop(tmp_path, rounds=3, seed=9)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    step.step(loop, m)                    # slot 1 measured
+    sim.reboot(lands_on=DEFAULT)
+    step.step(loop, m)                    # slot 2's first boot failed; retried
+    s = status.status(loop, running=sim.now)
+    assert (s["state"], s["done"], s["settled"], s["total"]) == ("running", 1, 1, 6)
+    slots = loop.slots()
+    assert s["next"] == {"slot": 2, "side": slots[1].side,
+                         "release": loop.schedule()["kernels"][slots[1].side]["release"]}
+    assert s["running_kernel"] == {"release": "6.1.0-57-amd64", "is": None}
+    assert [f["slot"] for f in s["failures"]] == [2] and s["consecutive_failures"] == 1
+    # pace: one slot settled at the clock's last stored time since the start (created 1000.0)
+    stored = loop.state()["slots"]["1"]["stored_at"]
+    assert s["eta_s"] == round((stored - 1000.0) * 5)
+    status.print_status(s)
+
+
+def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, capsys):
+    loop = make_loop(tmp_path, rounds=2, seed=9)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    step.step(loop, m)
+    unit_dir = tmp_path / "units"
+    unit_dir.mkdir()
+    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent))
+    systemctl_calls = []
+
+    class Booter:
+        cleared = 0
+
+        def clear(self):
+            Booter.cleared += 1
+            return ["kexec -u"]
+
+    def remove(name):
+        return unit.remove(name, unit_dir, systemctl=lambda a: systemctl_calls.append(a) or
+                           __import__("subprocess").CompletedProcess(a, 0, "", ""))
+    done = stop.stop(loop, booter=Booter(), remove_unit=remove)
+    assert loop.state()["state"] == "stopped" and loop.state()["booting"] is None
+    assert Booter.cleared == 1 and not (unit_dir / unit.unit_name("t")).exists()
+    assert ["disable", "nttrace-ab-t.service"] in systemctl_calls
+    assert done[-1] == "kexec -u" and len(loop.runs()) == 1
+    sim.reboot()
+    assert step.step(loop, m) == 0 and sim.finished == [False] and len(sim.validated) == 1
+
+
+def test_the_unit_runs_the_schedules_own_command_and_nothing_else(tmp_path):
+    text = unit.text("mine", "/opt/venv/bin/nttrace", tmp_path)
+    assert "\nExecStart=/opt/venv/bin/nttrace ab step mine\n" in text
+    assert "\nType=oneshot\n" in text and "\nWantedBy=multi-user.target\n" in text
+    assert f"ConditionPathExists={tmp_path}/mine/schedule.json" in text
+    assert [ln for ln in text.splitlines() if ln.startswith("Exec")] == ["ExecStart=/opt/venv/bin/nttrace ab step mine"]

@@ -1,0 +1,319 @@
+"""`nttrace ab step`, the state machine each boot runs, driven boot by boot
+on a simulated machine (tests/ab_loop_machine.py): the running kernel and
+the boot action are plain functions, so every fault happens on demand."""
+import json
+
+from ab_loop_machine import BUILDS, DEFAULT, SimMachine, bzimage, make_loop
+from nttrace.ab import step
+from nttrace.ab.loop import slot_state
+
+
+def run_loop(loop, sim, lands=None, limit=40):
+    """begin, then boot after boot until the loop leaves `running`;
+    lands(n) may say what the n-th boot lands on (a build string)."""
+    m = sim.machine()
+    codes = [step.begin(loop, m)]
+    n = 0
+    while loop.state()["state"] == "running" and n < limit:
+        n += 1
+        sim.reboot(lands(n) if lands else None)
+        codes.append(step.step(loop, m))
+    return codes
+
+
+def sides_asked(sim):
+    return [next(s for s, b in BUILDS.items() if b == k["build"]) for k in sim.asked]
+
+
+def test_a_loop_boots_the_schedule_in_order_keeps_a_run_a_boot_and_ends_on_the_default_kernel(tmp_path):
+    loop = make_loop(tmp_path, rounds=3, seed=11)
+    sim = SimMachine(loop)
+    codes = run_loop(loop, sim)
+    order = [s.side for s in loop.slots()]
+    assert sides_asked(sim) == order                       # the schedule's order, one boot a slot
+    assert [s for s, _ in sim.validated] == order          # each run on the kernel its slot expects
+    st = loop.state()
+    assert st["state"] == "complete" and st["why"] == "complete: 6 of 6 boots measured"
+    runs = loop.runs()
+    assert sorted(runs) == [1, 2, 3, 4, 5, 6]
+    for n, r in runs.items():
+        assert r["ab_run"]["side"] == order[n - 1] and r["ab_run"]["complete"] is True
+        assert r["ab_run"]["kernel"]["build"] == BUILDS[order[n - 1]]
+        assert r["ab_run"]["nttrace"]["version"] == "0.1.0"
+    assert sim.finished == [True]                          # unit removed, rebooted into the default
+    assert sim.reports == [loop]                           # the report written once, at the end
+    assert set(codes) == {0}
+
+
+def test_a_kernel_that_panics_once_is_a_failed_boot_retried_and_the_loop_goes_on(tmp_path):
+    loop = make_loop(tmp_path, rounds=2, seed=3)
+    sim = SimMachine(loop)
+    first_patched = next(s.slot for s in loop.slots() if s.side == "patched")
+    # the first boot of patched lands on the default kernel (a panic, the firmware's fallback)
+
+    def lands(n):
+        slot = loop.state()["booting"]["slot"]
+        if slot == first_patched and slot_state(loop.state(), slot)["attempts"] == 1:
+            return DEFAULT
+        return None
+    run_loop(loop, sim, lands)
+    st = loop.state()
+    assert st["state"] == "complete"
+    ss = slot_state(st, first_patched)
+    assert ss["attempts"] == 2 and ss["outcome"] == "run"
+    assert len(ss["failures"]) == 1
+    f = ss["failures"][0]
+    assert f["expected"]["build"] == BUILDS["patched"] and f["found"]["release"] == DEFAULT.split()[0]
+    assert sorted(loop.runs()) == [1, 2, 3, 4]
+    assert st["consecutive_failures"] == 0
+
+
+def test_a_slot_that_fails_twice_is_given_up_and_the_next_slot_booted(tmp_path):
+    loop = make_loop(tmp_path, rounds=2, seed=3, max_failures=5)
+    sim = SimMachine(loop)
+    target = loop.slots()[0].slot
+
+    def lands(n):
+        return DEFAULT if loop.state()["booting"]["slot"] == target else None
+    run_loop(loop, sim, lands)
+    st = loop.state()
+    assert st["state"] == "complete" and st["why"] == "complete: 3 of 4 boots measured"
+    ss = slot_state(st, target)
+    assert ss["attempts"] == 2 and ss["outcome"] == "failed boot" and len(ss["failures"]) == 2
+    assert target not in loop.runs() and len(loop.runs()) == 3
+
+
+def test_k_consecutive_failed_boots_stop_the_loop_with_a_clear_status(tmp_path):
+    loop = make_loop(tmp_path, rounds=3, seed=5, max_failures=3)
+    sim = SimMachine(loop)
+    sim.panics = {"7.2.13-nt"}                             # patched never comes up
+    codes = run_loop(loop, sim)
+    st = loop.state()
+    assert st["state"] == "failed"
+    assert st["why"].startswith("stopped after 3 consecutive failed boots (--max-failures 3)")
+    assert "expected 7.2.13-nt, found 6.1.0-57-amd64" in st["why"]
+    assert codes[-1] == 1
+    assert sim.finished == [False]                         # nothing enabled; no reboot on a fault
+    assert all(r["ab_run"]["side"] == "base" for r in loop.runs().values())   # the runs kept
+
+
+def test_a_kernel_image_rebuilt_in_place_is_refused(tmp_path):
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    assert step.step(loop, m) == 0
+    # the same release rebuilt over the image between two boots
+    bzimage(tmp_path / "patched.bzImage", BUILDS["patched"], body=b"rebuilt")
+    sim.reboot()
+    assert step.step(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed"
+    assert "patched kernel's image" in st["why"] and "no mixed builds" in st["why"]
+    assert len(loop.runs()) == 1 and sim.finished == [False]
+
+
+def test_a_run_cut_short_by_a_power_cut_is_redone_and_not_a_failed_boot(tmp_path):
+    loop = make_loop(tmp_path, rounds=2, seed=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+
+    def cut(argv, timeout):
+        # the power goes while validate runs: the state says so, no run kept
+        assert loop.state()["measuring"]["slot"] == 1
+        (loop.runs_dir / "001-x.json.tmp").write_text('{"checks": [')    # a half-written file left behind
+        raise KeyboardInterrupt
+    m.validate = cut
+    try:
+        step.step(loop, m)
+    except KeyboardInterrupt:
+        pass
+    assert loop.runs() == {}
+    m.validate = sim.validate
+    sim.reboot(lands_on=DEFAULT)          # back on the default kernel after the cut
+    assert step.step(loop, m) == 0
+    st = loop.state()
+    assert [i["slot"] for i in st["interrupted"]] == [1]
+    assert slot_state(st, 1)["failures"] == [] and st["consecutive_failures"] == 0
+    assert not list(loop.runs_dir.glob("*.tmp"))          # the partial file removed
+    assert sim.asked[-1]["build"] == BUILDS[loop.slots()[0].side]   # the slot booted again
+    sim.reboot()
+    step.step(loop, m)
+    assert sorted(loop.runs()) == [1]
+
+
+def test_disk_full_stops_the_loop_and_keeps_the_runs(tmp_path):
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    step.step(loop, m)
+    sim.free = 10 << 20
+    sim.reboot()
+    assert step.step(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed" and st["why"].startswith("disk full: 10 MiB free")
+    assert sorted(loop.runs()) == [1] and sim.finished == [False]
+
+
+def test_a_write_that_fails_for_lack_of_room_stops_the_loop(tmp_path, monkeypatch):
+    import errno
+    import os
+    loop = make_loop(tmp_path, rounds=1)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    real_write = os.write
+
+    def full(fd, data):
+        if os.readlink(f"/proc/self/fd/{fd}").endswith("-base.json.tmp") or \
+                os.readlink(f"/proc/self/fd/{fd}").endswith("-patched.json.tmp"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+    monkeypatch.setattr(os, "write", full)
+    assert step.step(loop, m) == 1
+    monkeypatch.undo()
+    st = loop.state()
+    assert st["state"] == "failed" and st["why"].startswith("disk full at slot 1")
+    assert loop.runs() == {} and not list(loop.runs_dir.glob("*.tmp"))
+
+
+def test_a_missing_namespace_stops_the_loop(tmp_path):
+    loop = make_loop(tmp_path, rounds=2, rebind="namespace0.0")
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.namespace = False
+    sim.reboot()
+    assert step.step(loop, m) == 1
+    assert loop.state()["why"].startswith("namespace namespace0.0 is missing at slot 1")
+    assert sim.validated == []
+
+
+def test_a_validate_that_cannot_run_stops_the_loop_with_its_reason(tmp_path):
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    sim.validate_result = (3, "", "nttrace: nttrace validate: needs CAP_BPF\n")
+    assert step.step(loop, m) == 1
+    assert loop.state()["why"] == "validate failed at slot 1 (" + loop.slots()[0].side + \
+        "): exit 3: nttrace: nttrace validate: needs CAP_BPF"
+    assert loop.runs() == {}
+
+
+def test_a_check_that_fails_is_a_result_and_its_run_is_kept(tmp_path):
+    loop = make_loop(tmp_path, rounds=1)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    run = {"version": "0.1.0", "checks": [{"id": "env.x", "status": "fail", "summary": "no"}], "boot_id": "boot-1"}
+    sim.validate_result = (1, json.dumps(run), "")
+    assert step.step(loop, m) == 0
+    assert loop.runs()[1]["ab_run"]["validate_exit"] == 1
+
+
+def test_the_unit_running_twice_in_one_boot_does_nothing_the_second_time(tmp_path):
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    step.step(loop, m)
+    asked = len(sim.asked)
+    assert step.step(loop, m) == 0
+    assert len(sim.asked) == asked and len(sim.validated) == 1
+
+
+def test_a_stopped_loop_only_makes_sure_nothing_is_left_enabled(tmp_path):
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    st = loop.state()
+    st["state"] = "stopped"
+    loop.save_state(st)
+    assert step.step(loop, sim.machine()) == 0
+    assert sim.finished == [False] and sim.asked == [] and sim.validated == []
+
+
+def test_a_state_directory_others_can_write_is_refused(tmp_path):
+    import os
+    loop = make_loop(tmp_path, rounds=1)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    os.chmod(loop.dir, 0o777)
+    sim.reboot()
+    assert step.step(loop, m) == 1
+    assert "not root-only" in loop.state()["why"] and sim.validated == []
+
+
+def test_a_boot_that_cannot_be_issued_stops_the_loop(tmp_path):
+    loop = make_loop(tmp_path, rounds=1)
+    sim = SimMachine(loop)
+    m = sim.machine()
+
+    def broken(kernel, cmdline, entry):
+        raise RuntimeError("kexec -l failed: Cannot load /boot/x")
+    m.boot = broken
+    assert step.begin(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed" and "kexec -l failed" in st["why"] and sim.finished == [False]
+
+
+def test_a_state_that_cannot_be_written_stops_the_loop_without_a_traceback(tmp_path, monkeypatch):
+    import errno
+    from nttrace.ab import loop as loop_module
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    real_save = loop_module.Loop.save_state
+    calls = {"n": 0}
+
+    def full_once(self, state):
+        calls["n"] += 1
+        if calls["n"] == 1:          # the save before validate runs: the disk filled up
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.state_path))
+        return real_save(self, state)
+    monkeypatch.setattr(loop_module.Loop, "save_state", full_once)
+    assert step.step(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed" and st["why"].startswith("cannot write the loop's files (disk full: ")
+    assert sim.finished == [False]
+
+
+def test_a_cut_after_the_run_was_stored_keeps_that_run_and_goes_on(tmp_path, monkeypatch):
+    from nttrace.ab import loop as loop_module
+    loop = make_loop(tmp_path, rounds=2, seed=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    real_save = loop_module.Loop.save_state
+
+    def cut_after_the_run(self, state):
+        if state["slots"].get("1", {}).get("outcome") == "run":
+            raise KeyboardInterrupt            # the power goes before the state records the stored run
+        return real_save(self, state)
+    monkeypatch.setattr(loop_module.Loop, "save_state", cut_after_the_run)
+    try:
+        step.step(loop, m)
+    except KeyboardInterrupt:
+        pass
+    monkeypatch.undo()
+    stored = loop.run_path(loop.slots()[0]).read_bytes()
+    sim.reboot(lands_on=DEFAULT)
+    assert step.step(loop, m) == 0
+    st = loop.state()
+    assert slot_state(st, 1)["outcome"] == "run" and st["interrupted"] == []
+    assert loop.run_path(loop.slots()[0]).read_bytes() == stored          # kept, not redone
+    assert len(sim.validated) == 1
+    assert sim.asked[-1]["build"] == BUILDS[loop.slots()[1].side]         # on to slot 2

@@ -1,0 +1,141 @@
+"""The loop's report: validate's own A/B over the kept runs (`nttrace validate
+--baseline BASE-RUNS --current PATCHED-RUNS --format F`, the same command a
+user runs by hand, so its statistics rules hold unchanged: one run a side is
+never tested, the primary figure needs 4 a side), preceded by what only the
+loop knows: the kernels and their hashes, the via, the command line, the
+seed and the schedule, the failed boots, the runs cut short and redone, and
+whether nttrace itself changed during the loop.
+
+`write_all` writes every format to NAME/report/ab.{txt,md,json,html} (each
+whole); `render` returns one format for `ab report --format`.
+"""
+from __future__ import annotations
+
+import html
+import json
+import subprocess
+import time
+from pathlib import Path
+
+from nttrace.ab import schedule, store
+from nttrace.ab.loop import Loop, nttrace_exe, slot_state
+from nttrace.errors import UsageError
+
+FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
+
+
+def _when(t: float | None) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)) if t else "?"
+
+
+def facts(loop: Loop) -> dict:
+    """What the loop knows beyond the runs, as JSON."""
+    sched, st = loop.schedule(), loop.state()
+    slots = schedule.from_json(sched["slots"])
+    runs = loop.runs()
+    per_side = {side: [s.slot for s in slots if s.side == side and s.slot in runs] for side in schedule.SIDES}
+    planned = {side: sum(1 for s in slots if s.side == side) for side in schedule.SIDES}
+    failed = []
+    for s in slots:
+        ss = slot_state(st, s.slot)
+        for f in ss["failures"]:
+            failed.append({"slot": s.slot, "side": s.side, "expected": f["expected"], "found": f["found"],
+                           "at": f["at"], "slot_given_up": ss["outcome"] == "failed boot"})
+    identities = {}
+    for n, r in sorted(runs.items()):
+        ident = (r.get("ab_run") or {}).get("nttrace") or {}
+        key = (ident.get("version"), ident.get("package_sha256"))
+        identities.setdefault(key, {"version": ident.get("version"), "commit": ident.get("commit"),
+                                    "package_sha256": ident.get("package_sha256"), "slots": []})["slots"].append(n)
+    return {"name": loop.name, "state": st["state"], "why": st.get("why"), "via": sched["via"],
+            "cmdline": sched["cmdline"], "seed": sched["seed"], "rounds": sched["rounds"],
+            "kernels": sched["kernels"], "schedule": sched["slots"], "order": schedule.order_text(slots),
+            "runs": {side: {"kept": len(per_side[side]), "planned": planned[side], "slots": per_side[side]}
+                     for side in schedule.SIDES},
+            "failed_boots": failed, "runs_redone": st.get("interrupted", []),
+            "nttrace": list(identities.values()), "nttrace_changed": len(identities) > 1,
+            "validate_args": sched["validate_args"], "started": sched.get("created")}
+
+
+def _loop_lines(f: dict) -> list[str]:
+    k = f["kernels"]
+    lines = [f"nttrace ab {f['name']}: {f['state']}" + (f" ({f['why']})" if f.get("why") else ""),
+             f"  base     {k['base']['release']}  {k['base']['image']}  sha256 {k['base']['sha256'][:16]}",
+             f"           {k['base']['build']}",
+             f"  patched  {k['patched']['release']}  {k['patched']['image']}  sha256 {k['patched']['sha256'][:16]}",
+             f"           {k['patched']['build']}",
+             f"  via {f['via']}; command line: {f['cmdline'] or '(grub entry)'}",
+             f"  checks: nttrace validate --json {' '.join(f['validate_args'])}".rstrip(),
+             f"  schedule: {f['rounds']} rounds, seed {f['seed']}, order (B base, P patched): {f['order']}",
+             "  runs kept: " + ", ".join(f"{side} {r['kept']} of {r['planned']}" for side, r in f["runs"].items())]
+    if f["failed_boots"]:
+        lines.append(f"  failed boots ({len(f['failed_boots'])}):")
+        for b in f["failed_boots"]:
+            lines.append(f"    slot {b['slot']} ({b['side']}) at {_when(b['at'])}: expected {b['expected']['release']}, "
+                         f"found {b['found']['release']} ({b['found']['build']})"
+                         + ("; slot given up" if b["slot_given_up"] else ""))
+    else:
+        lines.append("  failed boots: none")
+    for r in f["runs_redone"]:
+        lines.append(f"  run cut short and redone: slot {r['slot']} (at {_when(r['at'])})")
+    if f["nttrace_changed"]:
+        lines.append("  NTTRACE CHANGED DURING THE LOOP: the runs were taken by different nttrace builds:")
+        for i in f["nttrace"]:
+            lines.append(f"    {i['version']} commit {i['commit'] or 'unknown'} (package {str(i['package_sha256'])[:12]}): "
+                         f"slots {', '.join(map(str, i['slots']))}")
+    elif f["nttrace"]:
+        i = f["nttrace"][0]
+        lines.append(f"  nttrace {i['version']} commit {i['commit'] or 'unknown'} in every run")
+    return lines
+
+
+def _validate(loop: Loop, fmt: str) -> tuple[str | None, str]:
+    """validate's A/B of the kept runs in fmt, or None and why there is none."""
+    sched = loop.schedule()
+    slots = schedule.from_json(sched["slots"])
+    runs = loop.runs()
+    paths = {side: [str(loop.run_path(s)) for s in slots if s.side == side and s.slot in runs]
+             for side in schedule.SIDES}
+    if not paths["base"] or not paths["patched"]:
+        return None, (f"no A/B yet: {len(paths['base'])} base and {len(paths['patched'])} patched runs kept "
+                      "(each side needs at least one run; 4 a side for the primary figure)")
+    cmd = [nttrace_exe(), "validate", "--baseline", *paths["base"], "--current", *paths["patched"], "--format", fmt]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    if p.returncode not in (0, 1):
+        raise UsageError(f"ab report: nttrace validate --baseline ... --format {fmt} exited {p.returncode}: "
+                         f"{(p.stderr.strip().splitlines() or ['?'])[-1]}")
+    return p.stdout, ""
+
+
+def render(loop: Loop, fmt: str) -> str:
+    if fmt not in FORMATS:
+        raise UsageError(f"ab report --format {fmt}: one of {', '.join(FORMATS)}")
+    f = facts(loop)
+    ab, why = _validate(loop, fmt)
+    lines = _loop_lines(f)
+    if fmt == "text":
+        return "\n".join(lines) + "\n\n" + (ab if ab is not None else why + "\n")
+    if fmt == "markdown":
+        return "```\n" + "\n".join(lines) + "\n```\n\n" + (ab if ab is not None else f"_{why}_\n")
+    if fmt == "json":
+        return json.dumps({"loop": f, "ab": json.loads(ab) if ab is not None else None,
+                           **({} if ab is not None else {"ab_missing": why})}, indent=1) + "\n"
+    section = ("<section id='ab-loop'><h2>The loop</h2><pre>" + html.escape("\n".join(lines)) + "</pre></section>")
+    if ab is None:
+        return (f"<!doctype html><html><head><meta charset='utf-8'><title>nttrace ab {html.escape(loop.name)}"
+                f"</title></head><body>{section}<p>{html.escape(why)}</p></body></html>\n")
+    at = ab.find("</h1>") + len("</h1>") if "</h1>" in ab else (ab.find(">", ab.find("<body")) + 1 if "<body" in ab else 0)
+    return ab[:at] + "\n" + section + "\n" + ab[at:]
+
+
+def write_all(loop: Loop, out: Path | None = None) -> dict[str, Path]:
+    if out is None:
+        out = loop.report_dir
+        store.make_private_dir(out)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+    written = {}
+    for fmt, name in FORMATS.items():
+        store.write_atomic(out / name, render(loop, fmt))
+        written[fmt] = out / name
+    return written

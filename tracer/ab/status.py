@@ -1,0 +1,74 @@
+"""`nttrace ab status NAME`: where the loop is (boot k of N, the kernel now,
+the failed boots, the time left at the pace of the boots so far)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from nttrace.ab import kernels, schedule, unit
+from nttrace.ab.loop import Loop, slot_state
+
+
+def status(loop: Loop, running: kernels.Running | None = None) -> dict:
+    sched, st = loop.schedule(), loop.state()
+    slots = schedule.from_json(sched["slots"])
+    runs = loop.runs()
+    running = running or kernels.Running.now()
+    settled = [s for s in slots if slot_state(st, s.slot)["outcome"] is not None]
+    pending = [s for s in slots if slot_state(st, s.slot)["outcome"] is None]
+    nxt = pending[0] if pending and st["state"] == "running" else None
+    booting = st.get("booting") or {}
+    failures = [{"slot": s.slot, "side": s.side, **f} for s in slots for f in slot_state(st, s.slot)["failures"]]
+    # pace: from the start to the last slot settled, over the slots settled
+    last = max((slot_state(st, s.slot)["stored_at"] or 0 for s in settled), default=0) or \
+        max((e["at"] for e in st.get("events", [])), default=0)
+    eta = None
+    if settled and last and st["state"] == "running":
+        eta = round((last - sched["created"]) / len(settled) * len(pending))
+    current = next((side for side in schedule.SIDES if kernels.is_running(sched["kernels"][side], running)), None)
+    return {"name": loop.name, "state": st["state"], "why": st.get("why"), "done": len(runs),
+            "settled": len(settled), "total": len(slots), "boot": booting.get("slot"), "attempt": booting.get("attempt"),
+            "next": ({"slot": nxt.slot, "side": nxt.side, "release": sched["kernels"][nxt.side]["release"]}
+                     if nxt else None),
+            "running_kernel": {"release": running.release, "is": current},
+            "failures": failures, "consecutive_failures": st.get("consecutive_failures", 0),
+            "runs_redone": len(st.get("interrupted", [])), "eta_s": eta, "via": sched["via"],
+            "unit_installed": unit.installed(loop.name), "seed": sched["seed"],
+            "order": schedule.order_text(slots)}
+
+
+def _dur(s: float | None) -> str:
+    if s is None:
+        return "unknown until a boot is done"
+    return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} m" if s >= 3600 else f"{int(s // 60)} m {int(s % 60):02d} s"
+
+
+def print_status(s: dict, out=sys.stdout) -> None:
+    print(f"nttrace ab {s['name']}: {s['state']}" + (f" ({s['why']})" if s.get("why") else ""), file=out)
+    print(f"  boots settled {s['settled']} of {s['total']}, runs kept {s['done']}; via {s['via']}; "
+          f"order {s['order']}", file=out)
+    rk = s["running_kernel"]
+    print(f"  kernel now: {rk['release']} ({'the ' + rk['is'] + ' kernel' if rk['is'] else 'neither side'})",
+          file=out)
+    if s["next"]:
+        print(f"  boot {s['next']['slot']} of {s['total']} next: {s['next']['side']} {s['next']['release']}"
+              + (f" (attempt {s['attempt']})" if s.get("attempt") else ""), file=out)
+        print(f"  time left: {_dur(s['eta_s'])}", file=out)
+    print(f"  failed boots: {len(s['failures'])}" + (f" ({s['consecutive_failures']} in a row now)"
+                                                     if s["consecutive_failures"] else ""), file=out)
+    for f in s["failures"]:
+        print(f"    slot {f['slot']} ({f['side']}): expected {f['expected']['release']}, found {f['found']['release']}",
+              file=out)
+    if s["runs_redone"]:
+        print(f"  runs cut short and redone: {s['runs_redone']}", file=out)
+    print(f"  unit {'installed' if s['unit_installed'] else 'not installed'}", file=out)
+
+
+def main_status(args) -> int:
+    s = status(Loop.named(args.name))
+    if args.json:
+        json.dump(s, sys.stdout, indent=1)
+        print()
+    else:
+        print_status(s)
+    return 0

@@ -1,0 +1,285 @@
+"""What the unit runs at each boot (`nttrace ab step NAME`): the loop's state
+machine. Everything it reads from the machine or does to it goes through a
+`Machine` (the real one below; the tests pass plain functions), so every
+boot and every fault can be driven without rebooting.
+
+At each boot, in order:
+  1. the loop is not running any more (stopped, complete, failed): make
+     sure nothing is enabled or pending, exit;
+  2. the unit already handled this boot (same boot id): nothing to do;
+  3. the state directory is root-only, and neither kernel image changed
+     since the start (sha256): else the loop stops (no mixed builds);
+  4. the running kernel (release AND build string) is the one the slot
+     expects: else a failed boot for that slot, retried once, then the slot
+     is given up; K consecutive failed boots stop the loop. A run cut short
+     by a power cut or reset is not a failed boot: the slot is redone;
+  5. room on the disk and the namespace (--rebind) are there: else stop;
+  6. wait (bounded) for a quiet host, run validate, keep its JSON whole
+     (tmp + fsync + rename) with what the loop knows of the boot;
+     a validate that cannot run (exit 2, 3, 4, no JSON) stops the loop;
+  7. boot the next slot's kernel, or after the last: write the report,
+     remove the unit, reboot into the default kernel.
+A loop that stops on a fault keeps its runs, removes its unit, leaves
+nothing pending and does not reboot: the default kernel boots next.
+"""
+from __future__ import annotations
+
+import errno
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from nttrace.ab import kernels, schedule, store
+from nttrace.ab.loop import Loop, nttrace_identity, slot_state
+from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
+
+# room a run needs (a validate --json report is well under 1 MiB) and a floor
+# kept free for the rest of the machine
+RUN_BYTES = 4 << 20
+FREE_FLOOR_BYTES = 64 << 20
+
+
+def say(msg: str) -> None:
+    print(f"nttrace ab: {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Machine:
+    """The machine as the step sees it. Defaults are the real machine."""
+    running: Callable[[], kernels.Running] = kernels.Running.now
+    boot_id: Callable[[], str] = lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    boot: Callable[[dict, str, "str | None"], None] = None          # (kernel, cmdline, grub entry)
+    finish: Callable[[bool], list] = None                           # (reboot into default?) -> what it did
+    wait_quiet: Callable[[float], dict] = None
+    validate: Callable[[list[str], float], tuple[int, str, str]] = None
+    free_bytes: Callable[[Path], int] = lambda p: shutil.disk_usage(p).free
+    namespace_present: Callable[[str], bool] = lambda ns: Path(f"/sys/bus/nd/devices/{ns}").is_dir()
+    write_report: Callable[[Loop], object] = None
+    clock: Callable[[], float] = time.time
+    nttrace: Callable[[], dict] = nttrace_identity
+    log: Callable[[str], None] = say
+
+
+def real_machine(loop: Loop, sched: dict) -> Machine:
+    from nttrace.ab import boot, report, unit
+    from nttrace.kernel import conditions
+    booter = boot.Booter(sched["via"])
+
+    def finish(reboot: bool) -> list:
+        done = unit.remove(loop.name) + booter.clear()
+        if reboot:
+            booter.reboot_default()
+            done.append("systemctl reboot (the default kernel)")
+        return done
+
+    def run_validate(argv: list[str], timeout: float) -> tuple[int, str, str]:
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return 124, "", f"validate did not finish in {timeout:.0f} s"
+        return p.returncode, p.stdout, p.stderr
+
+    return Machine(boot=booter.boot, finish=finish,
+                   wait_quiet=lambda limit: conditions.wait_quiet(limit, say=say) if limit > 0 else {"state": "not waited"},
+                   validate=run_validate, write_report=report.write_all)
+
+
+def validate_argv(sched: dict) -> list[str]:
+    return [sched["nttrace"]["exe"], "validate", "--json", *sched["validate_args"]]
+
+
+class _Stop(Exception):
+    """The loop stops here: state failed with this status line."""
+
+
+def step(loop: Loop, m: Machine | None = None) -> int:
+    sched = loop.schedule()
+    m = m or real_machine(loop, sched)
+    st = loop.state()
+    if st["state"] != "running":
+        done = m.finish(False)
+        m.log(f"{loop.name} is {st['state']}: nothing to do" + (f" ({'; '.join(done)})" if done else ""))
+        return EXIT_OK
+    bid = m.boot_id()
+    if st.get("handled_boot_id") == bid:
+        m.log(f"{loop.name}: this boot ({bid}) was handled already")
+        return EXIT_OK
+    st["handled_boot_id"] = bid
+    slots = schedule.from_json(sched["slots"])
+    try:
+        return _step(loop, sched, st, slots, bid, m)
+    except _Stop as exc:
+        return _fail(loop, st, str(exc), m)
+    except OSError as exc:        # the state itself cannot be written (disk full, read-only)
+        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
+
+
+def begin(loop: Loop, m: Machine) -> int:
+    """The first boot of a loop `ab start` has just written."""
+    sched, st = loop.schedule(), loop.state()
+    st["handled_boot_id"] = m.boot_id()
+    try:
+        return _boot(loop, sched, st, schedule.from_json(sched["slots"])[0], m)
+    except _Stop as exc:
+        return _fail(loop, st, str(exc), m)
+
+
+def _event(st: dict, m: Machine, what: str, **kw) -> None:
+    st["events"].append({"at": round(m.clock(), 1), "what": what, **kw})
+
+
+def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: str, m: Machine) -> int:
+    if loop.check_private():
+        raise _Stop(f"the state directory is not root-only: {loop.check_private()}")
+    gone = store.remove_partial(loop.runs_dir)
+    if gone:
+        _event(st, m, "partial files removed", files=gone)
+    for side in schedule.SIDES:
+        why = kernels.changed(sched["kernels"][side])
+        if why:
+            raise _Stop(f"the {side} kernel's image {why}")
+    running = m.running()
+    interrupted = st.get("measuring")
+    cut = bool(interrupted) and interrupted.get("boot_id") != bid
+    if cut:
+        kept = loop.runs().get(interrupted["slot"])
+        if kept and kept["ab_run"].get("boot_id") == interrupted["boot_id"]:
+            # the run was stored whole; the cut came before the state said so
+            st["measuring"] = None
+            slot_state(st, interrupted["slot"])["outcome"] = "run"
+            _event(st, m, "run found stored after a cut", slot=interrupted["slot"])
+            return _next(loop, sched, st, slots, m)
+        # the last boot began a run and never finished it (power cut, reset):
+        # the run is redone; not a failed boot of the kernel
+        st["interrupted"].append({"slot": interrupted["slot"], "boot_id": interrupted["boot_id"],
+                                  "found": running.release, "at": round(m.clock(), 1)})
+        _event(st, m, "run cut short, redone", slot=interrupted["slot"])
+        st["measuring"] = None
+        slot = slots[interrupted["slot"] - 1]
+    elif st.get("booting"):
+        slot = slots[st["booting"]["slot"] - 1]
+    else:
+        raise _Stop("the state records no boot in progress (state.json damaged?)")
+    expected = sched["kernels"][slot.side]
+    ss = slot_state(st, slot.slot)
+    if not kernels.is_running(expected, running):
+        if cut:
+            m.log(f"slot {slot.slot}: the run was cut short and the machine came back on {running.release}: "
+                  f"booting {expected['release']} again")
+            return _boot(loop, sched, st, slot, m)
+        ss["failures"].append({"expected": {"release": expected["release"], "build": expected["build"]},
+                               "found": {"release": running.release, "build": running.build()},
+                               "boot_id": bid, "at": round(m.clock(), 1)})
+        st["consecutive_failures"] += 1
+        _event(st, m, "failed boot", slot=slot.slot, found=running.release)
+        m.log(f"slot {slot.slot} ({slot.side}): expected {expected['release']}, running {running.release}: "
+              f"a failed boot ({st['consecutive_failures']} in a row)")
+        k = int(sched["max_failures"])
+        if st["consecutive_failures"] >= k:
+            raise _Stop(f"stopped after {st['consecutive_failures']} consecutive failed boots (--max-failures {k}): "
+                        f"slot {slot.slot} expected {expected['release']}, found {running.release}")
+        if ss["attempts"] < 2:
+            return _boot(loop, sched, st, slot, m)
+        ss["outcome"] = "failed boot"
+        return _next(loop, sched, st, slots, m)
+    st["consecutive_failures"] = 0
+    _measure(loop, sched, st, slot, bid, m)
+    return _next(loop, sched, st, slots, m)
+
+
+def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m: Machine) -> None:
+    ss = slot_state(st, slot.slot)
+    free = m.free_bytes(loop.dir)
+    if free < RUN_BYTES + FREE_FLOOR_BYTES:
+        raise _Stop(f"disk full: {free >> 20} MiB free under {loop.dir}, a run needs "
+                    f"{(RUN_BYTES + FREE_FLOOR_BYTES) >> 20} MiB")
+    ns = sched.get("rebind")
+    if ns and not m.namespace_present(ns):
+        raise _Stop(f"namespace {ns} is missing at slot {slot.slot} ({slot.side}, {m.running().release})")
+    t0 = m.clock()
+    quiet = m.wait_quiet(float(sched["wait_quiet_s"]))
+    st["measuring"] = {"slot": slot.slot, "boot_id": bid, "at": round(m.clock(), 1)}
+    loop.save_state(st)
+    m.log(f"slot {slot.slot} of {len(sched['slots'])} ({slot.side}, {sched['kernels'][slot.side]['release']}): "
+          "running validate")
+    rc, out, err = m.validate(validate_argv(sched), float(sched["validate_timeout_s"]))
+    try:
+        run = json.loads(out) if rc in (0, 1) else None
+    except ValueError:
+        run = None
+    if not isinstance(run, dict) or not isinstance(run.get("checks"), list):
+        last = (err or "").strip().splitlines()[-1:] or [f"exit {rc}, no JSON report"]
+        raise _Stop(f"validate failed at slot {slot.slot} ({slot.side}): exit {rc}: {last[0]}")
+    run["ab_run"] = {"loop": loop.name, "slot": slot.slot, "round": slot.round, "side": slot.side,
+                     "kernel": sched["kernels"][slot.side], "via": sched["via"], "boot_id": bid,
+                     "attempt": ss["attempts"], "validate_exit": rc, "quiet_wait": quiet,
+                     "started": round(t0, 1), "finished": round(m.clock(), 1), "nttrace": m.nttrace(),
+                     "complete": True}
+    try:
+        store.make_private_dir(loop.runs_dir)
+        store.write_json(loop.run_path(slot), run)
+    except OSError as exc:
+        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else f"cannot write the run ({exc.strerror})"
+        raise _Stop(f"{what} at slot {slot.slot}: {loop.run_path(slot)}") from None
+    st["measuring"] = None
+    ss["outcome"] = "run"
+    ss["stored_at"] = round(m.clock(), 1)
+    _event(st, m, "run stored", slot=slot.slot, validate_exit=rc)
+
+
+def _next(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], m: Machine) -> int:
+    pending = [s for s in slots if slot_state(st, s.slot)["outcome"] is None]
+    if pending:
+        return _boot(loop, sched, st, pending[0], m)
+    st["state"] = "complete"
+    st["booting"] = None
+    runs = sum(1 for s in slots if slot_state(st, s.slot)["outcome"] == "run")
+    st["why"] = f"complete: {runs} of {len(slots)} boots measured"
+    _event(st, m, "complete")
+    loop.save_state(st)
+    try:
+        m.write_report(loop)
+    except Exception as exc:     # the runs are kept; the report can be written again by `ab report`
+        m.log(f"the report could not be written ({exc.__class__.__name__}: {exc}); `nttrace ab report "
+              f"{loop.name}` writes it from the kept runs")
+    m.log(st["why"] + "; report in " + str(loop.report_dir) + "; rebooting into the default kernel")
+    m.finish(True)
+    return EXIT_OK
+
+
+def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) -> int:
+    ss = slot_state(st, slot.slot)
+    ss["attempts"] += 1
+    ss["booted_at"] = round(m.clock(), 1)
+    st["booting"] = {"slot": slot.slot, "side": slot.side, "attempt": ss["attempts"], "at": ss["booted_at"]}
+    _event(st, m, "boot", slot=slot.slot, side=slot.side, attempt=ss["attempts"])
+    loop.save_state(st)       # before the boot: whatever happens next, the state says what was asked
+    kernel = sched["kernels"][slot.side]
+    m.log(f"booting slot {slot.slot} of {len(sched['slots'])}: {slot.side} {kernel['release']} "
+          f"(attempt {ss['attempts']}, via {sched['via']})")
+    try:
+        m.boot(kernel, sched["cmdline"], (sched.get("grub_entries") or {}).get(slot.side))
+    except Exception as exc:
+        raise _Stop(f"could not boot slot {slot.slot} ({slot.side} {kernel['release']}): {exc}") from None
+    return EXIT_OK
+
+
+def _fail(loop: Loop, st: dict, why: str, m: Machine) -> int:
+    st["state"] = "failed"
+    st["why"] = why
+    st["measuring"] = None
+    _event(st, m, "stopped", why=why)
+    try:
+        loop.save_state(st)
+    except OSError as exc:
+        m.log(f"the state could not be saved ({exc.strerror})")
+    done = m.finish(False)
+    m.log(f"{loop.name}: LOOP STOPPED: {why}; runs kept in {loop.runs_dir}"
+          + (f"; {'; '.join(done)}" if done else "") + "; the default kernel boots next")
+    return EXIT_CHECK_FAILED

@@ -1,0 +1,36 @@
+"""`nttrace ab stop NAME`: the loop ends now, its unit disabled and removed,
+nothing pending (no kexec kernel loaded, no one-shot grub entry), every run
+kept; the default kernel boots next."""
+from __future__ import annotations
+
+import os
+
+from nttrace.ab import unit
+from nttrace.ab.loop import Loop
+
+
+def stop(loop: Loop, booter=None, remove_unit=unit.remove) -> list[str]:
+    """End the loop; returns what it did. Runs are kept."""
+    from nttrace.ab import boot
+    sched, st = loop.schedule(), loop.state()
+    done = remove_unit(loop.name)
+    booter = booter or boot.Booter(sched["via"])
+    done += booter.clear()
+    if st["state"] == "running":
+        st["state"] = "stopped"
+        st["why"] = "stopped by `nttrace ab stop`"
+        st["booting"] = None
+        st["measuring"] = None
+        loop.save_state(st)
+    return done
+
+
+def main_stop(args) -> int:
+    from nttrace.errors import CapabilityError
+    if os.geteuid() != 0:
+        raise CapabilityError("ab stop: needs root")
+    loop = Loop.named(args.name)
+    done = stop(loop)
+    print(f"nttrace ab {loop.name}: {loop.state()['state']}; {len(loop.runs())} runs kept in {loop.runs_dir}; "
+          f"the default kernel boots next" + (f" ({'; '.join(done)})" if done else ""))
+    return 0
