@@ -76,7 +76,7 @@ def main(argv: list[str]) -> int:
             "validate_quick_s": round(guest["validate"]["s"], 1),
             "validate_quick_rc": guest["validate"]["rc"],
         },
-        "command": "make test PYTEST_ARGS=\"-m lab tests/lab/test_deb.py\" --basetemp=DIR; "
+        "command": ".venv/bin/pytest -m lab tests/lab/test_deb.py --basetemp=DIR; "
                    f"python3 benchmarks/deb_package.py DIR/deb0 OUT --builds {args.builds}",
     }
     args.out.write_text(json.dumps(raw, indent=1) + "\n")
