@@ -125,6 +125,7 @@ CAPABILITIES = {
     "promtool": _binary("promtool"),
     "systemd-analyze": _binary("systemd-analyze"),
     "setpriv": _binary("setpriv"),
+    "dpkg-dev": _binary("dpkg-parsechangelog"),
     "qemu": _qemu,
     "kernel-build": _kernel_build,
     "seeds": _seeds,
@@ -164,7 +165,7 @@ SELECTED: set[str] = set()     # the session's test ids (what a lab test may pre
 # a room it does not fit is a collection error that names it, so the unit
 # room never comes to need root or the kernel, nor to boot a guest.
 ROOMS = ("unit", "live", "lab")
-UNIT_NEEDS = {"browser", "openssl", "promtool", "systemd-analyze"}   # tools that run unprivileged
+UNIT_NEEDS = {"browser", "openssl", "promtool", "systemd-analyze", "dpkg-dev"}   # tools that run unprivileged
 
 
 def room_of(path: Path) -> str | None:

@@ -175,11 +175,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     _ab_parser(sub)
 
-    i = sub.add_parser("install-service", help="install the daemon's systemd unit, example config and entry point",
-                       epilog="example:\n  nttrace install-service && systemctl enable --now nttrace\n\n" + EPILOG_EXIT,
-                       formatter_class=_formatter)
-    i.add_argument("--root", default="/", help="install under this directory instead of / (default /)")
-
     d = sub.add_parser("daemon", help="export Prometheus metrics (systemd service)",
                        epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
     d.add_argument("--config", metavar="FILE", help="TOML configuration")
@@ -293,9 +288,6 @@ def _dispatch(args) -> int:
     if args.command == "ab":
         from nttrace.ab import command as ab_command
         return ab_command.main(args)
-    if args.command == "install-service":
-        from nttrace.daemon import install_service
-        return install_service.main(args)
     raise UsageError(f"unknown command {args.command}")
 
 

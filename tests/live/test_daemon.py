@@ -400,25 +400,3 @@ def test_histograms_keep_one_le_set_and_prometheus_quantiles_agree(daemon, tmp_p
     finally:
         prom.terminate()
         prom.wait(timeout=10)
-
-
-def test_install_service_puts_unit_config_and_entry_point_in_place(tmp_path):
-    proc = run_nttrace("install-service", "--root", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr
-    unit = (tmp_path / "etc/systemd/system/nttrace.service").read_text()
-    assert unit == (DATA / "nttrace.service").read_text()
-    assert "ExecStart=/usr/local/bin/nttrace daemon --config /etc/nttrace/nttrace.toml" in unit
-    link = tmp_path / "usr/local/bin/nttrace"
-    assert link.is_symlink() and link.resolve() == Path(NTTRACE).resolve()
-    cfg = tmp_path / "etc/nttrace/nttrace.toml"
-    assert cfg.read_text() == (DATA / "nttrace.toml").read_text()
-    web = tmp_path / "etc/nttrace/web-config.yml"
-    assert web.read_text() == (DATA / "web-config.yml").read_text() and web.stat().st_mode & 0o077 == 0
-    for name in ("nttrace-validate.service", "nttrace-validate.timer"):   # installed, not enabled
-        assert (tmp_path / "etc/systemd/system" / name).read_text() == (DATA / name).read_text()
-    assert not (tmp_path / "etc/systemd/system/timers.target.wants").exists()
-    # a second run keeps the user's config
-    cfg.write_text('listen = "127.0.0.1:9500"\n')
-    proc = run_nttrace("install-service", "--root", str(tmp_path))
-    assert proc.returncode == 0 and "kept" in proc.stdout
-    assert cfg.read_text() == 'listen = "127.0.0.1:9500"\n'

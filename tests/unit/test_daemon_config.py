@@ -81,7 +81,7 @@ def test_alert_rules_pass_promtool():
 def test_unit_passes_systemd_analyze_verify(tmp_path):
     # The one change: ExecStart points at this installation's entry point,
     # since verify checks that the binary exists.
-    unit = (DATA / "nttrace.service").read_text().replace("/usr/local/bin/nttrace", NTTRACE)
+    unit = (DATA / "nttrace.service").read_text().replace("/usr/bin/nttrace", NTTRACE)
     path = tmp_path / "nttrace.service"
     path.write_text(unit)
     proc = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)

@@ -86,7 +86,7 @@ def test_alert_fires_on_a_stale_run_and_on_a_run_that_could_not_run(tmp_path):
 @pytest.mark.needs("systemd-analyze")
 def test_the_timer_and_its_service_pass_systemd_analyze_verify(tmp_path):
     for name in ("nttrace-validate.service", "nttrace-validate.timer"):
-        (tmp_path / name).write_text((DATA / name).read_text().replace("/usr/local/bin/nttrace", NTTRACE))
+        (tmp_path / name).write_text((DATA / name).read_text().replace("/usr/bin/nttrace", NTTRACE))
     proc = subprocess.run(["systemd-analyze", "verify", str(tmp_path / "nttrace-validate.timer"),
                            str(tmp_path / "nttrace-validate.service")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
