@@ -80,7 +80,7 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     the last condition's programs) falls outside the timing. Default: 1 for
     demotion (in the lab's TCG guest, demotions timed right after a detach
     and a new attach took 4x as long, in 5 of 6 such rounds); 0 for
-    compaction, the method its figures in BENCHMARKS.md were taken with (a
+    compaction, the method its figures were taken with (a3f1339's BENCHMARKS.md; a
     compaction also changes what the next one finds to move)."""
     if warmup is None:
         warmup = WARMUP[work]
