@@ -5,11 +5,12 @@
 #   make test-live setup, then the tests that need root on this host
 #   make test-lab  setup, then the lab's guests and their kernels
 #   make validate  setup, then run `nttrace validate`
+#   make deb       the Debian package, dist/nttrace_<version>_amd64.deb (docs/install.md)
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages tracefs kernel-headers venv install test test-unit test-live test-lab validate clean
+.PHONY: setup system-packages tracefs kernel-headers venv install test test-unit test-live test-lab validate deb clean
 
 setup: system-packages tracefs kernel-headers install
 
@@ -50,5 +51,10 @@ test-lab: setup
 validate: setup
 	$(VENV)/bin/nttrace validate
 
+# Built by dpkg-buildpackage in a copy of the tree under /tmp; needs the
+# build tools of tools/install-system-packages.sh (debhelper, dh-python).
+deb:
+	@tools/build-deb.sh dist
+
 clean:
-	rm -rf build *.egg-info $(VENV)
+	rm -rf build *.egg-info $(VENV) dist

@@ -1,6 +1,23 @@
-# setuptools needs a setup.py only for the native reference library; all
-# metadata lives in setup.cfg.
+# setuptools needs a setup.py for the native reference library and for the
+# package list; all other metadata lives in setup.cfg.
+from pathlib import Path
+
 from setuptools import Extension, setup
+
+# setup.cfg's package_dir: one import name, three directories
+PACKAGE_ROOTS = {"nttrace": "tracer", "nttrace.exporters": "exporters", "nttrace.bpf": "bpf"}
+
+
+def packages() -> list[str]:
+    """Every directory with an __init__.py under the three roots: a module or
+    subpackage added there is packed (the wheel and the Debian package)
+    without a list to keep."""
+    found = set()
+    for name, root in PACKAGE_ROOTS.items():
+        for init in Path(root).rglob("__init__.py"):
+            found.add(".".join((name, *init.parent.relative_to(root).parts)))
+    return sorted(found)
+
 
 NATIVE_SOURCES = [
     "native/cpu_features.c",
@@ -14,6 +31,7 @@ NATIVE_SOURCES = [
 ]
 
 setup(
+    packages=packages(),
     ext_modules=[
         Extension(
             "nttrace._native",

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from nttrace.kernel import btf as current
 from nttrace.kernel import metadata
-from nttrace.probes import by_role
+from nttrace.probes.copy import CopyProbe
 
 REPO = Path(__file__).resolve().parents[1]
 PATH = Path("/sys/kernel/btf/vmlinux")
@@ -48,7 +48,7 @@ def ask(mod) -> tuple:
     """What validate's metadata and probes ask of BTF; the answers, to compare."""
     b = mod.Btf.from_file(PATH)
     params = b.func_params("migrate_pages") if b.has_func("migrate_pages") else []
-    return b, (metadata.facts_from_btf(b), by_role("page copies").folio_layout(b), params, b.struct_size("page"))
+    return b, (metadata.facts_from_btf(b), CopyProbe.folio_layout(b), params, b.struct_size("page"))
 
 
 def floor(_mod=None) -> tuple:

@@ -18,9 +18,8 @@ from pathlib import Path
 from nttrace.bench import probes as bench_probes
 from nttrace.probes import capabilities
 from nttrace.kernel import metadata as kernel_meta
-from nttrace.probes import by_role
+from nttrace.probes.migrate import MigrateProbe
 
-MigrateProbe = by_role("migrations")
 START, DONE = MigrateProbe.tracepoints
 from nttrace.kernel.sysroot import Sysroot
 

@@ -2,10 +2,10 @@
 import json, statistics, sys
 from pathlib import Path
 from nttrace.bench import probes as bp
-from nttrace.probes import by_role, capabilities
+from nttrace.probes import capabilities
+from nttrace.probes.migrate import MigrateProbe as M
 from nttrace.kernel import metadata as km
 from nttrace.kernel.sysroot import Sysroot
-M = by_role("migrations")
 START, DONE = M.tracepoints
 root = Sysroot("/")
 probe = M(km.load(root), capabilities.report(root, live_probes=False))

@@ -17,10 +17,10 @@ from nttrace.daemon import loader
 from nttrace.workloads import triggers
 from nttrace.probes.capabilities import Capability
 from nttrace.kernel.metadata import KernelMetadata
-from nttrace.probes import by_role
+from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.tracer import Tracer
 
-NAME = by_role("migrations").name
+NAME = MigrateProbe.name
 
 
 def main() -> None:
@@ -34,8 +34,7 @@ def main() -> None:
     caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
     meta = KernelMetadata.from_json(loaded.meta)
     readers = {
-        "handover": Tracer([NAME], opts, caps=caps, meta=meta, handle_signals=False,
-                           handover=loader.Handover(loaded)).attach(),
+        "handover": Tracer([NAME], opts, caps=caps, meta=meta, handle_signals=False).attach(handed=loaded.probes),
         "bcc": Tracer([NAME], opts, caps=caps, meta=meta, handle_signals=False).attach(),
     }
     try:
@@ -62,6 +61,7 @@ def main() -> None:
     finally:
         for t in readers.values():
             t.detach()
+        loaded.close()   # what the handover Tracer did not take
 
 
 if __name__ == "__main__":

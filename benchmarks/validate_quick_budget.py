@@ -11,7 +11,7 @@ Commands (one round runs each once, the order alternating round by round):
   floor-import     python -c 'import nttrace.cli'            (interpreter and import)
 and, for where the peak comes from, each alone:
   native           nttrace validate --quick --check 'native.*'
-  migrate_observed nttrace validate --quick --check kernel.migrate_observed
+  migrate_observed nttrace validate --quick --check probe.migrate
 With --before VENV, also that venv's nttrace validate --quick (an older
 nttrace installed the same way), for the change on this host.
 
@@ -19,7 +19,8 @@ nttrace installed the same way), for the change on this host.
         --json benchmarks/validate-quick-budget-xeon-vm-2026-12-05.json
 
 (The file of 2026-12-05, taken at ae803ac, names the migrate_observed
-command "migrate".)
+command "migrate"; until the compaction check was folded into probe.migrate
+that command ran its former id, kernel.migrate_observed.)
 """
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def commands(nttrace: str, python: str, before: str | None) -> dict[str, tuple[l
         "floor-report": ([nttrace, "validate", "--quick", "--check", "env.*"], env),
         "floor-import": ([python, "-c", "import nttrace.cli"], env),
         "native": ([nttrace, "validate", "--quick", "--check", "native.*"], env),
-        "migrate_observed": ([nttrace, "validate", "--quick", "--check", "kernel.migrate_observed"], env),
+        "migrate_observed": ([nttrace, "validate", "--quick", "--check", "probe.migrate"], env),
     }
     if before:
         cmds["before"] = ([str(Path(before) / "bin" / "nttrace"), "validate", "--quick"], env)

@@ -73,7 +73,8 @@ def _c_type(name: str, text: str, **sizes: int):
 def map_decls(name: str, **sizes: int) -> dict[str, tuple[str, object, object]]:
     """{map: (macro, key ctype, value ctype)} of the bcc map macros in the
     source `name`: BPF_ARRAY / BPF_PERCPU_ARRAY (u32 key), BPF_HASH,
-    BPF_HISTOGRAM (u64 value), BPF_PERF_OUTPUT (no key or value read)."""
+    BPF_PERF_OUTPUT (no key or value read). Histograms are no map of their
+    own: a stats struct's hist[] (common.h: NTTRACE_LATENCY)."""
     out = {}
     for macro, map_name, args in _MAP.findall(source(name)):
         parts = [a.strip() for a in (args or "").split(",") if a.strip()]
@@ -83,8 +84,6 @@ def map_decls(name: str, **sizes: int) -> dict[str, tuple[str, object, object]]:
             key = _c_type(name, parts[0], **sizes) if parts else U64
             value = _c_type(name, parts[1], **sizes) if len(parts) > 1 else U64
             out[map_name] = (macro, key, value)
-        elif macro == "BPF_HISTOGRAM":
-            out[map_name] = (macro, _c_type(name, parts[0], **sizes) if parts else ctypes.c_int32, U64)
         elif macro == "BPF_PERF_OUTPUT":
             out[map_name] = (macro, None, None)
     return out

@@ -15,9 +15,14 @@
 #define TP_FIELD(ctx, type, off) (*(type *)((char *)(ctx) + (off)))
 
 /*
- * Latency statistics: a stats struct with sum_ns, max_ns and
- * hist[NTTRACE_SLOTS] counted by log2(ns) slot (bpf_log2l; slot s holds
- * [2**s, 2**(s+1))), as nttrace.probes.histogram reads them.
+ * Latency statistics, the one histogram layout of every nttrace program: a
+ * row of a stats map (a struct) with sum_ns, max_ns and hist[NTTRACE_SLOTS]
+ * counted by log2(ns) slot (bpf_log2l; slot s holds [2**s, 2**(s+1))),
+ * beside the row's own counters, so one lookup serves both. What user space
+ * reads (nttrace.probes.histogram.latency_stats) is the same for every probe.
+ * NTTRACE_LATENCY counts into a per-CPU row; NTTRACE_LATENCY_SHARED into a
+ * row every CPU writes (a hash map's), with atomic adds (the maximum, a
+ * plain store, may lose a race between two CPUs).
  */
 #define NTTRACE_SLOTS 64
 #define NTTRACE_LATENCY(s, delta) do {                                   \
@@ -26,11 +31,11 @@
 			(s)->max_ns = (delta);                           \
 		(s)->hist[bpf_log2l(delta) & (NTTRACE_SLOTS - 1)]++;     \
 	} while (0)
-
-struct nttrace_hist_key {
-	u32 a;      /* probe-specific label, e.g. migrate mode      */
-	s32 b;      /* probe-specific label, e.g. migrate reason    */
-	u64 slot;   /* log2(ns) bucket                              */
-};
+#define NTTRACE_LATENCY_SHARED(s, delta) do {                                              \
+		__sync_fetch_and_add(&(s)->sum_ns, (delta));                               \
+		if ((delta) > (s)->max_ns)                                                 \
+			(s)->max_ns = (delta);                                             \
+		__sync_fetch_and_add(&(s)->hist[bpf_log2l(delta) & (NTTRACE_SLOTS - 1)], 1); \
+	} while (0)
 
 #endif

@@ -56,14 +56,16 @@ struct memmap_key {
 struct memmap_stats {
 	u64 calls;
 	u64 pages;          /* descriptors initialised (nr_init) */
+	u64 page_ref_sets;
 	u64 sum_ns;
 	u64 max_ns;
-	u64 page_ref_sets;
+	u64 hist[NTTRACE_SLOTS];  /* calls by log2(latency in ns) */
 };
 
 BPF_HASH(memmap_inflight, u32, struct memmap_inflight, 1024);
 BPF_HASH(memmap_stats, struct memmap_key, struct memmap_stats, 64);
-BPF_HISTOGRAM(memmap_latency, struct nttrace_hist_key, 512);
+/* never written: a new row's first value (too big for the stack) */
+BPF_ARRAY(memmap_stats_zero, struct memmap_stats, 1);
 BPF_ARRAY(memmap_lost, u64, 1);
 BPF_PERF_OUTPUT(memmap_records);
 
@@ -86,23 +88,21 @@ static __always_inline int memmap_exit(void *ctx)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
 	struct memmap_inflight *f = memmap_inflight.lookup(&tid);
-	struct memmap_stats zero = {}, *s;
+	int z = 0;
+	struct memmap_stats *zero = memmap_stats_zero.lookup(&z), *s = 0;
 
 	if (!f)
 		return 0;
 	u64 delta = bpf_ktime_get_ns() - f->ts;
 	struct memmap_key key = { .pgmap_type = f->pgmap_type, .nid = f->nid };
-	s = memmap_stats.lookup_or_try_init(&key, &zero);
+	if (zero)
+		s = memmap_stats.lookup_or_try_init(&key, zero);
 	if (s) {
 		__sync_fetch_and_add(&s->calls, 1);
 		__sync_fetch_and_add(&s->pages, f->nr_init);
-		__sync_fetch_and_add(&s->sum_ns, delta);
 		__sync_fetch_and_add(&s->page_ref_sets, f->page_ref_sets);
-		if (delta > s->max_ns)
-			s->max_ns = delta;
+		NTTRACE_LATENCY_SHARED(s, delta);
 	}
-	struct nttrace_hist_key hk = { .a = f->pgmap_type, .b = f->nid, .slot = bpf_log2l(delta) };
-	memmap_latency.increment(hk);
 	struct memmap_record r = {
 		.ts = f->ts, .latency_ns = delta, .nr_pages = f->nr_pages, .nr_init = f->nr_init, .start_pfn = f->start_pfn,
 		.vmemmap_shift = f->vmemmap_shift, .page_ref_sets = f->page_ref_sets,

@@ -37,14 +37,16 @@ struct memremap_record {
 struct memremap_stats {
 	u64 calls;
 	u64 pages;
+	u64 failed;
 	u64 sum_ns;
 	u64 max_ns;
-	u64 failed;
+	u64 hist[NTTRACE_SLOTS];  /* calls by log2(latency in ns) */
 };
 
 BPF_HASH(memremap_inflight, u32, struct memremap_inflight, 256);
 BPF_HASH(memremap_stats, u32, struct memremap_stats, 16);
-BPF_HISTOGRAM(memremap_latency, struct nttrace_hist_key, 256);
+/* never written: a new row's first value (too big for the stack) */
+BPF_ARRAY(memremap_stats_zero, struct memremap_stats, 1);
 BPF_ARRAY(memremap_lost, u64, 1);
 BPF_PERF_OUTPUT(memremap_records);
 
@@ -91,24 +93,22 @@ static __always_inline int memremap_exit(void *ctx, u64 ret)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
 	struct memremap_inflight *f = memremap_inflight.lookup(&tid);
-	struct memremap_stats zero = {}, *s;
+	int z = 0;
+	struct memremap_stats *zero = memremap_stats_zero.lookup(&z), *s = 0;
 
 	if (!f)
 		return 0;
 	u64 delta = bpf_ktime_get_ns() - f->ts;
 	u32 failed = ret >= (u64)-4095;      /* IS_ERR_VALUE */
 	u32 key = f->pgmap_type;
-	s = memremap_stats.lookup_or_try_init(&key, &zero);
+	if (zero)
+		s = memremap_stats.lookup_or_try_init(&key, zero);
 	if (s) {
 		__sync_fetch_and_add(&s->calls, 1);
 		__sync_fetch_and_add(&s->pages, failed ? 0 : f->pages);
-		__sync_fetch_and_add(&s->sum_ns, delta);
 		__sync_fetch_and_add(&s->failed, failed);
-		if (delta > s->max_ns)
-			s->max_ns = delta;
+		NTTRACE_LATENCY_SHARED(s, delta);
 	}
-	struct nttrace_hist_key hk = { .a = f->pgmap_type, .b = 0, .slot = bpf_log2l(delta) };
-	memremap_latency.increment(hk);
 	struct memremap_record r = {
 		.ts = f->ts, .latency_ns = delta, .pages = f->pages, .pid = tid, .pgmap_type = f->pgmap_type,
 		.nid = f->nid, .failed = failed,

@@ -1,7 +1,7 @@
 """The daemon's HTTP endpoint: /metrics (Prometheus text format) and
 /healthz (JSON probe status), with TLS, client certificates, basic auth,
 response headers and a rate limit from the web configuration
-(nttrace.exporters.web_config).
+(nttrace.exporters.web_config, re-read by web_config_reload).
 
 Held against slow and hostile clients (tests/live/test_exporter_attacks.py):
 the accept loop never reads from a client, so one that stalls cannot block
@@ -13,7 +13,7 @@ MAX_CONNECTIONS open at once a new one is closed at accept (counted:
 nttrace_web_connections_rejected_total; open now:
 nttrace_web_connections_in_flight). A request whose credentials need a
 bcrypt compare when every bcrypt slot is taken is answered 429
-(web_config.AuthBusy; nttrace_web_auth_busy_total), so wrong passwords
+(web_auth.AuthBusy; nttrace_web_auth_busy_total), so wrong passwords
 queue nothing in front of a scrape whose credentials are cached; a 401 or
 that 429 is sent after 1-2 s (REFUSED_AUTH_DELAY_S), a sleeping thread, so that a
 client retrying at once costs the server one request a second.
@@ -31,7 +31,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from nttrace.errors import UsageError
-from nttrace.exporters.web_config import AUTH_STATS, AuthBusy, WebConfigSource
+from nttrace.exporters.web_auth import AUTH_STATS, AuthBusy
+from nttrace.exporters.web_config_reload import WebConfigSource
 
 log = logging.getLogger("nttrace.http")
 HEADER_TIMEOUT_S = 10.0      # connect to end of request headers, TLS handshake included

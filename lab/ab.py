@@ -40,7 +40,7 @@ def lab_exercises() -> list[str]:
     return [f"exercise_{n}" for n, p in PROBES.items() if p.exercise is not None and p.exercise.lab]
 
 
-SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"],  # not a probe: a scenario set
+SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"],
                  "demotion": ["demotion"], "exercises": lab_exercises()}
 FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
@@ -49,7 +49,8 @@ def say(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
-def _mmss(s: float) -> str:
+def mmss(s: float) -> str:
+    """Seconds as 'M m SS s' (the lab's progress lines and benchmarks' tables)."""
     return f"{int(s // 60)} m {int(s % 60):02d} s"
 
 
@@ -85,8 +86,8 @@ def kernel_for(v: "kernel_build.Variant"):
 
     def ticker():
         while not done.wait(60):
-            est = f" of about {_mmss(estimate)} (the last build)" if estimate else ""
-            say(f"kernel {v.name}: {step()}, {_mmss(time.monotonic() - t0)}{est}; log {log}")
+            est = f" of about {mmss(estimate)} (the last build)" if estimate else ""
+            say(f"kernel {v.name}: {step()}, {mmss(time.monotonic() - t0)}{est}; log {log}")
     t = threading.Thread(target=ticker, daemon=True)
     t.start()
     try:
@@ -94,7 +95,7 @@ def kernel_for(v: "kernel_build.Variant"):
     finally:
         done.set()
     took = time.monotonic() - t0
-    say(f"kernel {v.name}: {k.release}, " + (f"built in {_mmss(took)}" if took > 30 else "cached")
+    say(f"kernel {v.name}: {k.release}, " + (f"built in {mmss(took)}" if took > 30 else "cached")
         + f" ({k.directory.name})")
     return k
 
@@ -217,7 +218,7 @@ def main(argv: list[str]) -> int:
                     help="boots of each side (default: enough to detect --detect at the lab's recorded spread)")
     ap.add_argument("--detect", type=float, default=10.0, metavar="PCT",
                     help="the change (percent) the boots should detect with 80%% power (default 10)")
-    ap.add_argument("--scenarios", default="memmap", help=  # not a probe: a scenario set
+    ap.add_argument("--scenarios", default="memmap", help=
                     "memmap, demotion or guest scenario names (default memmap)")
     ap.add_argument("--out", required=True, help="directory for the boots' reports and the A/B")
     ap.add_argument("--timeout", type=float, default=1800, help="bound on each boot, seconds")
@@ -275,7 +276,7 @@ def main(argv: list[str]) -> int:
         except lab.LabError as exc:
             print(f"lab.ab: boot {i} ({side}, {names[sides.index(side)]} {k}) failed: {exc}", file=sys.stderr)
             return 1
-        say(f"boot {i} of {len(order)}: done in {_mmss(run.elapsed_s)}; host {run.host_conditions['state']}"
+        say(f"boot {i} of {len(order)}: done in {mmss(run.elapsed_s)}; host {run.host_conditions['state']}"
             + (f" ({run.host_conditions['why']})" if run.host_conditions["state"] != "quiet" else ""))
     written = write_ab(reports["A"], reports["B"], out, args.detect)
     (out / "spread.json").write_text(json.dumps({"source": str(out), "cpu": cpu.describe(),
@@ -287,7 +288,7 @@ def main(argv: list[str]) -> int:
         "wall_s": round(time.monotonic() - t0, 1), "finished": time.strftime("%F %T"),
         "machine": conditions.cpu_policy()["cpu"], "commit": run_commit(commit),
         "command": "python3 -m lab.ab " + " ".join(argv)}, indent=1))
-    say(f"{len(order)} boots in {_mmss(time.monotonic() - t0)}"
+    say(f"{len(order)} boots in {mmss(time.monotonic() - t0)}"
         + (f"; {unquiet} started on a host that was not quiet" if unquiet else ""))
     print(f"A/B report: {written['html']} (and {', '.join(str(p.name) for f, p in written.items() if f != 'html')} "
           f"beside it)")

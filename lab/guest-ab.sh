@@ -15,7 +15,7 @@ set -u
 R=/results
 mkdir -p "$R" && { mountpoint -q "$R" || mount -t 9p -o trans=virtio,version=9p2000.L results "$R"; }
 SETUP=/var/lib/nttrace-lab
-stop() {   # the loop cannot go on: say why, and end the QEMU run
+give_up() {   # the loop cannot go on: say why, and end the QEMU run
     echo "$1" > "$R/guest-run.rc"
     sync
     systemctl --no-block poweroff
@@ -51,10 +51,10 @@ WantedBy=sysinit.target
 UNIT
         systemctl enable nttrace-lab-ab-boot.service || exit 13
         mkdir -p "$SETUP" && date +%s > "$SETUP/ab-installed" && sync
-    } >> "$R/guest-run.log" 2>&1 || stop $?
+    } >> "$R/guest-run.log" 2>&1 || give_up $?
 fi
 # ordered after the loop's own unit: nothing of the lab's runs beside its
 # step (under TCG, a poll beside it would be in what it times)
 systemd-run --unit=nttrace-lab-ab --no-block --property=After="nttrace-ab-$(cat /nttrace/ab-loop/name).service" \
     --property=StandardOutput=append:$R/guest-run.log --property=StandardError=append:$R/guest-run.log \
-    /opt/venv/bin/python /nttrace/lab/guest_ab.py "$R" || stop 14
+    /opt/venv/bin/python /nttrace/lab/guest_ab.py "$R" || give_up 14

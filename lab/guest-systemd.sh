@@ -2,7 +2,9 @@
 # Runs inside the lab guest booted with systemd as PID 1 (started by the
 # image's nttrace-lab-systemd.service when the kernel command line says
 # nttrace.systemd): mounts the host's shares, installs the nttrace wheel,
-# runs the systemd scenario, powers off. Every step is bounded.
+# runs the systemd scenario, powers off. With nttrace.deb on the command line
+# as well it runs the Debian package's scenario instead (guest_deb.py, with
+# Debian's python3: the package is what it installs). Every step is bounded.
 set -u
 # nttrace.ab on the command line: the A/B loop's guest (guest-ab.sh), which
 # boots many times in one QEMU run and powers off only once the loop is over
@@ -16,8 +18,11 @@ R=/results
     nic=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
     ip link set lo up
     ip link set "$nic" up && ip addr add 10.0.2.15/24 dev "$nic" && ip route add default via 10.0.2.2
-    sh /nttrace/lab/guest-install.sh "$R" || exit $?
-    timeout -k 10 1200 /opt/venv/bin/python /nttrace/lab/guest_systemd.py "$R"
+    case "$(cat /proc/cmdline)" in
+        *nttrace.deb*) timeout -k 10 1200 python3 /nttrace/lab/guest_deb.py "$R" ;;
+        *) sh /nttrace/lab/guest-install.sh "$R" || exit $?
+           timeout -k 10 1200 /opt/venv/bin/python /nttrace/lab/guest_systemd.py "$R" ;;
+    esac
 } > "$R/guest-run.log" 2>&1
 echo $? > "$R/guest-run.rc"
 sync

@@ -81,8 +81,7 @@ def attach_modes():
     from nttrace.kernel.sysroot import Sysroot
     from nttrace.probes.tracer import Tracer
     from nttrace.probes import PROBES
-    from nttrace.probes import by_role
-    MigrateProbe = by_role("migrations")
+    from nttrace.probes.migrate import MigrateProbe
     caps = capmod.report()
     meta = kernel_meta.load(Sysroot("/"))
     out = {"caps": {k: v.as_json() for k, v in caps.items() if k in ("kprobe", "fentry", "bcc", "pmem", "numa:tiers")},
@@ -175,13 +174,13 @@ def overhead_demotion():
 def compaction():
     """A compaction seen by the migrate probe: its rows decode by name from
     this kernel's enums (v2 renumbers MIGRATE_SYNC)."""
-    return nttrace_json("validate", "--check", "kernel.migrate_observed", "--check", "kernel.nt_support")
+    return nttrace_json("validate", "--check", "probe.migrate", "--check", "kernel.nt_support")
 
 
 def memcg_reclaim():
     """memcg reclaim by memory.reclaim (cgroup v2) seen by the reclaim probe,
     pages as the cgroup's memory.stat pgsteal counts them."""
-    return nttrace_json("validate", "--check", "kernel.reclaim_observed")
+    return nttrace_json("validate", "--check", "probe.reclaim")
 
 
 _TRACE: dict = {}
@@ -247,8 +246,10 @@ def kernel_facts_tests():
 def daemon_probes() -> list[str]:
     """The probes the daemon scenarios run: the migrate tracepoints, and by
     fentry the memmap probe and the copy routines."""
-    from nttrace.probes import by_role
-    return [by_role(r).name for r in ("migrations", "memmap init", "page copies")]
+    from nttrace.probes.copy import CopyProbe
+    from nttrace.probes.memmap import MemmapProbe
+    from nttrace.probes.migrate import MigrateProbe
+    return [MigrateProbe.name, MemmapProbe.name, CopyProbe.name]
 
 
 def daemon_config(listen: str) -> str:

@@ -1,8 +1,9 @@
 """The systemd scenario, run inside a guest booted with systemd as PID 1
 (guest-systemd.sh, started by the image's nttrace-lab-systemd.service):
-nttrace installed and its unit put in place as a user would
-(`nttrace install-service`), then started, reloaded, hung, restarted by the
-watchdog and stopped by systemd itself. Writes RESULTS/systemd.json; the
+nttrace's shipped unit (the file the Debian package installs; the package
+itself is lab/guest_deb.py's) run from the wheel in /opt/venv, started,
+reloaded, hung, restarted by the watchdog and stopped by systemd itself.
+Writes RESULTS/systemd.json; the
 host scrapes /metrics through the forwarded port while the service runs."""
 from __future__ import annotations
 
@@ -15,13 +16,14 @@ from pathlib import Path
 
 from guest_scenarios import NTTRACE, RESULTS, sh  # noqa: E402  (same directory, same argv)
 from lab_checks import wait_until  # noqa: E402
-from nttrace.probes import by_role  # noqa: E402  (the wheel installed in the guest's venv)
+import nttrace  # noqa: E402  (the wheel installed in the guest's venv)
+from nttrace.probes.copy import CopyProbe  # noqa: E402
+from nttrace.probes.migrate import MigrateProbe  # noqa: E402
 
-MigrateProbe, CopyProbe = by_role("migrations"), by_role("page copies")
 CONFIG = Path("/etc/nttrace/nttrace.toml")
-# The lab shortens the watchdog so a hang is caught in seconds, not 30 s;
-# everything else is the shipped unit.
-DROPIN = "[Service]\nWatchdogSec=6s\nRestartSec=1s\n"
+# The lab runs the wheel's entry point and shortens the watchdog so a hang is
+# caught in seconds, not 30 s; everything else is the shipped unit.
+DROPIN = f"[Service]\nExecStart=\nExecStart={NTTRACE} daemon --config {CONFIG}\nWatchdogSec=6s\nRestartSec=1s\n"
 
 
 def prop(name: str) -> str:
@@ -53,7 +55,10 @@ def journal() -> str:
 
 def main() -> dict:
     out: dict = {"pid1": Path("/proc/1/comm").read_text().strip()}
-    out["install"] = sh(NTTRACE, "install-service").stdout.splitlines()
+    unit = Path(nttrace.__file__).parent / "data" / "nttrace.service"
+    Path("/etc/systemd/system/nttrace.service").write_text(unit.read_text())
+    out["unit_execstart"] = re.search(r"^ExecStart=(.*)$", unit.read_text(), re.M).group(1)
+    CONFIG.parent.mkdir(parents=True, exist_ok=True)
     CONFIG.write_text(f'listen = "0.0.0.0:9435"\nprobes = ["{MigrateProbe.name}"]\nperf = []\n')
     d = Path("/etc/systemd/system/nttrace.service.d")
     d.mkdir(parents=True, exist_ok=True)

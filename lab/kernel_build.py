@@ -32,7 +32,6 @@ test) does not rebuild a kernel.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -42,11 +41,11 @@ import signal
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab import mailing_list
+from lab.locks import locked
 
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parent
@@ -140,7 +139,7 @@ class Kernel:
 
 
 # -- helpers -------------------------------------------------------------------
-def _run(cmd: list[str], log: Path, variant: str, step: str, cwd: Path | None = None, timeout: float = 3600,
+def run_step(cmd: list[str], log: Path, variant: str, step: str, cwd: Path | None = None, timeout: float = 3600,
          env: dict | None = None) -> None:
     """Run one step, its output appended to the log. The step runs in its own
     process group, and on a timeout (or any exit of ours while it runs) the
@@ -171,7 +170,7 @@ def _kill_group(p: subprocess.Popen) -> None:
     p.wait()
 
 
-def _sha(data: bytes) -> str:
+def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
@@ -204,8 +203,8 @@ def fetch_source(log: Path) -> Path:
         (a / sub).mkdir(parents=True, exist_ok=True)
     (a / "sources.list").write_text(f"deb [signed-by={KEYRING}] {MIRROR} {SUITE} main\n")
     dl.mkdir(parents=True, exist_ok=True)
-    _run(["apt-get", *_apt_options(), "update"], log, "source", "apt-get update (private state)", timeout=600)
-    _run(["apt-get", *_apt_options(), "download", SOURCE_PACKAGE], log, "source", "apt-get download", cwd=dl,
+    run_step(["apt-get", *_apt_options(), "update"], log, "source", "apt-get update (private state)", timeout=600)
+    run_step(["apt-get", *_apt_options(), "download", SOURCE_PACKAGE], log, "source", "apt-get download", cwd=dl,
          timeout=1200)
     if not (deb := _downloaded_source()):
         raise KernelBuildError("source", "apt-get download", log, f"no {SOURCE_PACKAGE} .deb arrived")
@@ -221,9 +220,9 @@ def unpacked_source(deb: Path, log: Path) -> Path:
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir(parents=True)
     x = root / "deb"
-    _run(["dpkg-deb", "-x", str(deb), str(x)], log, "source", "unpack .deb")
+    run_step(["dpkg-deb", "-x", str(deb), str(x)], log, "source", "unpack .deb")
     tarball = next((x / "usr" / "src").glob(f"{SOURCE_PACKAGE}.tar.*"))
-    _run(["tar", "-xf", str(tarball), "-C", str(root)], log, "source", "unpack tarball", timeout=1200)
+    run_step(["tar", "-xf", str(tarball), "-C", str(root)], log, "source", "unpack tarball", timeout=1200)
     shutil.rmtree(x)
     (root / "complete").write_text(deb.name + "\n")
     return tree
@@ -320,7 +319,7 @@ def prepare_source(variant: Variant, pristine: Path, plan: list[dict], work: Pat
     src = work / "src"
     shutil.rmtree(src, ignore_errors=True)
     src.parent.mkdir(parents=True, exist_ok=True)
-    _run(["cp", "-al", str(pristine), str(src)], log, variant.name, "copy the source tree")
+    run_step(["cp", "-al", str(pristine), str(src)], log, variant.name, "copy the source tree")
     touched: list[str] = []
     FUZZED.clear()
     for item in plan:
@@ -376,12 +375,12 @@ LAB_CONFIG = KernelConfig("lab", "allnoconfig", (CONFIG_FRAGMENT,),
 
 def configure(src: Path, build: Path, log: Path, variant: str, config: KernelConfig = LAB_CONFIG) -> None:
     build.mkdir(parents=True, exist_ok=True)
-    _run(["make", "-s", f"O={build}", config.start], log, variant, f"configure: {config.start}", cwd=src)
+    run_step(["make", "-s", f"O={build}", config.start], log, variant, f"configure: {config.start}", cwd=src)
     if config.fragments:
-        _run([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(build), str(build / ".config"),
+        run_step([str(src / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(build), str(build / ".config"),
               *(str(src / f) if isinstance(f, str) else str(f) for f in config.fragments)], log, variant,
              "configure: merge fragments", cwd=src)
-    _run(["make", "-s", f"O={build}", "olddefconfig"], log, variant, "configure: olddefconfig", cwd=src)
+    run_step(["make", "-s", f"O={build}", "olddefconfig"], log, variant, "configure: olddefconfig", cwd=src)
     ours = [f for f in config.fragments if isinstance(f, Path)]
     problems = config_problems("\n".join(f.read_text() for f in ours), (build / ".config").read_text())
     if problems:
@@ -424,7 +423,7 @@ def install(src: Path, build: Path, out: Path, log: Path, variant: str) -> str:
     release = (build / "include/config/kernel.release").read_text().strip()
     shutil.copy2(build / "arch/x86/boot/bzImage", out / "bzImage")
     staging = out / "modules-staging"
-    _run(["make", "-s", f"O={build}", f"INSTALL_MOD_PATH={staging}", "INSTALL_MOD_STRIP=1", "modules_install"],
+    run_step(["make", "-s", f"O={build}", f"INSTALL_MOD_PATH={staging}", "INSTALL_MOD_STRIP=1", "modules_install"],
          log, variant, "modules_install", cwd=src, timeout=900)
     mods = staging / "lib" / "modules" / release
     if not (mods / "modules.dep").exists() or not (mods / "modules.builtin").exists():
@@ -436,28 +435,15 @@ def install(src: Path, build: Path, out: Path, log: Path, variant: str) -> str:
     headers = mods / "build"
     headers.mkdir()
     for d in HEADER_DIRS_SRC:
-        _run(["cp", "-a", "--parents", d, str(headers)], log, variant, f"headers: {d}", cwd=src)
+        run_step(["cp", "-a", "--parents", d, str(headers)], log, variant, f"headers: {d}", cwd=src)
     for d in HEADER_DIRS_BUILD:
-        _run(["cp", "-a", "--parents", d, str(headers)], log, variant, f"headers: generated {d}", cwd=build)
+        run_step(["cp", "-a", "--parents", d, str(headers)], log, variant, f"headers: generated {d}", cwd=build)
     shutil.copy2(build / ".config", headers / ".config")
     shutil.copy2(src / "Makefile", headers / "Makefile")
     (out / "modules").mkdir()
     mods.rename(out / "modules" / release)
     shutil.rmtree(staging)
     return release
-
-
-@contextmanager
-def _locked(name: str):
-    """An exclusive lock on CACHE/locks/<name> (flock: released however the
-    holder ends, kill -9 included): one builder of a variant, and one fetch
-    and unpack of the source, at a time, across processes (the suite's
-    background prebuild and a test may ask for the same kernel)."""
-    d = CACHE / "locks"
-    d.mkdir(parents=True, exist_ok=True)
-    with open(d / name, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        yield
 
 
 def _kernel_dir(name: str, key: str) -> Path:
@@ -480,7 +466,9 @@ def build(name: str, timeout: float = 2700) -> Kernel:
     naming the step that failed. A build of the same variant under way in
     another process is waited for, and its kernel taken."""
     variant = VARIANTS[name] if isinstance(name, str) else name
-    with _locked(f"variant-{variant.work}"):   # one builder of a work tree at a time
+    # one builder of a work tree, and one fetch and unpack of the source, at a time, across processes
+    # (the suite's background prebuild and a test may ask for the same kernel)
+    with locked(CACHE / "locks" / f"variant-{variant.work}"):
         return _build(variant, timeout)
 
 
@@ -489,7 +477,7 @@ def _build(variant: Variant, timeout: float) -> Kernel:
     logs.mkdir(parents=True, exist_ok=True)
     log = logs / f"{variant.name}.log"
     log.write_text(f"# {time.strftime('%F %T')} nttrace lab kernel {variant.name}\n")
-    with _locked("source"):
+    with locked(CACHE / "locks" / "source"):
         deb = fetch_source(log)
     try:
         key, plan = variant_key(variant, deb)
@@ -498,7 +486,7 @@ def _build(variant: Variant, timeout: float) -> Kernel:
     out = _kernel_dir(variant.name, key)
     if (out / "complete").exists():
         return Kernel.read(out)
-    with _locked("source"):
+    with locked(CACHE / "locks" / "source"):
         pristine = unpacked_source(deb, log)
     work = CACHE / "work" / variant.work
     previous = work / "patched-files.json"
@@ -520,7 +508,7 @@ def _build(variant: Variant, timeout: float) -> Kernel:
     bdir = work / "build"
     configure(work / "src", bdir, log, variant.name)
     t_build = time.monotonic()
-    _run(make_command(bdir, LAB_CONFIG), log, variant.name, "build (make bzImage modules)", cwd=work / "src",
+    run_step(make_command(bdir, LAB_CONFIG), log, variant.name, "build (make bzImage modules)", cwd=work / "src",
          timeout=timeout)
     build_s = time.monotonic() - t_build
     shutil.rmtree(out, ignore_errors=True)

@@ -29,7 +29,6 @@ not the live checkout, for the whole run.
 """
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import json
 import os
@@ -38,10 +37,11 @@ import subprocess
 import sys
 import time
 import urllib.request
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lab.locks import locked
+from nttrace.daemon.process import die_with_parent, free_port
 from nttrace.kernel import conditions
 
 HERE = Path(__file__).resolve().parent
@@ -91,25 +91,12 @@ def image_key() -> str:
     return h.hexdigest()[:16]
 
 
-@contextmanager
-def _locked(name: str):
-    """An exclusive flock on CACHE/<name>.lock, across threads and processes
-    (two guests booting at once share the image and the wheel's build)."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"{name}.lock", "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
 def image(build_timeout: float = 1800) -> Path:
     """The cached image directory, built first when missing (one builder at a time)."""
     d = CACHE / image_key()
     if (d / "complete").exists():
         return d
-    with _locked("image"):
+    with locked(CACHE / "image.lock"):   # two guests booting at once share the image
         if (d / "complete").exists():   # built while we waited
             return d
         return _build_image(d, build_timeout)
@@ -135,7 +122,7 @@ def build_wheel(dest: Path) -> Path:
     dest.mkdir(parents=True, exist_ok=True)
     # /usr/bin/python3 is Debian 12's 3.11, the guest's Python too. setuptools
     # builds in the tree (build/, *.egg-info): one build at a time.
-    with _locked("wheel"):
+    with locked(CACHE / "wheel.lock"):
         return _build_wheel(dest)
 
 
@@ -192,13 +179,6 @@ class LabRun:
         if run_log.exists():
             parts += ["--- guest-run.log (tail) ---", *run_log.read_text().splitlines()[-n:]]
         return "\n".join(parts)
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def kernel_args(img: Path, kernel=None) -> tuple[list[str], list[str]]:
@@ -310,7 +290,7 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
     window = conditions.Monitor(own=set(), extra={"accelerator": cpu.describe()})
     window.__enter__()
     proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init, cpu, reboot, tree, shares),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)   # a killed test run leaves no guest running
     window.own.add(proc.pid)
     scraped: dict = {}
     try:
@@ -342,14 +322,6 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
         raise LabError(f"the guest stopped before its run finished{lab.where()} (QEMU exit {proc.returncode})\n"
                        f"{lab.tail()}")
     return lab
-
-
-def _die_with_parent() -> None:
-    """In QEMU's child before exec: SIGKILL it when the harness dies, however
-    it dies (a killed test run must not leave a guest running)."""
-    import ctypes
-    PR_SET_PDEATHSIG = 1
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, 9, 0, 0, 0)
 
 
 def _console(results: Path) -> str:

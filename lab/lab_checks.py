@@ -125,18 +125,18 @@ def memmap_matches_the_kernels_line(result: dict, pgmap: str, shift: int, runs: 
 
 
 def reclaim_matches_the_cgroups_count(report: dict) -> dict:
-    """kernel.reclaim_observed in a guest with cgroup v2: memory.reclaim's
+    """probe.reclaim in a guest with cgroup v2: memory.reclaim's
     episodes seen by the reclaim probe, their pages equal to the cgroup's
     own pgsteal delta (v2 counts what its reclaim stole)."""
     assert report["_rc"] == 0, report.get("_stderr")
-    c = checks(report)["kernel.reclaim_observed"]
+    c = checks(report)["probe.reclaim"]
     assert c["status"] == "pass", c
     ev = c["evidence"]
-    run, memcg = ev["run"], ev["memcg"]
+    run, memcg = ev["run"], next(r for r in ev["rows"] if r["kind"] == "memcg")
     assert run["cgroup_version"] == 2 and run["interface"] == "memory.reclaim", run
-    from nttrace.probes import by_role
-    pgsteal = by_role("reclaim episodes").exercise.truths[0]   # v2's own count, and its tolerance
-    assert ev["expected_from"] == pgsteal.source and run[pgsteal.key] > 0
+    from nttrace.probes.reclaim import ReclaimProbe
+    pgsteal = ReclaimProbe.exercise.truths[0]   # v2's own count, and its tolerance
+    assert ev["source"] == pgsteal.source and run[pgsteal.key] > 0
     assert memcg["episodes"] >= 1 and pgsteal.tolerance.holds(memcg["reclaimed"], run[pgsteal.key]), ev
     assert memcg["latency_ns"]["count"] == memcg["episodes"]
     return ev

@@ -47,7 +47,7 @@ def _python_facts() -> tuple[str, str]:
 
 def key(deb: Path) -> str:
     version, suffix = _python_facts()
-    return kernel_build._sha(json.dumps([deb.name, deb.stat().st_size, version, suffix,
+    return kernel_build.sha(json.dumps([deb.name, deb.stat().st_size, version, suffix,
                                          kernel_build.compiler_version(), FLAGS]).encode())[:16]
 
 
@@ -69,7 +69,7 @@ def build(timeout: float = 1800) -> Path:
     target = out / "python" / f"perf{suffix}"
     t0 = time.monotonic()
     try:
-        kernel_build._run(["make", "-C", str(tree / "tools" / "perf"), f"O={out}", f"PYTHON={PYTHON}",
+        kernel_build.run_step(["make", "-C", str(tree / "tools" / "perf"), f"O={out}", f"PYTHON={PYTHON}",
                            f"-j{kernel_build.JOBS}", *FLAGS, str(target)],
                           log, "perf-binding", "make tools/perf python extension", timeout=timeout)
     except kernel_build.KernelBuildError as exc:

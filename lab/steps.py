@@ -7,7 +7,8 @@ verdict, and the step's share of the whole series' change.
     python3 -m lab.steps zone-device-memmap-template-nt-v8.txt:v8 --steps 1-3,4,5,6-8,9 --boots 5 --out steps-v8
 
 SERIES is FILE:VERSION (a seed file name, or a path to your own text or
-mbox). The steps share one build tree (kernel_build's work/<series>-steps),
+mbox). A step is named by the patches it adds to the step before (to base
+for the first): `--steps 4,5` measures steps 1-4 and 5. The steps share one build tree (kernel_build's work/<series>-steps),
 so a step compiles what its patches touch on top of the step before; each
 step's kernel is cached under its own key like any lab kernel. Boots run
 round by round (base, step 1, step 2, ... then again), one guest at a time,
@@ -40,10 +41,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab import kernel_build, lab
-from lab.ab import _mmss, kernel_for, save_reports, say
+from lab.ab import kernel_for, mmss, save_reports, say
 from nttrace.kernel import conditions
 from nttrace.reference import seeds
 from nttrace.validate import evidence, statistics
+from nttrace.validate.checks.memmap_latency import MemmapEvidence
 
 SCENARIOS = ["memmap_fsdax", "memmap_devdax"]
 # What the guest cannot measure of a step, by what its patches do.
@@ -56,6 +58,10 @@ CANNOT = {
 }
 
 
+def _range(first: int, last: int) -> str:
+    return str(first) if first == last else f"{first}-{last}"
+
+
 @dataclass
 class Step:
     first: int
@@ -64,7 +70,8 @@ class Step:
 
     @property
     def label(self) -> str:
-        return str(self.first) if self.first == self.last else f"{self.first}-{self.last}"
+        """What the step adds to the step before: '4', '6-8'."""
+        return _range(self.first, self.last)
 
     def cannot(self) -> list[str]:
         """What the lab cannot attribute of this step, from its patches' titles."""
@@ -82,7 +89,7 @@ def boots_to_mark(steps: int) -> int:
     (0.05 over the number of steps, Bonferroni), at any spread."""
     from nttrace.validate import statistics
     n = 2
-    while statistics.smallest_p(n, n) > statistics.ALPHA / steps:
+    while not statistics.testable(n, n, statistics.ALPHA / steps):
         n += 1
     return n
 
@@ -117,12 +124,19 @@ def series_of(spec: str) -> kernel_build.Series:
 
 
 def step_variants(series: kernel_build.Series, groups: list[tuple[int, int]]) -> list[tuple[Step, kernel_build.Variant]]:
+    """Each group's kernel (the series up to the group's last patch) and the
+    step it is: what it adds to the step before, from the patch after that
+    step's last (1 for the first step) to its own last. `--steps 4,5` is
+    steps 1-4 and 5: the first kernel holds patches 1-4, and its change from
+    base is theirs, not patch 4's."""
     patches = {p.number: p for p in series.patches()}
     stem = re.sub(r"[^A-Za-z0-9._-]+", "-", Path(series.file).stem)[:40]
     tree = f"{stem}-{series.version}-steps"
     out = []
-    for a, b in groups:
-        step = Step(a, b, [patches[n].title for n in range(a, b + 1) if n in patches])
+    after = 0
+    for _a, b in groups:
+        step = Step(after + 1, b, [patches[n].title for n in range(after + 1, b + 1) if n in patches])
+        after = b
         v = kernel_build.Variant(f"{series.version}-to-{b}",
                                  (kernel_build.Series(series.file, series.version, upto=b),), tree=tree)
         out.append((step, v))
@@ -136,7 +150,7 @@ def primary_values(paths: list[Path]) -> dict[str, dict[str, float | str]]:
     for p in paths:
         for c in json.loads(p.read_text()).get("checks", []):
             ev = evidence.of(c)
-            if not isinstance(ev, evidence.MemmapEvidence):
+            if not isinstance(ev, MemmapEvidence):
                 continue
             figs = {f.metric: f for f in ev.figures()}
             prim = next(f for f in figs.values() if f.role == "primary")
@@ -155,7 +169,7 @@ def page_ref_paths(results: Path) -> dict[str, str]:
         rep = json.loads(f.read_text()).get("page_ref_report") or {}
         for c in rep.get("checks", []):
             ev = evidence.of(c)
-            if isinstance(ev, evidence.MemmapEvidence) and ev.template_paths():
+            if isinstance(ev, MemmapEvidence) and ev.template_paths():
                 out[ev.subject()] = ", ".join(ev.template_paths())
     return out
 
@@ -177,9 +191,10 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
         measured = [lab_ for lab_ in labels if vals[lab_]]
         total = (math.log(statistics_median(vals[measured[-1]]) / statistics_median(vals["base"]))
                  if len(measured) > 1 and vals["base"] else None)
-        rows, prev = [], None
+        rows, prev, unmeasured = [], None, []
         for lab_ in labels:
             row = {"step": lab_, "boots": len(vals[lab_]), "failed": failed.get(lab_)}
+            step = next((s for s in steps if s.label == lab_), None)
             if vals[lab_]:
                 d = statistics.describe(statistics.Runs(vals[lab_]))
                 row.update(median=d["median"], cov_pct=d["cov_pct"],
@@ -191,8 +206,14 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
                                detectable_pct=st["detectable_pct"])
                     if total:
                         row["share_pct"] = 100.0 * math.log(d["median"] / statistics_median(vals[prev])) / total
+                if unmeasured:       # its change from the last step measured holds theirs too
+                    row["since"] = prev
+                    row["unmeasured"] = [s.label for s in unmeasured]
+                    row["patches_since"] = [t for s in unmeasured for t in s.titles]
+                    unmeasured = []
                 prev = lab_
-            step = next((s for s in steps if s.label == lab_), None)
+            elif step:
+                unmeasured.append(step)
             if step:
                 row["patches"] = step.titles
                 row["cannot"] = step.cannot()
@@ -218,7 +239,7 @@ def _label_of(boots: dict, subj: str) -> str:
     return "?"
 
 
-def _seed_cell(seeds_after: dict, step: str) -> str:
+def seeds_cell(seeds_after: dict, step: str) -> str:
     """The seeds' own figure for a step that ends at a patch they report."""
     if step == "base":
         return ""
@@ -229,14 +250,14 @@ def _seed_cell(seeds_after: dict, step: str) -> str:
     return f"{before:.2f} -> {after:.2f} ms ({100 * (after / before - 1):+.1f}%)"
 
 
-def _fmt_change(r: dict) -> str:
+def change_cell(r: dict) -> str:
     if r.get("change_pct") is None:
         return "-" if r["step"] == "base" else "not measured"
     ci = r.get("change_ci")
     return f"{r['change_pct']:+.1f}%" + (f" [{ci[0]:+.1f}, {ci[1]:+.1f}]" if ci else "")
 
 
-def _verdict(r: dict) -> str:
+def step_verdict(r: dict) -> str:
     if r.get("failed"):
         return "step failed"
     if "verdict" not in r:
@@ -269,17 +290,22 @@ def render_markdown(t: dict, meta: dict) -> str:
                 else (f"{r['median']:.3f}" if r.get("median") is not None else "-")
             share = f"{r['share_pct']:.0f}%" if r.get("share_pct") is not None else ""
             pat = "; ".join(r.get("patches") or []) or "(Debian's 7.2.13, no patches)"
-            lines.append(f"| {r['step']} | {pat} | {r['boots']} | {med} | {_fmt_change(r)} | {_verdict(r)} | {share} | "
+            if r.get("patches_since"):
+                pat += (f" (the change is from {r['since']}: it also holds step {', '.join(r['unmeasured'])}, "
+                        f"not measured: {'; '.join(r['patches_since'])})")
+            lines.append(f"| {r['step']} | {pat} | {r['boots']} | {med} | {change_cell(r)} | {step_verdict(r)} | {share} | "
                          f"{r.get('mean_rebind_ms') or 0:.3f} | {r.get('page_ref_path', '')} | "
-                         f"{_seed_cell(s['seeds'], r['step'])} |")
+                         f"{seeds_cell(s['seeds'], r['step'])} |")
         total = s["total_pct"]
         lines += ["", f"Whole series (base to the last step measured): {total:+.1f}%." if total is not None else "", ""]
     cannot: dict[str, list[str]] = {}
     for r in next(iter(t["subjects"].values()), {"rows": []})["rows"]:
         for note in r.get("cannot") or []:
             cannot.setdefault(note, []).append(r["step"])
-    lines += ["What the lab cannot attribute:", ""] + [f"- step {', '.join(st)}: {note}" for note, st in cannot.items()]
-    lines += ["", f"_Per scenario the step-to-step changes are one family: each tested at alpha 0.05/"
+    if cannot:
+        lines += ["What the lab cannot attribute:", ""] + [f"- step {', '.join(st)}: {note}"
+                                                           for note, st in cannot.items()] + [""]
+    lines += [f"_Per scenario the step-to-step changes are one family: each tested at alpha 0.05/"
               f"{len([r for r in next(iter(t['subjects'].values()))['rows'] if r['step'] != 'base'])} = "
               f"{t['alpha_per_step']:.3g} (Bonferroni), exact Mann-Whitney U across boots with the Hodges-Lehmann "
               "interval inverted from it (* significant, ~ not); share: the step's log change over the whole "
@@ -332,7 +358,9 @@ def main(argv: list[str]) -> int:
     steps: list[Step] = []
     failed: dict[str, str] = {}
     for n, (step, variant) in enumerate(step_variants(series, groups), 1):
-        say(f"build {n} of {len(groups)}: step {step.label} ({variant.name}: {series.version} 1-{step.last})")
+        say(f"build {n} of {len(groups)}: step {step.label} ({variant.name}: {series.version} 1-{step.last})"
+            + (f"; --steps gave {_range(*groups[n - 1])}, but its kernel adds {step.label} to the step before"
+               if groups[n - 1][0] != step.first else ""))
         try:
             kernels[step.label] = kernel_for(variant)
         except kernel_build.KernelBuildError as exc:
@@ -368,7 +396,7 @@ def main(argv: list[str]) -> int:
             continue
         states.append(run.host_conditions)
         boots[label].append({"values": primary_values(paths), "page_ref_path": page_ref_paths(results)})
-        say(f"boot {i} of {len(order)}: done in {_mmss(run.elapsed_s)}; host {run.host_conditions['state']}")
+        say(f"boot {i} of {len(order)}: done in {mmss(run.elapsed_s)}; host {run.host_conditions['state']}")
     t = table(steps, boots, {k: v.splitlines()[0] for k, v in failed.items()})
     summ = conditions.summary(states)
     commit = run_commit(commit)
@@ -380,7 +408,7 @@ def main(argv: list[str]) -> int:
             "kernels": {k: v.directory.name for k, v in kernels.items()}, "failed": failed}
     (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t}, indent=1))
     (out / "steps.md").write_text(render_markdown(t, meta))
-    say(f"{len(order)} boots in {_mmss(time.monotonic() - t0)}")
+    say(f"{len(order)} boots in {mmss(time.monotonic() - t0)}")
     print(f"step table: {out / 'steps.md'} (and steps.json beside it)")
     return 1 if failed and len(failed) == len(kernels) else 0
 

@@ -114,7 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--runs", type=int, default=30, help="rebinds with --rebind (default 30)")
     v.add_argument("--exercise", metavar="PROBE[,PROBE]", default="",
                    help="run these probes' workloads in their probe.<name> checks (they may change system state: "
-                        "e.g. load a module); see `nttrace validate --list`")
+                        "e.g. load a module; compaction's and memcg reclaim's run unasked); see "
+                        "`nttrace validate --list`")
     v.add_argument("--demote", action="store_true", help="demote a scratch cgroup to the lower tier (changes system state)")
     v.add_argument("--page-ref", action="store_true",
                    help="with --rebind: count page_ref_set per call (on a kernel with the template series' patches 4-8 but not 9/9 it turns the template path off)")
@@ -173,11 +174,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "the probes attach or detach (default: 1 for demotion, 0 for compaction)")
 
     _ab_parser(sub)
-
-    i = sub.add_parser("install-service", help="install the daemon's systemd unit, example config and entry point",
-                       epilog="example:\n  nttrace install-service && systemctl enable --now nttrace\n\n" + EPILOG_EXIT,
-                       formatter_class=_formatter)
-    i.add_argument("--root", default="/", help="install under this directory instead of / (default /)")
 
     d = sub.add_parser("daemon", help="export Prometheus metrics (systemd service)",
                        epilog=DAEMON_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
@@ -292,9 +288,6 @@ def _dispatch(args) -> int:
     if args.command == "ab":
         from nttrace.ab import command as ab_command
         return ab_command.main(args)
-    if args.command == "install-service":
-        from nttrace.daemon import install_service
-        return install_service.main(args)
     raise UsageError(f"unknown command {args.command}")
 
 
@@ -303,6 +296,7 @@ def _validate(args) -> int:
     import time
 
     from nttrace.kernel.sysroot import Sysroot
+    from nttrace.validate import ab_text
     from nttrace.validate import baseline as ab
     from nttrace.validate import runner as validate
     from nttrace.validate import textfile
@@ -352,8 +346,8 @@ def _validate(args) -> int:
         cur = current if args.current else [report]
         rows = ab.compare(base, cur, strict=bool(args.current), detect_pct=args.detect)   # all before any output
         if fmt == "json":
-            report = dict(report, baseline_comparison=rows, baseline_header=ab.header(base, cur),
-                          baseline_legend=ab.legend(rows),
+            report = dict(report, baseline_comparison=rows, baseline_header=ab_text.header(base, cur),
+                          baseline_legend=ab_text.legend(rows),
                           baseline_conditions={"baseline": ab.side_conditions(base), "current": ab.side_conditions(cur)},
                           baseline_runs={"baseline": [r.get("_source") for r in base],
                                          "current": [r.get("_source") for r in cur]})
@@ -362,7 +356,7 @@ def _validate(args) -> int:
             sys.stdout.write(ab_html.render(rows, base, cur))
             return validate.exit_code(report)
         else:
-            (ab.print_markdown if fmt == "markdown" else ab.print_text)(rows, base, cur)
+            (ab_text.print_markdown if fmt == "markdown" else ab_text.print_text)(rows, base, cur)
             return validate.exit_code(report)
     report.pop("_source", None)
     if fmt == "json":

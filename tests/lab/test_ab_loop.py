@@ -26,7 +26,7 @@ from conftest import SELECTED, has, lab_kernel
 from lab import ab_loop
 from lab import lab as labmod
 from lab_boots import POOL, Boot
-from nttrace.validate.baseline import verdict
+from nttrace.validate.ab_text import verdict
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu", "kernel-build", "seeds")]
 

@@ -120,10 +120,6 @@ def _memmap(lab, name, pgmap, shift):
     return lab_checks.memmap_matches_the_kernels_line(lab.json(name), pgmap, shift, runs=30)
 
 
-def test_reclaim_probe_against_memory_reclaim(lab):
-    lab_checks.reclaim_matches_the_cgroups_count(lab.json("memcg_reclaim"))
-
-
 def test_memmap_fsdax_rebinds_match_the_kernels_own_timing(lab):
     _memmap(lab, "memmap_fsdax", "FS_DAX", 0)
 
@@ -171,7 +167,7 @@ def systemd_lab():
 def test_systemd_starts_the_installed_unit_only_after_ready(systemd_lab):
     r = systemd_lab.json("systemd")
     assert r["pid1"] == "systemd", r["pid1"]
-    assert any("unit" in line for line in r["install"]) and any("/usr/local/bin/nttrace" in line for line in r["install"])
+    assert r["unit_execstart"] == "/usr/bin/nttrace daemon --config /etc/nttrace/nttrace.toml", r["unit_execstart"]
     assert r["start_rc"] == 0, r["start_stderr"]
     # Type=notify: "activating" while bcc compiles, "active" once READY=1 came
     assert "activating" in r["states_while_starting"] and r["active_after_start"] == "active", r
@@ -187,7 +183,6 @@ def test_under_perf_event_paranoid_3_the_service_fails_at_once_and_says_why(syst
     assert r["paranoid_start_s"] < 90, r["paranoid_start_s"]   # not systemd's 120 s start timeout
     assert "perf_event_paranoid is 3" in r["paranoid_journal"] and "status=3" in r["paranoid_journal"], \
         r["paranoid_journal"]
-    assert any("perf_event_paranoid" in line for line in r["install"])   # install-service warned
 
 
 def test_systemd_runs_it_with_only_cap_bpf_and_cap_perfmon(systemd_lab):

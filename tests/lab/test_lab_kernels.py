@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from lab import kernel_build, lab_checks
+from nttrace.probes.migrate import compaction_rows
 from lab import lab as labmod
 from lab.ab import lab_exercises, save_reports
 from conftest import SELECTED, has, lab_kernel, lab_variants, prebuild_running
@@ -90,7 +91,7 @@ AB = [v for v in ("base", "nt-v3") if v in VARIANTS]
 
 def _wanted_ab() -> bool:
     here = [n for n in SELECTED if "test_lab_kernels.py" in n]
-    names = ("memmap", "page_ref", "as_a_user")  # not a probe: test-name substrings
+    names = ("memmap", "page_ref", "as_a_user")
     return bool(AB) and any(t in n for n in here for t in names) and has("kernel-build", "seeds")
 
 
@@ -161,9 +162,9 @@ def test_compaction_rows_decode_by_this_kernels_enum(variant):
     _kernel, lab = booted(variant)
     rep = lab.json("compaction")
     enum = rep["kernel"]["migrate_mode"]
-    c = checks(rep)["kernel.migrate_observed"]
+    c = checks(rep)["probe.migrate"]
     assert c["status"] == "pass", c
-    rows = [r for r in c["evidence"]["rows"] if r["reason"] == "MR_COMPACTION"]
+    rows = compaction_rows(c["evidence"]["rows"])
     assert rows
     for r in rows:
         assert enum[r["mode"]] == r["mode_value"] and not r["nt"], r

@@ -1,6 +1,6 @@
-"""`nttrace ab` on this host, through the installed command: its help, the
-dry run of a start with a real kernel image, and every refusal a start
-makes before anything is written. Never a real start on a host that could
+"""`nttrace ab` on this host, through the installed command: the dry run of
+a start with a real kernel image, and every refusal a start makes before
+anything is written (its help and its unit: tests/unit/test_ab_loop_command.py). Never a real start on a host that could
 boot from it: a start that passes the checks reboots the machine, so the
 start that is run for real here runs only where systemd is not init (the
 refusal is then the point), and the dry run installs and loads nothing.
@@ -39,17 +39,6 @@ def ab_env(tmp_path):
 
 def start(env, *args, timeout=120):
     return run_nttrace("ab", "start", *args, env=env, timeout=timeout)
-
-
-def test_help_shows_start_status_stop_report_with_examples():
-    h = run_nttrace("ab", "--help")
-    assert h.returncode == 0
-    for what in ("start", "status", "stop", "report"):
-        assert f"\n    {what} " in h.stdout
-        assert f"nttrace ab {what} mine" in h.stdout
-    assert "examples:" in h.stdout and "exit codes:" in h.stdout and "docs/ab-loop.md" in h.stdout
-    s = run_nttrace("ab", "start", "--help")
-    assert s.returncode == 0 and "--via {kexec,reboot}" in s.stdout and "--dry-run" in s.stdout
 
 
 @pytest.mark.needs("root", "kernel-image")
@@ -162,12 +151,3 @@ def test_status_stop_report_of_a_loop_that_does_not_exist_are_exit_2(ab_env):
     for args in (["status", "nope"], ["report", "nope"], ["stop", "nope"], ["step", "nope"]):
         p = run_nttrace("ab", *args, env=env)
         assert p.returncode == 2 and "no loop named nope" in one_line_error(p), (args, p.stderr)
-
-
-@pytest.mark.needs("systemd-analyze")
-def test_the_unit_passes_systemd_analyze_verify(tmp_path):
-    exe = str(NTTRACE)
-    path = tmp_path / unit.unit_name("mine")
-    path.write_text(unit.text("mine", exe, Path("/var/lib/nttrace/ab")))
-    proc = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr

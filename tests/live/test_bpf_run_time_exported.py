@@ -9,7 +9,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from nttrace.daemon.process import DaemonProcess
 from nttrace.kernel import bpf_stats
-from nttrace.probes import by_role
+from nttrace.probes.migrate import MigrateProbe
 from nttrace.workloads import triggers
 
 LIVE = ("root", "tracepoint", "bcc")
@@ -37,7 +37,7 @@ def witness():
     compaction says whether anyone has the kernel's statistics on (the
     sysctl does not show a BPF_ENABLE_STATS hold)."""
     from nttrace.probes.tracer import Tracer
-    t = Tracer([by_role("migrations").name], handle_signals=False).attach()
+    t = Tracer([MigrateProbe.name], handle_signals=False).attach()
 
     def stats_on() -> bool:
         def runs():
@@ -58,7 +58,6 @@ def witness():
 
 @pytest.mark.needs(*LIVE)
 def test_scrape_after_a_compaction_has_each_program_s_runs_and_the_events_they_saw(tmp_path, prior, witness):
-    migrate = by_role("migrations")
     d = DaemonProcess(tmp_path)   # the default probes: the migrate probe
     try:
         d.wait_message("READY=1")
@@ -66,18 +65,18 @@ def test_scrape_after_a_compaction_has_each_program_s_runs_and_the_events_they_s
         triggers.compaction()
         m = samples(d)
         assert [v for labels, v in m["nttrace_bpf_stats_enabled"] if labels["method"] == "bpf_enable_stats"] == [1.0]
-        runs = {l["program"]: v for l, v in m["nttrace_bpf_program_runs_total"] if l["probe"] == migrate.name}
-        secs = {l["program"]: v for l, v in m["nttrace_bpf_program_run_seconds_total"] if l["probe"] == migrate.name}
-        assert set(runs) == {fn for _s, _e, fn in migrate.programs} == set(secs)
+        runs = {l["program"]: v for l, v in m["nttrace_bpf_program_runs_total"] if l["probe"] == MigrateProbe.name}
+        secs = {l["program"]: v for l, v in m["nttrace_bpf_program_run_seconds_total"] if l["probe"] == MigrateProbe.name}
+        assert set(runs) == {fn for _s, _e, fn in MigrateProbe.programs} == set(secs)
         assert all(v > 0 for v in runs.values()) and all(v > 0 for v in secs.values()), (runs, secs)
         # every run of the done program lands in one row, as a paired call or
         # an unpaired one; the maps are read before the programs' counters
-        done = migrate.programs[-1][2]
+        done = MigrateProbe.programs[-1][2]
         events = sum(v for _l, v in m["nttrace_migrate_calls_total"]) + \
             sum(v for _l, v in m["nttrace_migrate_unpaired_total"])
         assert events > 0
         assert events <= runs[done] <= events * 1.05 + 10, (events, runs)
-        assert runs[migrate.programs[0][2]] >= 0.95 * events - 10      # a start for (nearly) every done
+        assert runs[MigrateProbe.programs[0][2]] >= 0.95 * events - 10      # a start for (nearly) every done
         per_run_ns = secs[done] * 1e9 / runs[done]
         assert 1 < per_run_ns < 1e6, per_run_ns
     finally:
@@ -89,7 +88,6 @@ def test_scrape_after_a_compaction_has_each_program_s_runs_and_the_events_they_s
 
 @pytest.mark.needs(*LIVE)
 def test_statistics_go_back_off_after_sigkill(tmp_path, prior, witness):
-    migrate = by_role("migrations")
     d = DaemonProcess(tmp_path)   # the default probes: the migrate probe
     try:
         d.wait_message("READY=1")

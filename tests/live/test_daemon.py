@@ -1,11 +1,10 @@
-"""The daemon for real: systemd notify, reload, termination, bad configs,
-auth/TLS, the shipped unit and alert rules, and a real Prometheus server."""
-import hashlib
+"""The daemon for real: systemd notify, reload, termination, a port in use,
+the unit's capabilities, and a real Prometheus server (its config checks
+and shipped files: tests/unit/test_daemon_config.py)."""
 import json
 import os
 import re
 import signal
-import ssl
 import subprocess
 import time
 import urllib.parse
@@ -45,39 +44,6 @@ def daemon(tmp_path):
         d.close()
 
 
-# -- configuration ------------------------------------------------------------
-def test_shipped_config_checks():
-    proc = run_nttrace("daemon", "--check-config", str(DATA / "nttrace.toml"))
-    assert proc.returncode == 0, proc.stderr
-    assert "listen 127.0.0.1:9435" in proc.stdout
-
-
-@pytest.mark.parametrize("text,message", [
-    ('listen = "127.0.0.1:9435"\nprobes = ["migrate"\n', "TOML syntax error"),
-    ('listen = "127.0.0.1:9435"\nfrobnicate = 1\n', "unknown key 'frobnicate'"),
-    ('listen = "127.0.0.1:70000"\n', "not a port number"),
-    ('listen = "127.0.0.1:http"\n', "not a port number"),
-    ('listen = "9435"\n', "ADDR:PORT"),
-    ('probes = ["migrate", "nope"]\n', "unknown probes nope"),
-    ('log_level = "loud"\n', "log_level must be one of"),
-    ('[tls]\ncert_file = "/nonexistent.crt"\nkey_file = "/nonexistent.key"\n', "is not readable"),
-    ('[basic_auth]\nusername = "p"\n', "needs password_sha256"),
-    ('[basic_auth]\nusername = "p"\npassword_sha256 = "xyz"\n', "64 hex digits"),
-])
-def test_bad_config_is_one_line_exit_2(tmp_path, text, message):
-    cfg = tmp_path / "bad.toml"
-    cfg.write_text(text)
-    for args in (["daemon", "--check-config", str(cfg)], ["daemon", "--config", str(cfg)]):
-        proc = run_nttrace(*args)
-        assert proc.returncode == 2
-        assert message in one_line_error(proc)
-
-
-def test_missing_config_file_is_exit_2(tmp_path):
-    proc = run_nttrace("daemon", "--config", str(tmp_path / "absent.toml"))
-    assert proc.returncode == 2 and "No such file" in one_line_error(proc)
-
-
 @pytest.mark.needs(*LIVE, "bpftool")
 def test_port_in_use_is_exit_2_and_leaves_nothing_attached(tmp_path):
     import socket
@@ -90,26 +56,6 @@ def test_port_in_use_is_exit_2_and_leaves_nothing_attached(tmp_path):
     assert proc.returncode == 2
     assert "Address already in use" in one_line_error(proc)
     assert programs_left(before) == set()
-
-
-# -- lifecycle ------------------------------------------------------------------
-def test_notify_never_hangs_on_a_socket_nobody_reads(tmp_path, monkeypatch):
-    # Found by the reload stress test: a blocking send to a full notify
-    # socket hung the daemon's main loop, and with it SIGTERM.
-    import socket
-    from nttrace.daemon import sd_notify
-    path = tmp_path / "notify.sock"
-    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as s:
-        s.bind(str(path))
-        monkeypatch.setenv("NOTIFY_SOCKET", str(path))
-        qlen = int(Path("/proc/sys/net/unix/max_dgram_qlen").read_text())
-        t0 = time.monotonic()
-        sent = [sd_notify.notify("WATCHDOG=1") for _ in range(qlen + 5)]
-        took = time.monotonic() - t0
-        assert sent[0] and not sent[-1]          # the queue filled: dropped, not waited for
-        assert took < 6 * sd_notify.SEND_TIMEOUT_S + 1, took
-        assert s.recv(100) == b"WATCHDOG=1"
-
 
 
 @pytest.mark.needs(*LIVE)
@@ -321,61 +267,6 @@ def test_sighup_with_bad_config_keeps_running_on_the_old_one(daemon):
     assert d.get("/healthz")[0] == 200 and d.metric("nttrace_probe_up", probe=MigrateProbe.name) == 1.0
 
 
-@pytest.mark.needs(*LIVE)
-def test_basic_auth(daemon, tmp_path):
-    digest = hashlib.sha256(b"s3cret").hexdigest()
-    port = free_port()
-    d2 = daemon(config_text=f'listen = "127.0.0.1:{port}"\nprobes = ["migrate"]\n'
-                            f'[basic_auth]\nusername = "prom"\npassword_sha256 = "{digest}"\n')
-    d2.port = port
-    d2.wait_message("READY=1")
-    import base64
-    assert d2.get("/metrics")[0] == 401
-    bad = base64.b64encode(b"prom:wrong").decode()
-    assert d2.get("/metrics", {"Authorization": f"Basic {bad}"})[0] == 401
-    good = base64.b64encode(b"prom:s3cret").decode()
-    code, body = d2.get("/metrics", {"Authorization": f"Basic {good}"})
-    assert code == 200 and "nttrace_probe_up" in body
-    # the TOML table still works, and says once that it is deprecated
-    assert d2.read_log().count("[tls]/[basic_auth] are deprecated") == 1
-
-
-@pytest.mark.needs(*LIVE, "openssl")
-def test_tls(daemon, tmp_path):
-    crt, key = tmp_path / "t.crt", tmp_path / "t.key"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(crt),
-                    "-days", "1", "-subj", "/CN=127.0.0.1"], check=True, capture_output=True)
-    port = free_port()
-    cfg = f'listen = "127.0.0.1:{port}"\nprobes = ["migrate"]\n[tls]\ncert_file = "{crt}"\nkey_file = "{key}"\n'
-    d = daemon(config_text=cfg)
-    d.port = port
-    d.wait_message("READY=1")
-    ctx = ssl.create_default_context(cafile=str(crt))
-    ctx.check_hostname = False
-    with urllib.request.urlopen(f"https://127.0.0.1:{port}/metrics", context=ctx, timeout=5) as r:
-        assert r.status == 200 and b"nttrace_probe_up" in r.read()
-
-
-# -- shipped files ----------------------------------------------------------------
-@pytest.mark.needs("promtool")
-def test_alert_rules_pass_promtool():
-    proc = subprocess.run(["promtool", "check", "rules", str(DATA / "nttrace-alerts.yml")], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "SUCCESS: 8 rules found" in proc.stdout
-
-
-@pytest.mark.needs("systemd-analyze")
-def test_unit_passes_systemd_analyze_verify(tmp_path):
-    # The one change: ExecStart points at this installation's entry point,
-    # since verify checks that the binary exists.
-    unit = (DATA / "nttrace.service").read_text().replace("/usr/local/bin/nttrace", NTTRACE)
-    path = tmp_path / "nttrace.service"
-    path.write_text(unit)
-    proc = subprocess.run(["systemd-analyze", "verify", str(path)], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "Type=notify" in unit and "NoNewPrivileges=yes" in unit and "ProtectSystem=strict" in unit
-
-
 def unit_capabilities() -> list[str]:
     unit = (DATA / "nttrace.service").read_text()
     return re.search(r"^CapabilityBoundingSet=(.*)$", unit, re.M).group(1).split()
@@ -509,25 +400,3 @@ def test_histograms_keep_one_le_set_and_prometheus_quantiles_agree(daemon, tmp_p
     finally:
         prom.terminate()
         prom.wait(timeout=10)
-
-
-def test_install_service_puts_unit_config_and_entry_point_in_place(tmp_path):
-    proc = run_nttrace("install-service", "--root", str(tmp_path))
-    assert proc.returncode == 0, proc.stderr
-    unit = (tmp_path / "etc/systemd/system/nttrace.service").read_text()
-    assert unit == (DATA / "nttrace.service").read_text()
-    assert "ExecStart=/usr/local/bin/nttrace daemon --config /etc/nttrace/nttrace.toml" in unit
-    link = tmp_path / "usr/local/bin/nttrace"
-    assert link.is_symlink() and link.resolve() == Path(NTTRACE).resolve()
-    cfg = tmp_path / "etc/nttrace/nttrace.toml"
-    assert cfg.read_text() == (DATA / "nttrace.toml").read_text()
-    web = tmp_path / "etc/nttrace/web-config.yml"
-    assert web.read_text() == (DATA / "web-config.yml").read_text() and web.stat().st_mode & 0o077 == 0
-    for name in ("nttrace-validate.service", "nttrace-validate.timer"):   # installed, not enabled
-        assert (tmp_path / "etc/systemd/system" / name).read_text() == (DATA / name).read_text()
-    assert not (tmp_path / "etc/systemd/system/timers.target.wants").exists()
-    # a second run keeps the user's config
-    cfg.write_text('listen = "127.0.0.1:9500"\n')
-    proc = run_nttrace("install-service", "--root", str(tmp_path))
-    assert proc.returncode == 0 and "kept" in proc.stdout
-    assert cfg.read_text() == 'listen = "127.0.0.1:9500"\n'

@@ -9,17 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from conftest import bpftool_prog_ids
+from conftest import held_by, nttrace_programs
 from nttrace.daemon.process import DaemonProcess, free_port
 
 from lab.lab_checks import wait_until
 
 LIVE = ("root", "tracepoint", "bcc", "bpftool")
 PROBES = '["migrate", "reclaim"]'
-
-
-def nttrace_programs() -> set:
-    return {p for p in bpftool_prog_ids() if p[1].startswith("nttrace")}
 
 
 def children(pid: int) -> list[int]:
@@ -68,7 +64,7 @@ def start(tmp_path):
     made = []
 
     def go():
-        assert not nttrace_programs(), "an nttrace program is attached before the test"
+        assert not nttrace_programs(), "an nttrace program is attached before the test:\n" + held_by()
         sub = tmp_path / f"d{len(made)}"
         sub.mkdir()
         d = DaemonProcess(sub, config_text=f'listen = "127.0.0.1:{free_port()}"\nprobes = {PROBES}\n')
@@ -97,7 +93,7 @@ def test_kill_9_of_the_daemon_leaves_nothing_attached(start, point):
     os.kill(d.proc.pid, signal.SIGKILL)
     d.proc.wait(timeout=10)
     took = detached_within(2.0)
-    assert took is not None, (point, nttrace_programs())
+    assert took is not None, f"{point}:\n{held_by()}"
     if loader is not None:   # the loader dies with the daemon (PR_SET_PDEATHSIG)
         assert wait_for(lambda: not alive(loader), timeout=2.0), f"loader {loader} outlived the daemon"
 
@@ -118,12 +114,12 @@ def test_kill_9_of_the_loader_fails_the_start_and_leaves_nothing_attached(start,
         pytest.fail(f"the loader finished before {point}: {d.read_log()}")
     os.kill(loader, signal.SIGKILL)
     t0 = time.monotonic()
-    assert detached_within(2.0) is not None, nttrace_programs()
+    assert detached_within(2.0) is not None, held_by()
     d.proc.wait(timeout=30)
     log = d.read_log()
     assert d.proc.returncode == 4, log
     assert "the loader exited before it finished" in log and "Traceback" not in log, log
-    assert time.monotonic() - t0 < 30 and not nttrace_programs()
+    assert time.monotonic() - t0 < 30 and not nttrace_programs(), held_by()
 
 
 @pytest.mark.needs(*LIVE)
@@ -140,7 +136,7 @@ def test_the_daemon_maps_no_compiler_and_its_loader_is_gone(start):
     assert "anon_inode:bpf-map" in fds and "anon_inode:[perf_event]" in fds, fds
     assert "loader attached migrate, reclaim" in d.read_log()
     d.stop()
-    assert detached_within(2.0) is not None
+    assert detached_within(2.0) is not None, held_by()
 
 
 @pytest.mark.needs(*LIVE)
@@ -154,4 +150,4 @@ def test_bench_daemon_reports_the_daemon_and_its_loader():
     assert r["ready_s"] > 0 and r["scrapes"] == 40 and 0 < r["scrape_ms"]["p50"] <= r["scrape_ms"]["p99"]
     # the compiler's memory was the loader's, and left with it
     assert r["loader_peak_mib"] * 1024 > 2 * r["rss_kib_after_load"] >= 2 * r["rss_kib_idle"] > 0, r
-    assert not nttrace_programs()
+    assert not nttrace_programs(), held_by()

@@ -47,6 +47,7 @@ def test_nt_benefit_runs_in_budget_and_says_how_its_cells_went_cold(emulated):
     assert res["rss"] <= PEAK_RSS_MIB, f"native.nt_benefit peaked at {res['rss']:.0f} MiB"
 
 
+@pytest.mark.needs("root")   # without it, validate stops at its missing privilege (exit 3)
 def test_a_bad_emulated_llc_is_one_line_and_exit_2():
     env = dict(os.environ, **{cache_topology.ENV: "huge"})
     proc = run_nttrace("validate", "--quick", "--check", "native.nt_benefit", env=env)

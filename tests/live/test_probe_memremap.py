@@ -1,7 +1,8 @@
 """The memremap probe (memremap_pages(), tracer/probes/memremap.py). On this
 host: its program generated from the running kernel's BTF and loaded
 through the verifier (kprobes and fentry cannot attach here), its workload's
-refusals, and the ground truth read from test_hmm's own lines. In the lab
+refusals (its declarations and the ground truth read from test_hmm's own
+lines: tests/unit/test_probe_readings.py). In the lab
 (tests/test_lab_kernels.py boots base and nt-v3 with CONFIG_TEST_HMM=m): the
 probe exercised for real, its pages against the driver's count."""
 import pytest
@@ -9,21 +10,14 @@ import pytest
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.btf import Btf
 from nttrace.kernel.sysroot import Sysroot
-from nttrace.probes import PROBES, capabilities
+from nttrace.probes import capabilities
 from nttrace.probes.capabilities import Capability
-from nttrace.probes.memremap import CHUNK_LINE, MemremapProbe, hmm_loads
+from nttrace.probes.memremap import MemremapProbe, hmm_loads
 
 
 @pytest.fixture(scope="module")
 def meta():
     return kernel_meta.load(Sysroot("/"))
-
-
-def test_the_probe_is_registered_and_declares_what_it_attaches_to():
-    assert PROBES[MemremapProbe.name] is MemremapProbe
-    assert MemremapProbe.functions == ("memremap_pages",)
-    keys = {c.key for c in MemremapProbe.columns} | {m.value for m in MemremapProbe.metrics}
-    assert {"calls", "pages", "latency_ns", "failed"} <= keys
 
 
 @pytest.mark.needs("btf")
@@ -57,14 +51,6 @@ def test_the_program_loads_through_the_verifier(meta, via):
         assert p.bpf.load_func("nttrace_memremap_return", p.bpf.KPROBE).fd > 0
     finally:
         p.detach()
-
-
-def test_the_ground_truth_is_test_hmms_own_chunk_lines():
-    log = ("HMM test module loaded. This is only for testing HMM.\n"
-           "added new 256 MB chunk (total 1 chunks, 256 MB) PFNs [0x8000000 0x8010000)\n"
-           "added new 256 MB chunk (total 1 chunks, 256 MB) PFNs [0x8010000 0x8020000)\n")
-    assert [int(m) for m in CHUNK_LINE.findall(log)] == [256, 256]
-    assert CHUNK_LINE.findall("added new chunk") == []
 
 
 @pytest.mark.needs("root")

@@ -9,7 +9,7 @@ from nttrace.probes import capabilities
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.probes.capabilities import Capability
 from nttrace.probes.copy import CopyProbe
-from nttrace.probes.memmap import MemmapProbe, infer_template_path
+from nttrace.probes.memmap import MemmapProbe
 from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.page_ref import PageRefProbe
 from nttrace.kernel.sysroot import Sysroot
@@ -36,7 +36,7 @@ def test_migrate_offsets_come_from_the_format_files(meta):
     caps = capabilities.report(live_probes=False)
     p = MigrateProbe(meta, caps)
     d = p.defines()
-    fmt = read_format(Sysroot("/").tracefs(), "migrate", "mm_migrate_pages")   # not a probe: a tracepoint system
+    fmt = read_format(Sysroot("/").tracefs(), "migrate", "mm_migrate_pages")
     assert d["NTTRACE_DONE_SUCCEEDED"] == fmt.fields["succeeded"].offset
     assert d["NTTRACE_DONE_MODE"] == fmt.fields["mode"].offset
     assert "#define NTTRACE_DONE_REASON" in p.program_text()
@@ -210,12 +210,6 @@ def test_memmap_with_page_ref_inference_loads(meta):
     p.detach()
 
 
-@pytest.mark.parametrize("sets,pages,expected", [(2048, 1024, "slow"), (1024, 1024, "slow"), (2, 262144, "template"),
-                                                 (4, 512, "template"), (300, 1024, "mixed"), (0, 0, "unknown")])
-def test_template_path_inference(sets, pages, expected):
-    assert infer_template_path(sets, pages) == expected
-
-
 @pytest.mark.needs("root", "bcc")
 def test_ebpf_flag_prints_programs():
     proc = run_nttrace("trace", "--ebpf", "--probes", ",".join((MigrateProbe.name, MemmapProbe.name, CopyProbe.name, PageRefProbe.name)))
@@ -301,22 +295,3 @@ def test_each_probe_hands_over_what_its_loader_side_computed(meta):
     probe.via = object()
     with pytest.raises(TypeError, match="handover attribute 'via'"):
         probe.state()
-
-
-# struct folio's head, as the two layouts put it (byte offsets on x86-64):
-# 6.1 keeps the order in _folio_order beside a _flags_1 that is the first
-# tail page's flags; 6.6 and later keep it in _flags_1's low byte.
-FOLIO_6_1 = [("flags", 0), ("_flags_1", 64), ("_head_1", 72), ("_folio_dtor", 80), ("_folio_order", 81)]
-FOLIO_6_18 = [("flags", 0), ("_flags_1", 64), ("_head_1", 72), ("_large_mapcount", 80)]
-
-
-@pytest.mark.parametrize("members,order_at", [(FOLIO_6_1, 81), (FOLIO_6_18, 64)], ids=["6.1", "6.18"])
-def test_folio_order_is_read_where_the_kernels_folio_keeps_it(members, order_at):
-    from sysroot_builder import BtfWriter
-    from nttrace.kernel.btf import Btf
-    from nttrace.probes.copy import folio_layout
-    w = BtfWriter()
-    u64, u8 = w.int_type("long unsigned int", 8), w.int_type("unsigned char", 1)
-    w.enum("pageflags", {"PG_locked": 0, "PG_head": 6})
-    w.struct("folio", 128, [(n, u8 if n.startswith("_folio") else u64, off) for n, off in members])
-    assert folio_layout(Btf(w.bytes())) == {"NTTRACE_FOLIO_FLAGS": 0, "NTTRACE_PG_HEAD": 6, "NTTRACE_FOLIO_ORDER": order_at}

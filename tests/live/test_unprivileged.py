@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from conftest import one_line_error
 from unprivileged import DROP, copy_installed, staged_nttrace
 
 pytestmark = pytest.mark.needs("root", "setpriv")
@@ -46,3 +47,13 @@ def test_the_staged_command_runs_there_as_nobody_and_exits_3(locked_site):
     assert proc.returncode == 3, proc.stderr
     assert "CAP_BPF" in proc.stderr and "Traceback" not in proc.stderr
     assert not staged.cwd.exists()      # the stage is removed on the way out
+
+
+def test_unprivileged_validate_is_exit_3_and_names_the_capability():
+    # Drop to nobody with an empty capability set, running nttrace from where nobody can reach it.
+    with staged_nttrace() as staged:
+        proc = subprocess.run([*DROP, *staged.argv, "validate", "--quick"], env=staged.env, cwd=staged.cwd,
+                              capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 3, proc.stderr
+    line = one_line_error(proc)
+    assert "CAP_BPF" in line and "CAP_PERFMON" in line

@@ -1,4 +1,5 @@
-"""nttrace validate end to end on this host, and --baseline."""
+"""nttrace validate end to end on this host (--baseline of reports written
+by hand: tests/unit/test_validate_baseline.py)."""
 import json
 from pathlib import Path
 import re
@@ -6,7 +7,7 @@ import re
 import pytest
 
 from conftest import live_nt_revision, live_tracepoint_tables, one_line_error, run_nttrace
-from nttrace.probes.copy import CopyProbe
+
 
 def relied_on(report: dict) -> dict[str, str]:
     """The capabilities something relies on, each with what: every probe's
@@ -64,14 +65,14 @@ def test_quick_json_shape_and_host_facts(quick_report):
 @pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
 def test_core_checks_pass_and_missing_capabilities_skip_with_reasons(quick_report):
     by_id = {c["id"]: c for c in quick_report["checks"]}
-    for cid in ("native.correctness", "native.nt_benefit", "kernel.nt_support", "kernel.migrate_observed",
+    for cid in ("native.correctness", "native.nt_benefit", "kernel.nt_support", "probe.migrate",
                 "perf.software", "env.core", "env.kernel_metadata"):
         # native.nt_benefit may be skipped only where a series' runs were too spread to call, and says so
         noisy = [v for v in by_id[cid].get("series", ()) if v["status"] == "noisy"]
         assert by_id[cid]["status"] in ("pass", "warn") or (by_id[cid]["status"] == "skip" and noisy), by_id[cid]
         assert all(v["summary"].startswith("too noisy to call") for v in noisy)
     assert by_id["native.correctness"]["status"] == "pass"
-    assert by_id["kernel.migrate_observed"]["status"] == "pass"
+    assert by_id["probe.migrate"]["status"] == "pass"
     caps = quick_report["capabilities"]
     for cid, cap in (("env.kprobe", "kprobe"), ("env.fentry", "fentry"), ("env.perf_hardware", "perf:hardware"),
                      ("env.pmem", "pmem"), ("perf.llc", "perf:hardware")):
@@ -87,96 +88,6 @@ def test_state_changing_checks_skip_without_their_flag():
     by_id = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
     assert by_id["kernel.memmap_latency"]["status"] == "skip" and "--rebind" in by_id["kernel.memmap_latency"]["summary"]
     assert by_id["kernel.demotion_nt"]["status"] == "skip"
-
-
-def _report(checks, version="0.1.0"):
-    return {"version": version, "capabilities": {}, "kernel": {}, "summary": {},
-            "checks": [{"id": i, "status": "pass", "summary": "", "evidence": e} for i, e in checks.items()]}
-
-
-def test_baseline_prints_per_check_deltas(tmp_path):
-    base, new = tmp_path / "base.json", tmp_path / "patched.json"
-    base.write_text(json.dumps(_report({"kernel.memmap_latency": {"rebind_avg_ms": 244.28, "first_bind_ms": 1456}})))
-    new.write_text(json.dumps(_report({"kernel.memmap_latency": {"rebind_avg_ms": 96.79, "first_bind_ms": 1272}})))
-    proc = run_nttrace("validate", "--baseline", str(base), "--current", str(new))
-    assert proc.returncode == 0, proc.stderr
-    lines = proc.stdout.splitlines()
-    # one run a side and no samples: the change, untested (no mark, no p), n 1/1
-    assert any("rebinds, mean ms" in line and "-60.4%" in line and line.endswith("-  1/1") for line in lines), \
-        proc.stdout
-    assert any("first bind, ms" in line and "-12.6%" in line for line in lines), proc.stdout
-    js = run_nttrace("validate", "--baseline", str(base), "--current", str(new), "--json")
-    rows = json.loads(js.stdout)["baseline_comparison"]
-    assert {r["metric"] for r in rows} == {"rebind_avg_ms", "first_bind_ms"}
-
-
-@pytest.mark.parametrize("content,message", [
-    ('{"version": "0.1.0", "checks": [', "not valid JSON"),
-    ('{"hello": "world"}', "not an `nttrace validate --json` report"),
-    ("", "not valid JSON"),
-])
-def test_bad_baseline_is_one_line_exit_2(tmp_path, content, message):
-    f = tmp_path / "bad.json"
-    f.write_text(content)
-    proc = run_nttrace("validate", "--baseline", str(f), "--current", str(f))
-    assert proc.returncode == 2
-    assert message in one_line_error(proc)
-
-
-def test_missing_baseline_file_is_exit_2(tmp_path):
-    proc = run_nttrace("validate", "--baseline", str(tmp_path / "nope.json"), "--current", str(tmp_path / "nope.json"))
-    assert proc.returncode == 2 and "No such file" in proc.stderr
-
-
-def _lab_like(kind, nt, rebinds, modes, copy):
-    """Reports shaped like the lab's: fsdax and devdax memmap runs, a demotion."""
-    def spread(v):
-        v = sorted(v)
-        return {"n": len(v), "min": v[0], "median": v[len(v) // 2], "max": v[-1], "mean": sum(v) / len(v)}
-    memmap = [{"id": "kernel.memmap_latency", "status": "pass", "summary": "",
-               "evidence": {"mode": mode, "first_bind_ms": first, "first_bind_ns_per_page": first * 1e6 / 515584,
-                            "rebind_ms": spread(r), "rebind_avg_ms": sum(r) / len(r),
-                            "rebind_ns_per_page": spread([x * 1e6 / 515584 for x in r])}}
-              for mode, first, r in rebinds]
-    demotion = {"id": "kernel.demotion_nt", "status": "pass" if nt else "warn", "summary": "",
-                "evidence": {"rows": [{"mode": m, "nt": m.startswith("MIGRATE_ASYNC_NON"), "succeeded": pages,
-                                       "calls": 4, "reason": "MR_DEMOTION"} for m, pages in modes],
-                             "probe_succeeded_pages": sum(p for _m, p in modes),
-                             CopyProbe.name: {"rows": [{"routine": r, "calls": c, "bytes": c * 4096} for r, c in copy]}}}
-    return {"version": "0.1.0", "capabilities": {}, "kernel": {"nt_revision": nt or "none"}, "summary": {},
-            "kernel_release": "7.2.13", "machine": {"kind": kind, "hypervisor": "QEMU TCG" if kind == "emulated" else None},
-            "checks": memmap + [demotion]}
-
-
-def test_ab_of_a_base_and_a_patched_kernel_as_markdown(tmp_path):
-    base = _lab_like("emulated", None, [("fsdax", 30.0, [20.0, 21.0, 24.0]), ("devdax", 40.0, [26.0, 27.0, 30.0])],
-                     [("MIGRATE_ASYNC", 65000)], [("folio_mc_copy", 65000)])
-    nt = _lab_like("emulated", "v3", [("fsdax", 25.0, [16.0, 17.0, 19.0]), ("devdax", 30.0, [15.0, 15.5, 18.0])],
-                   [("MIGRATE_ASYNC_NONTEMPORAL", 64000), ("MIGRATE_ASYNC", 1000)], [("folio_mc_copy_nt", 64000)])
-    (tmp_path / "base.json").write_text(json.dumps(base))
-    (tmp_path / "nt.json").write_text(json.dumps(nt))
-    proc = run_nttrace("validate", "--baseline", str(tmp_path / "base.json"), "--current", str(tmp_path / "nt.json"),
-                       "--format", "markdown")
-    assert proc.returncode == 0, proc.stderr
-    out = proc.stdout
-    assert "| check | figure | role | base | patched | change [interval] | verdict | p | detectable | n |" in out
-    # per namespace mode, with min/median/max of the rebinds
-    one = "not tested: 1 run a side"
-    assert (f"| kernel.memmap_latency [fsdax] | rebinds (n=3), median ms | secondary | 21 | 17 | -19.0% | {one} "
-            "| - | - | 1/1 |") in out, out
-    assert (f"| kernel.memmap_latency [devdax] | rebinds (n=3), min ms | primary | 26 | 15 | -42.3% | {one} "
-            "| - | - | 1/1 |") in out, out
-    assert (f"| kernel.demotion_nt | NT share of demoted pages, % | descriptive | 0 | 98.46 | +98.5 pts | {one} "
-            "| - | - | 1/1 |") in out, out
-    assert ("| kernel.demotion_nt | copy routines (calls) |  | folio_mc_copy 65000 | folio_mc_copy_nt 64000 | changed "
-            "|  | - | - | 1/1 |") in out
-    # where it was measured, and what emulation means for the figures
-    assert "measured on emulated (QEMU TCG)" in out and "relative changes" in out
-    js = json.loads(run_nttrace("validate", "--baseline", str(tmp_path / "base.json"),
-                                "--current", str(tmp_path / "nt.json"), "--json").stdout)
-    rows = {(r["check"], r["subject"], r["metric"]): r for r in js["baseline_comparison"]}
-    assert rows[("kernel.demotion_nt", "", "mode")]["current"] == "MIGRATE_ASYNC, MIGRATE_ASYNC_NONTEMPORAL"
-    assert rows[("kernel.memmap_latency", "devdax", "rebind_ms.max")]["delta_pct"] == pytest.approx(-40.0)
 
 
 @pytest.mark.needs("root", "btf")
@@ -200,22 +111,6 @@ def test_report_says_where_it_was_measured():
     assert "spectre_v2" in m["mitigations"]
 
 
-def test_an_ab_says_when_its_sides_ran_with_different_mitigations():
-    from nttrace.validate import baseline
-
-    def report(spectre_v2):
-        return {"kernel_release": "7.2.13", "kernel": {"nt_revision": "v3"},
-                "machine": {"kind": "emulated", "hypervisor": "QEMU TCG",
-                            "mitigations": {"meltdown": "Not affected", "spectre_v2": spectre_v2}}}
-    same = baseline.header(report("Mitigation: Retpolines"), report("Mitigation: Retpolines"))
-    assert not [line for line in same if "mitigations" in line]
-    differ = baseline.header(report("Mitigation: Retpolines"), report("Vulnerable"))
-    assert ("note: the sides ran with different CPU mitigations (base | patched): "
-            "spectre_v2: Mitigation: Retpolines | Vulnerable") in differ
-    unrecorded = baseline.header(report("Mitigation: Retpolines"), {"machine": {"kind": "emulated"}})
-    assert not [line for line in unrecorded if "mitigations" in line]
-
-
 ISOLATION = r"""
 import sys
 from nttrace import cli
@@ -235,7 +130,7 @@ if sys.argv[1] == "raise":
                 raise ZeroDivisionError("injected")
             c.run = broken
 sys.exit(cli.main(["validate", "--json", "--check", "env.core", "--check", "kernel.nt_support",
-                   "--check", "kernel.migrate_observed", "--check", "native.correctness"]))
+                   "--check", "probe.migrate", "--check", "native.correctness"]))
 """
 
 
@@ -247,12 +142,52 @@ def test_a_check_that_cannot_attach_or_raises_reports_itself_and_the_rest_run(mo
     proc = subprocess.run([sys.executable, "-c", ISOLATION, mode], capture_output=True, text=True, timeout=300)
     assert proc.returncode == exit_code, proc.stderr
     by_id = {c["id"]: c for c in json.loads(proc.stdout)["checks"]}
-    assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "kernel.migrate_observed"]
-    mig = by_id["kernel.migrate_observed"]
+    assert list(by_id) == ["env.core", "native.correctness", "kernel.nt_support", "probe.migrate"]
+    mig = by_id["probe.migrate"]
     assert mig["status"] == "skip" and "no probe could attach" in mig["summary"] and "mm_migrate_pages_start" in mig["summary"]
+    # the workload ran all the same: the kernel's own count is reported, held to no probe
+    assert mig["evidence"]["rows"] is None and mig["evidence"]["seen"] is None
+    assert isinstance(mig["evidence"]["expected"], int)
+    assert f"/proc/vmstat pgmigrate_success delta {mig['evidence']['expected']}" in mig["summary"]
     assert by_id["env.core"]["status"] == "pass" and by_id["kernel.nt_support"]["status"] == "pass"
     if mode == "raise":
         assert by_id["native.correctness"]["status"] == "fail"
         assert "ZeroDivisionError: injected" in by_id["native.correctness"]["summary"]
     else:
         assert by_id["native.correctness"]["status"] == "pass"
+
+
+LACKING = r"""
+import dataclasses, sys
+from nttrace import cli
+from nttrace.probes.reclaim import ReclaimProbe
+from nttrace.workloads.demotion import DemotionUnavailable
+from nttrace.workloads.scratch_cgroup import NoMemoryCgroup
+
+def lacking(**_options):
+    raise {"cgroup": NoMemoryCgroup, "tier": DemotionUnavailable}[sys.argv[1]]("injected: the host lacks it")
+
+ReclaimProbe.exercise = dataclasses.replace(ReclaimProbe.exercise, run=lacking)
+sys.exit(cli.main(["validate", "--json", "--check", "probe.reclaim"]))
+"""
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc")
+@pytest.mark.parametrize("lacks", ["cgroup", "tier"])
+def test_a_workload_the_host_cannot_run_skips_its_check_saying_why(lacks):
+    """A host without what a probe's workload needs (a memory cgroup, a lower
+    tier) skips that probe's check with the workload's own reason: the
+    check is not failed for what the host lacks."""
+    import subprocess
+    import sys
+    proc = subprocess.run([sys.executable, "-c", LACKING, lacks], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    (c,) = json.loads(proc.stdout)["checks"]
+    assert c["id"] == "probe.reclaim" and c["status"] == "skip" and "injected: the host lacks it" in c["summary"], c
+
+
+@pytest.mark.needs("root")   # without it, validate stops at its missing privilege (exit 3)
+def test_rebind_of_missing_namespace_is_exit_2():
+    proc = run_nttrace("validate", "--check", "kernel.memmap_latency", "--rebind", "namespace99.0")
+    assert proc.returncode == 2
+    assert "namespace99.0" in one_line_error(proc)

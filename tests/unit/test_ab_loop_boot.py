@@ -124,3 +124,47 @@ def test_a_kernel_without_kexec_is_exit_3(tmp_path):
     (tmp_path / "kexec_loaded").write_text("0\n")
     boot.kexec_supported(tmp_path / "kexec_loaded")
     assert boot.kexec_loaded(tmp_path / "kexec_loaded") is False
+
+
+def test_clearing_says_so_when_a_kexec_kernel_or_grubs_one_shot_entry_could_not_be_cleared(monkeypatch, tmp_path):
+    monkeypatch.setattr(boot, "kexec_loaded", lambda: True)
+    monkeypatch.setattr(boot.shutil, "which", lambda name: f"/sbin/{name}")
+    (tmp_path / "grub.cfg").write_text(GRUB_CFG)
+    monkeypatch.setattr(boot, "GRUB_CFGS", (tmp_path / "grub.cfg",))
+    ok = boot.Booter("reboot", run=Recorder()).clear()
+    assert ok == ["kexec -u", "grub-editenv unset next_entry"]
+    bad = boot.Booter("reboot", run=Recorder(fail_on="-")).clear()
+    assert len(bad) == 2 and all(line.startswith(boot.NOT_CLEARED) for line in bad)
+    assert "Cannot load image" in bad[0] and boot.all_cleared(ok) and not boot.all_cleared(bad)
+
+
+def test_a_reboot_without_a_grub_entry_is_refused_not_sent_to_grub_reboot(monkeypatch):
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "grub-reboot")
+    r = Recorder()
+    with pytest.raises(RuntimeError, match="no grub entry"):
+        boot.Booter("reboot", run=r).boot({"image": "/boot/vmlinuz-6.12.0", "release": "6.12.0"}, "", None)
+    assert r.cmds == []
+
+
+@pytest.mark.parametrize("fs,abstraction,refused", [("ext2", "", None), ("btrfs", "", "btrfs"),
+                                                    ("ext2", "lvm", "lvm"), ("ext2", "diskfilter mdraid1x", "diskfilter")])
+def test_reboot_where_grub_cannot_clear_its_one_shot_entry_at_boot_is_exit_3(monkeypatch, tmp_path, fs, abstraction,
+                                                                             refused):
+    # grub's save_env cannot write grubenv on LVM, RAID or a checksumming filesystem: next_entry would stay
+    # set, and a kernel that panics at boot would be booted again and again, never the default
+    cfg = tmp_path / "grub.cfg"
+    cfg.write_text(GRUB_CFG)
+    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "/usr/sbin/grub-reboot")
+    monkeypatch.setattr(boot, "GRUB_CFGS", (cfg,))
+    monkeypatch.setattr(boot.shutil, "which", lambda name: f"/usr/sbin/{name}")
+
+    def probe(cmd, timeout=120):
+        out = fs if cmd[1] == "--target=fs" else abstraction
+        return subprocess.CompletedProcess(cmd, 0, out + "\n", "")
+    if refused is None:
+        assert boot.check_grub(run=probe) == ("/usr/sbin/grub-reboot", cfg)
+        return
+    with pytest.raises(CapabilityError) as e:
+        boot.check_grub(run=probe)
+    assert e.value.exit_code == 3 and refused in str(e.value) and "\n" not in str(e.value)
+    assert "grub cannot clear its one-shot entry" in str(e.value)

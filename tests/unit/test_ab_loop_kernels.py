@@ -43,6 +43,13 @@ def test_an_installed_release_is_found_with_its_initrd(tmp_path):
     assert k.image == str(tmp_path / "vmlinuz-7.2.13") and k.initrd == str(tmp_path / "initrd.img-7.2.13")
 
 
+def test_an_installed_release_with_a_dracut_initramfs_is_found_with_it(tmp_path):
+    # Fedora, RHEL, Arch name it initramfs-R.img: without it kexec boots a kernel that cannot mount root
+    bzimage(tmp_path / "vmlinuz-7.2.13", BUILDS["base"])
+    (tmp_path / "initramfs-7.2.13.img").write_bytes(b"initrd")
+    assert kernels.resolve("7.2.13", boot=tmp_path).initrd == str(tmp_path / "initramfs-7.2.13.img")
+
+
 def test_a_path_with_an_initrd(tmp_path):
     p = bzimage(tmp_path / "bzImage", BUILDS["patched"])
     (tmp_path / "initrd").write_bytes(b"i")
@@ -81,3 +88,17 @@ def test_an_image_changed_or_gone_is_named(tmp_path):
 
 def test_proc_version_of_this_format_round_trips():
     assert kernels.parse_proc_version(proc_version(BUILDS["patched"])).text() == BUILDS["patched"]
+
+
+def test_an_initrd_changed_is_named(tmp_path):
+    # update-initramfs -u (a microcode or module update) between two boots: not the initrd the loop began with
+    p = bzimage(tmp_path / "bzImage", BUILDS["base"])
+    initrd = tmp_path / "initrd"
+    initrd.write_bytes(b"initrd 1")
+    k = kernels.resolve(f"{p}:{initrd}").as_json()
+    assert kernels.changed(k) is None
+    initrd.write_bytes(b"initrd 2, with new microcode")
+    assert "changed since the loop started" in kernels.changed(k) and str(initrd) in kernels.changed(k)
+    k_before = dict(k)
+    del k_before["initrd_sha256"]                  # a schedule written before initrds were hashed
+    assert kernels.changed(k_before) is None

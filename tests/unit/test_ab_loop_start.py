@@ -57,3 +57,75 @@ def test_fewer_boots_than_a_test_needs_are_said_in_the_plan(tmp_path, capsys):
         out = capsys.readouterr().out
         assert ("  note: 2 boot(s) a side cannot test a change: the exact test across boots needs 4 a side" in out) \
             == said
+
+
+@pytest.mark.parametrize("fault", [__import__("subprocess").TimeoutExpired(["systemctl", "enable"], 120),
+                                   KeyboardInterrupt()])
+def test_a_start_cut_while_installing_the_unit_leaves_nothing(tmp_path, monkeypatch, fault):
+    from nttrace.ab import unit
+    from nttrace.errors import CapabilityError
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    monkeypatch.setattr(start.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(start, "check_machine", lambda *a, **k: ([], []))
+    removed = []
+    monkeypatch.setattr(unit, "remove", lambda name, *a, **k: removed.append(name) or [])
+
+    def install(*a, **k):
+        raise fault
+    monkeypatch.setattr(unit, "install", install)
+    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    a = args(base=images["base"], patched=images["patched"], cmdline="root=/dev/vda", dry_run=False, boots=1)
+    with pytest.raises(CapabilityError if isinstance(fault, Exception) else KeyboardInterrupt):
+        start.main(a, machine=None)
+    assert not (tmp_path / "ab" / "mine").exists() and removed == ["mine"]
+
+
+def test_the_plan_warns_when_the_code_the_unit_runs_as_root_is_writable_by_others(tmp_path, capsys):
+    import os
+    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    exe = tmp_path / "nttrace"
+    exe.write_text("#!/bin/sh\n")
+    for mode in (0o755, 0o777):
+        os.chmod(exe, mode)
+        plan = start.plan(args(seed=1), Loop(tmp_path / "ab" / "mine"), ks, "root=x", str(exe))
+        start.print_plan(plan, [])
+        out = capsys.readouterr().out
+        named = f"{exe} (uid {exe.stat().st_uid}, mode {mode:o})" in out
+        assert named == (mode == 0o777 or exe.stat().st_uid != 0), out
+        if mode == 0o777:
+            assert "  warning: the unit runs as root, at every boot, code a user other than root can change: " in out
+
+
+@pytest.mark.parametrize("field", ["wait_quiet", "validate_timeout"])
+@pytest.mark.parametrize("value", [float("inf"), float("nan")])
+def test_a_bound_that_is_not_a_finite_number_is_bad_input(tmp_path, monkeypatch, field, value):
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    with pytest.raises(UsageError, match="finite"):
+        start.check_input(args(base=images["base"], patched=images["patched"], **{field: value}))
+
+
+def test_a_start_cut_while_its_first_boot_is_asked_for_leaves_nothing(tmp_path, monkeypatch):
+    from ab_loop_machine import SimMachine
+    from nttrace.ab import unit
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    monkeypatch.setattr(start.os, "geteuid", lambda: 0)
+    monkeypatch.setattr(start, "check_machine", lambda *a, **k: ([], []))
+    monkeypatch.setattr(unit, "install", lambda *a, **k: None)
+    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    a = args(base=images["base"], patched=images["patched"], cmdline="root=/dev/vda", dry_run=False, boots=1)
+
+    class Cut(SimMachine):
+        def boot(self, kernel, cmdline, entry):
+            raise KeyboardInterrupt                # Ctrl-C while kexec -l runs
+    m_holder = {}
+
+    def machine():
+        loop = Loop(tmp_path / "ab" / "mine")
+        m_holder["sim"] = Cut(loop)
+        return m_holder["sim"].machine()
+    monkeypatch.setattr(start, "real_machine", lambda loop, sched: machine())
+    with pytest.raises(KeyboardInterrupt):
+        start.main(a)
+    assert m_holder["sim"].finished == [False]                 # unit removed, nothing left loaded
+    assert not (tmp_path / "ab" / "mine").exists()

@@ -14,7 +14,7 @@ def test_status_mid_loop(tmp_path):
     step.step(loop, m)                    # slot 1 measured
     sim.reboot(lands_on=DEFAULT)
     step.step(loop, m)                    # slot 2's first boot failed; retried
-    s = status.status(loop, running=sim.now)
+    s = status.status(loop, running=sim.now, this_boot=m.boot_id())
     assert (s["state"], s["done"], s["settled"], s["total"]) == ("running", 1, 1, 6)
     slots = loop.slots()
     assert s["next"] == {"slot": 2, "side": slots[1].side,
@@ -36,7 +36,7 @@ def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, 
     step.step(loop, m)
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
-    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent))
+    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent, 9000))
     systemctl_calls = []
 
     class Booter:
@@ -59,8 +59,74 @@ def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, 
 
 
 def test_the_unit_runs_the_schedules_own_command_and_nothing_else(tmp_path):
-    text = unit.text("mine", "/opt/venv/bin/nttrace", tmp_path)
+    text = unit.text("mine", "/opt/venv/bin/nttrace", tmp_path, 9000)
     assert "\nExecStart=/opt/venv/bin/nttrace ab step mine\n" in text
     assert "\nType=oneshot\n" in text and "\nWantedBy=multi-user.target\n" in text
     assert f"ConditionPathExists={tmp_path}/mine/schedule.json" in text
     assert [ln for ln in text.splitlines() if ln.startswith("Exec")] == ["ExecStart=/opt/venv/bin/nttrace ab step mine"]
+
+
+def test_the_unit_runs_on_a_settled_system_without_holding_up_the_boot_and_is_bounded(tmp_path):
+    loop = make_loop(tmp_path, rounds=1)
+    sched = loop.schedule()
+    text = unit.text("t", "/usr/bin/nttrace", loop.dir.parent, unit.timeout_s(sched))
+    lines = text.splitlines()
+    assert "After=multi-user.target" in lines and "WantedBy=multi-user.target" in lines
+    bound = [ln.split("=", 1)[1] for ln in lines if ln.startswith("TimeoutStartSec=")]
+    assert len(bound) == 1 and bound[0].isdigit()
+    assert int(bound[0]) > sched["wait_quiet_s"] + sched["validate_timeout_s"]
+
+
+def test_status_while_validate_runs_says_this_boot_is_measured_and_which_comes_next(tmp_path, capsys):
+    loop = make_loop(tmp_path, rounds=2, seed=9)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    step.step(loop, m)                    # slot 1 measured, slot 2 asked
+    sim.reboot()
+    seen = {}
+
+    def validate(argv, timeout):
+        seen["status"] = status.status(loop, running=sim.now, this_boot=m.boot_id())
+        return sim.validate(argv, timeout)
+    m.validate = validate
+    step.step(loop, m)
+    s = seen["status"]
+    assert s["measuring"]["slot"] == 2 and s["next"]["slot"] == 3
+    assert s["eta_s"] == round((loop.state()["slots"]["1"]["stored_at"] - 1000.0) * 3)
+    status.print_status(s)
+    out = capsys.readouterr().out
+    assert "  boot 2 of 4 now: validate running since " in out and "  boot 3 of 4 next: " in out
+    # the same record seen from a later boot is a run cut short: that slot is next again
+    later = status.status(loop, running=sim.now, this_boot="another boot")
+    assert later["measuring"] is None and later["next"]["slot"] == 3
+
+
+def test_stop_of_a_loop_whose_schedule_is_damaged_still_removes_its_unit(tmp_path):
+    import subprocess
+
+    import pytest
+
+    from nttrace.errors import UsageError
+    loop = make_loop(tmp_path, rounds=1)
+    loop.schedule_path.write_text('{"slots": [')              # cut mid-write by hand, or edited
+    unit_dir = tmp_path / "units"
+    unit_dir.mkdir()
+    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent, 9000))
+
+    def remove(name):
+        return unit.remove(name, unit_dir, systemctl=lambda a: subprocess.CompletedProcess(a, 0, "", ""))
+    with pytest.raises(UsageError, match="missing or damaged"):
+        stop.stop(loop, remove_unit=remove)
+    assert not (unit_dir / unit.unit_name("t")).exists()
+
+
+def test_a_path_systemd_would_expand_or_split_is_refused_not_written_into_the_unit(tmp_path):
+    import pytest
+
+    from nttrace.errors import UsageError
+    for exe, root in (("/opt/v%i/bin/nttrace", tmp_path), ("/opt/$HOME/nttrace", tmp_path),
+                      ("/usr/bin/nttrace", tmp_path / "50%"), ("/usr/bin/nttrace", tmp_path / "a\nExecStart=/bin/sh")):
+        with pytest.raises(UsageError, match="systemd"):
+            unit.text("t", exe, root, 9000)

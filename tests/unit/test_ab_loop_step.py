@@ -317,3 +317,112 @@ def test_a_cut_after_the_run_was_stored_keeps_that_run_and_goes_on(tmp_path, mon
     assert loop.run_path(loop.slots()[0]).read_bytes() == stored          # kept, not redone
     assert len(sim.validated) == 1
     assert sim.asked[-1]["build"] == BUILDS[loop.slots()[1].side]         # on to slot 2
+
+
+def test_ab_stop_while_validate_runs_stands_and_nothing_is_booted_after_it(tmp_path):
+    from nttrace.ab import stop
+
+    class Booter:
+        def clear(self):
+            return []
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    asked = len(sim.asked)
+
+    def validate_while_stopped(argv, timeout):
+        # `nttrace ab stop` from a shell while this boot's validate runs
+        stop.stop(loop, booter=Booter(), remove_unit=lambda name: [])
+        return sim.validate(argv, timeout)
+    m.validate = validate_while_stopped
+    assert step.step(loop, m) == 0
+    st = loop.state()
+    assert st["state"] == "stopped" and st["why"] == "stopped by `nttrace ab stop`"
+    assert len(sim.asked) == asked                       # no boot asked after the stop
+    assert sorted(loop.runs()) == [1]                    # the run that finished is kept
+
+
+
+def test_a_slot_whose_run_is_cut_again_and_again_is_given_up_not_booted_forever(tmp_path):
+    # the patched kernel boots but crashes under the checks: every run of it is
+    # cut short and the firmware brings up the default kernel
+    loop = make_loop(tmp_path, rounds=1, seed=1, max_failures=3)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    patched = next(s.slot for s in loop.slots() if s.side == "patched")
+
+    def validate(argv, timeout):
+        if sim.side_now() == "patched":
+            raise KeyboardInterrupt              # the machine goes down mid-run
+        return sim.validate(argv, timeout)
+    m.validate = validate
+    step.begin(loop, m)
+    for _ in range(12):
+        if loop.state()["state"] != "running":
+            break
+        sim.reboot(lands_on=DEFAULT if sim.now.release.startswith("7.2.13-nt") else None)
+        try:
+            step.step(loop, m)
+        except KeyboardInterrupt:
+            pass                                 # the crash; the next reboot() is the firmware's
+    st = loop.state()
+    assert st["state"] == "complete", st["why"]
+    ss = slot_state(st, patched)
+    assert ss["outcome"] == "failed boot" and ss["attempts"] == 2      # redone once, then given up
+    assert [i["slot"] for i in st["interrupted"]] == [patched, patched]
+    assert "cut short" in ss["failures"][-1]["why"]
+    assert sorted(loop.runs()) == [s.slot for s in loop.slots() if s.side == "base"]
+
+
+def test_an_image_rebuilt_while_validate_runs_is_never_booted(tmp_path):
+    loop = make_loop(tmp_path, rounds=1, seed=1)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    nxt = loop.slots()[1].side
+
+    def validate_while_rebuilt(argv, timeout):
+        bzimage(tmp_path / f"{nxt}.bzImage", BUILDS[nxt], body=b"rebuilt")    # `make install` over it meanwhile
+        return sim.validate(argv, timeout)
+    m.validate = validate_while_rebuilt
+    asked = len(sim.asked)
+    assert step.step(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed" and f"the {nxt} kernel's image" in st["why"] and "no mixed builds" in st["why"]
+    assert len(sim.asked) == asked and sim.finished == [False]       # the changed image not booted
+    assert sorted(loop.runs()) == [1]
+
+
+def test_an_error_nobody_foresaw_stops_the_loop_and_leaves_nothing_enabled(tmp_path):
+    loop = make_loop(tmp_path, rounds=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+
+    def broken(limit):
+        raise RuntimeError("no /proc/stat")
+    m.wait_quiet = broken
+    assert step.step(loop, m) == 1
+    st = loop.state()
+    assert st["state"] == "failed" and st["why"] == "internal error in the step (RuntimeError: no /proc/stat)"
+    assert sim.finished == [False] and len(sim.asked) == 1
+
+
+def test_a_first_boot_whose_state_cannot_be_written_is_a_failed_start_not_a_traceback(tmp_path, monkeypatch):
+    import errno
+    from nttrace.ab import loop as loop_module
+    loop = make_loop(tmp_path, rounds=1)
+    sim = SimMachine(loop)
+    real_save = loop_module.Loop.save_state
+
+    def full(self, state):
+        if state["state"] == "running":
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.state_path))
+        return real_save(self, state)
+    monkeypatch.setattr(loop_module.Loop, "save_state", full)
+    assert step.begin(loop, sim.machine()) == 1          # `ab start` then removes the loop and exits 3
+    assert sim.finished == [False] and sim.asked == []

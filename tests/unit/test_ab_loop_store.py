@@ -73,8 +73,51 @@ def test_the_state_directory_is_root_only(tmp_path):
     assert d.stat().st_mode & 0o777 == 0o700
 
 
+def test_the_directory_of_all_loops_is_made_root_only_but_one_the_user_named_keeps_its_mode(tmp_path, monkeypatch):
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    os.chmod(shared, 0o1777)                    # NTTRACE_AB_DIR=/tmp, say: others' files live there
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(shared))
+    store.make_root()
+    assert shared.stat().st_mode & 0o7777 == 0o1777
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "new" / "ab"))
+    assert store.make_root().stat().st_mode & 0o777 == 0o700
+
+
+def test_a_relative_state_directory_is_named_absolutely_in_the_unit(tmp_path, monkeypatch):
+    from nttrace.ab import unit
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NTTRACE_AB_DIR", "rel/ab")
+    assert store.root() == tmp_path / "rel" / "ab"
+    text = unit.text("t", "/usr/bin/nttrace", store.root(), 9000)
+    assert f"Environment=NTTRACE_AB_DIR={tmp_path}/rel/ab" in text
+    assert f"ConditionPathExists={tmp_path}/rel/ab/t/schedule.json" in text
+
+
 @pytest.mark.parametrize("name", ["", "../x", "a/b", ".hidden", "x" * 65, "a b"])
 def test_a_name_that_is_not_a_plain_word_is_refused(name):
     from nttrace.errors import UsageError
     with pytest.raises(UsageError):
         store.check_name(name)
+
+
+def test_the_lock_is_never_a_link_followed_out_of_the_loop_directory(tmp_path):
+    from ab_loop_machine import make_loop
+    loop = make_loop(tmp_path, rounds=1)
+    elsewhere = tmp_path / "etc-something"
+    (loop.dir / "lock").symlink_to(elsewhere)        # planted while the directory was writable by others
+    with pytest.raises(OSError):
+        with loop.lock():
+            pass
+    assert not elsewhere.exists()
+
+
+def test_a_temporary_planted_as_a_link_is_not_written_through(tmp_path):
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0\n")
+    d = tmp_path / "loop"
+    store.make_private_dir(d)
+    (d / "state.json.tmp").symlink_to(target)
+    store.write_json(d / "state.json", {"state": "failed"})
+    assert target.read_text() == "root:x:0:0\n"
+    assert store.read_json(d / "state.json") == {"state": "failed"} and not (d / "state.json.tmp").exists()

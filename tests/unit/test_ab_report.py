@@ -83,6 +83,42 @@ def test_an_empty_or_truncated_report_is_one_line_exit_2(tmp_path, content):
     assert str(bad) in one_line_error(proc)
 
 
+@pytest.mark.parametrize("value,spelled", [(float("inf"), "Infinity"), (float("-inf"), "-Infinity"),
+                                            (float("nan"), "NaN")])
+@pytest.mark.parametrize("side", ["--baseline", "--current"])
+def test_a_run_value_that_is_not_finite_is_one_line_exit_2(tmp_path, value, spelled, side):
+    """Python's JSON reader takes Infinity and NaN: a run holding one is
+    refused in one line naming the file and the figure, not tested into an
+    internal error."""
+    def every_rebind(d):
+        for call in d["checks"][0]["evidence"]["calls"]:
+            call["latency_ns"] = value
+    base, cur = boots("ab-base-nt-v3/A", ("memmap_fsdax",))[:3], boots("ab-base-nt-v3/B", ("memmap_fsdax",))[:3]
+    sides = {"--baseline": base, "--current": cur}
+    bad = _edited(tmp_path, sides[side][1], "bad.json", every_rebind)
+    assert spelled in Path(bad).read_text()
+    sides[side][1] = bad
+    for fmt in ("text", "html"):
+        proc = ab(base, cur, "--format", fmt)
+        assert proc.returncode == 2 and proc.stdout == "", (side, spelled, fmt, proc.stderr)
+        assert one_line_error(proc) == (f"nttrace: {side} {bad}: kernel.memmap_latency [fsdax] first bind, ms is "
+                                        f"{spelled}: a run's figures must be finite numbers")
+
+
+def test_infinity_on_both_sides_is_refused_where_it_ended_in_an_internal_error(tmp_path):
+    """Three base runs and one patched run of Infinity: the statistics'
+    own check of the interval against the test failed on them (exit 4)."""
+    def every_rebind(d):
+        for call in d["checks"][0]["evidence"]["calls"]:
+            call["latency_ns"] = float("inf")
+    base, cur = boots("ab-base-nt-v3/A", ("memmap_fsdax",)), boots("ab-base-nt-v3/B", ("memmap_fsdax",))
+    base[1:4] = [_edited(tmp_path, p, f"a{k}.json", every_rebind) for k, p in enumerate(base[1:4])]
+    cur[1] = _edited(tmp_path, cur[1], "b.json", every_rebind)
+    proc = ab(base, cur)
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert one_line_error(proc).startswith(f"nttrace: --baseline {base[1]}: kernel.memmap_latency [fsdax] ")
+
+
 # -- the HTML page in a real browser --------------------------------------------------------
 def browser() -> str:
     return shutil.which("chromium-headless-shell") or shutil.which("chromium")
@@ -235,6 +271,36 @@ def test_three_boots_a_side_are_too_few_in_words():
     assert proc.returncode == 0, proc.stderr
     assert "not testable at 3/3 runs" in proc.stdout
     assert not MARKS.search(table_of(proc.stdout)), proc.stdout   # nothing marked either way
+
+
+@pytest.mark.parametrize("side,a,b,primary_marked", [("ab-base-nt-v3", 5, 3, True),
+                                                      ("ab-base-nt-v3-icount", 2, 8, True),
+                                                      ("ab-base-nt-v3-icount", 2, 7, False)])
+def test_a_mark_and_not_testable_follow_one_rule_by_both_sides_sizes(side, a, b, primary_marked):
+    """5 against 3 and 2 against 8 can be tested at 0.05 (smallest p 0.036
+    and 0.044), 2 against 7 cannot: a row is marked only where
+    statistics.testable holds, says "not testable" exactly where it does
+    not, and the note under the table gives that rule at the row's alpha."""
+    from nttrace.validate import ab_text, statistics
+    proc = ab(boots(f"{side}/A")[:2 * a], boots(f"{side}/B")[:2 * b], "--json")
+    body = json.loads(proc.stdout)
+    stats = [r["stats"] for r in rows_of(proc).values() if r.get("stats") and r["stats"]["role"] != "descriptive"]
+    notes = "\n".join(body["baseline_legend"])
+    assert "needs 4 a side" not in notes
+    for st in stats:
+        assert (st["base"]["n"], st["current"]["n"]) == (a, b)
+        can = statistics.testable(a, b, st["alpha"])
+        assert st["verdict"].startswith("cannot be significant") == (not can), st["verdict"]
+        if st["role"] == "primary":
+            assert st["significant"] == primary_marked
+        if not can:
+            assert (f"not testable at {a}/{b} runs: the exact test's smallest p at {a} against {b} is "
+                    f"2/C({a + b}, {min(a, b)}) = {statistics.smallest_p(a, b):.2g}, above the row's alpha "
+                    f"{st['alpha']:.2g}; a test at alpha {st['alpha']:.2g} needs "
+                    f"{ab_text.testable_sizes(st['alpha'])}") in notes
+    text = ab(boots(f"{side}/A")[:2 * a], boots(f"{side}/B")[:2 * b]).stdout
+    assert (f"not testable at {a}/{b} runs" in table_of(text)) == any(
+        not statistics.testable(a, b, st["alpha"]) for st in stats)
 
 
 def table_of(out: str) -> str:

@@ -17,6 +17,7 @@ from scipy.stats import mannwhitneyu
 
 from conftest import FIXTURES, REPO
 from nttrace.validate import evidence, statistics as st
+from nttrace.validate.checks.memmap_latency import MemmapEvidence
 
 RECORDED_AA = FIXTURES / "recorded" / "ab" / "aa-base"
 RAW = REPO / "benchmarks"
@@ -57,6 +58,29 @@ def test_smallest_p_and_the_sizes_that_cannot_reach_alpha():
     assert st.smallest_p(4, 4) == pytest.approx(2 / 70) and st.critical_k(4, 4, 0.05) == 1
     r = st.compare(st.Runs([1.0, 1.1, 1.2]), st.Runs([2.0, 2.1, 2.2]))
     assert not r["significant"] and r["verdict"].startswith("cannot be significant at 3 vs 3")
+
+
+def test_a_test_is_possible_exactly_where_the_most_extreme_runs_reach_alpha():
+    """testable(m, n) holds exactly where m runs all below n others give
+    p <= alpha (that arrangement's p is 2 / C(m + n, m), the smallest), and
+    fewest_runs lists the boundary: 3 against 5 reaches 0.036 and 2 against
+    8 reaches 0.044, so "4 a side" is not the rule."""
+    for alpha in (0.05, 0.05 / 6, 0.01):
+        for m in range(1, 11):
+            for n in range(1, 11):
+                if min(m, n) < 2:
+                    assert not st.testable(m, n, alpha)
+                    continue
+                p = st.shift([float(i + 1) for i in range(m)], [float(100 + i) for i in range(n)], alpha)["p"]
+                assert p == pytest.approx(2 / math.comb(m + n, m)) == pytest.approx(st.smallest_p(m, n))
+                assert st.testable(m, n, alpha) == (p <= alpha) == st.testable(n, m, alpha), (m, n, alpha, p)
+        pairs = st.fewest_runs(alpha)
+        for small, other in pairs:
+            assert st.testable(small, other, alpha) and not st.testable(small, other - 1, alpha) or small == other
+        assert pairs[-1][0] == pairs[-1][1] and not st.testable(pairs[-1][0] - 1, pairs[-1][0] - 1, alpha)
+    assert st.fewest_runs(0.05) == [(2, 8), (3, 5), (4, 4)]
+    assert st.smallest_p(3, 5) == pytest.approx(0.0357, abs=1e-4) and st.smallest_p(2, 8) == pytest.approx(0.0444, abs=1e-4)
+    assert not st.testable(3, 4) and not st.testable(2, 7)
 
 
 def test_one_run_a_side_is_never_tested():
@@ -110,13 +134,46 @@ def test_the_simulations_verdict_is_compares():
         assert st.shift(b, c)["significant"] == st.compare(st.Runs(b), st.Runs(c))["significant"]
 
 
-@pytest.mark.parametrize("boots", [5, 8])
-def test_a_synthetic_a_a_at_the_recorded_spread_marks_about_alpha(aa_residuals, boots, capsys):
-    for subject, resid in aa_residuals.items():
-        rate = _mark_rate(resid, boots, boots, 0.0, 1500, seed=100 + boots)
+@pytest.fixture(scope="module")
+def resampled_aa_rates(aa_residuals) -> dict[tuple[str, int], float]:
+    """{(scenario, boots a side): how often a synthetic A/A drawn from the
+    recorded A/A's residuals (10 values a scenario, resampled: ties) is
+    marked}."""
+    return {(subject, boots): _mark_rate(resid, boots, boots, 0.0, 1500, seed=100 + boots)
+            for boots in (5, 8) for subject, resid in aa_residuals.items()}
+
+
+def test_a_synthetic_a_a_at_the_recorded_spread_marks_about_alpha(resampled_aa_rates, capsys):
+    for (subject, boots), rate in resampled_aa_rates.items():
         with capsys.disabled():
             print(f"\nA/A false-mark rate, {subject} primary, {boots} boots a side: {rate:.3f} (alpha 0.05)")
         assert rate <= 0.10, (subject, boots, rate)
+
+
+def test_an_a_a_without_ties_is_marked_at_the_exact_rate_never_above_alpha():
+    """Values that never tie put every rank arrangement at the same odds, so
+    the exact test marks an A/A at 2 P(U <= k - 1): counted here again by
+    simulating tie-free A/As."""
+    exact = {n: st.false_mark_rate(n, n) for n in range(4, 9)}
+    assert all(0 < r <= st.ALPHA for r in exact.values()), exact
+    assert st.false_mark_rate(3, 3) == 0.0 and st.false_mark_rate(3, 5) == pytest.approx(2 / 56)
+    rng = np.random.default_rng(31)
+    for n in (4, 8):
+        reps = 3000
+        marks = sum(st.shift(list(np.exp(rng.normal(0, .05, n))), list(np.exp(rng.normal(0, .05, n))))["significant"]
+                    for _ in range(reps))
+        assert marks / reps == pytest.approx(exact[n], abs=4 * math.sqrt(exact[n] / reps)), (n, marks / reps)
+
+
+def test_the_docs_quote_both_a_a_mark_rates_computed_here(resampled_aa_rates):
+    """docs/ab.md quotes the tie-free exact rate from 4 to 8 runs a side and
+    the rate of the recorded A/A's values resampled, as this file computes
+    them."""
+    doc = (REPO / "docs" / "ab.md").read_text()
+    exact = [100 * st.false_mark_rate(n, n) for n in range(4, 9)]
+    resampled = [100 * r for r in resampled_aa_rates.values()]
+    assert f"{min(exact):.1f}-{max(exact):.1f}%" in doc, (min(exact), max(exact))
+    assert f"{min(resampled):.1f}-{max(resampled):.1f}%" in doc, (min(resampled), max(resampled))
 
 
 def test_one_boot_a_side_is_never_marked_at_the_recorded_spread(aa_residuals):
@@ -143,19 +200,24 @@ def test_boots_needed_grows_as_the_change_shrinks(aa_residuals):
 
 
 # -- the primary figure's choice, from the raw boots it was made on ------------------------
-def _raw_boot_cov(ab_json: Path) -> dict[str, float]:
-    """{stat: worst boot-to-boot CoV over the file's scenarios and sides} for
-    each candidate summary of a boot's rebinds."""
+def _raw_boot_covs(ab_json: Path) -> dict[str, list[float]]:
+    """{stat: the boot-to-boot CoV of each of the file's scenarios and sides}
+    for each candidate summary of a boot's rebinds."""
     rows = json.loads(ab_json.read_text())["baseline_comparison"]
-    out: dict[str, float] = {}
+    out: dict[str, list[float]] = {}
     for r in rows:
         if r["check"] != "kernel.memmap_latency" or r["metric"] != "rebind_ms.median" or not r.get("samples"):
             continue
         for side in ("baseline", "current"):
             for name, fn in (("min", min), ("median", pystats.median), ("mean", pystats.mean)):
                 v = [fn(s) for s in r["samples"][side]]
-                out[name] = max(out.get(name, 0.0), 100 * pystats.stdev(v) / pystats.mean(v))
+                out.setdefault(name, []).append(100 * pystats.stdev(v) / pystats.mean(v))
     return out
+
+
+def _raw_boot_cov(ab_json: Path) -> dict[str, float]:
+    """{stat: worst boot-to-boot CoV over the file's scenarios and sides}."""
+    return {name: max(covs) for name, covs in _raw_boot_covs(ab_json).items()}
 
 
 RAW_BOOTS = ["lab-aa-base-2026-12-01", "lab-aa-base-contended-2026-12-01", "lab-ab-base-nt-v3-2026-12-01",
@@ -168,11 +230,32 @@ def test_the_memmap_primary_figure_is_the_steadiest_in_the_recorded_boots():
         for stat, cov in _raw_boot_cov(RAW / d / "ab.json").items():
             worst[stat] = max(worst.get(stat, 0.0), cov)
     assert min(worst, key=worst.get) == "min", worst
-    prim = [f for f in evidence.MemmapEvidence("ns", "fsdax", []).figures() if f.role == "primary"]
+    prim = [f for f in MemmapEvidence("ns", "fsdax", []).figures() if f.role == "primary"]
     assert [f.metric for f in prim] == ["rebind_ms.min"]
     # the reason printed in every report quotes these files' figures
-    reason = evidence.PRIMARY_REASON["kernel.memmap_latency"]
+    reason = MemmapEvidence.PRIMARY_REASON
     assert f"{worst['min']:.1f}%" in reason and f"{worst['median']:.1f}%" in reason, (worst, reason)
+
+
+def test_the_primary_figures_note_quotes_the_icount_labs_spread_and_the_host_clocks():
+    """The note printed under every memmap A/B quotes, for the lab as it runs
+    now (icount: guest time counts instructions), the CoV of its recorded A/A
+    boots, and for the host-clock boots the figure was chosen on, theirs,
+    each said to be which."""
+    reason = evidence.primary_reason("kernel.memmap_latency")
+    icount = _raw_boot_covs(RAW / "lab-aa-base-icount-xeon-vm-2026-12-05-8621d6f" / "ab.json")
+    assert len(icount["min"]) == 4          # fsdax and devdax, each side of the A/A
+    for stat, words in (("min", "its boot-to-boot CoV: {}-{}% in the lab's icount A/A"),
+                        ("median", "(the median's {}-{}%)")):
+        lo, hi = min(icount[stat]), max(icount[stat])
+        assert words.format(f"{lo:.2g}", f"{hi:.2g}") in reason, (stat, lo, hi, reason)
+    host = {}
+    for d in RAW_BOOTS:
+        for stat, covs in _raw_boot_covs(RAW / d / "ab.json").items():
+            host.setdefault(stat, []).extend(covs)
+    lo, hi = min(host["min"]), max(host["min"])
+    assert f"{lo:.1f}-{hi:.1f}% on the host clock (boots of 2026-12-01)" in reason, (lo, hi)
+    assert f"the median's {min(host['median']):.1f}-{max(host['median']):.1f}%)" in reason
 
 
 def test_the_labs_recorded_spread_is_what_its_source_boots_give():

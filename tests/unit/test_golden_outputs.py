@@ -16,6 +16,7 @@ from nttrace.validate import runner as validate
 from nttrace.validate.baseline import merge
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.probes import PROBES
+from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.tracer import replay
 from nttrace.trace_cmd import print_table
 from test_exporter_golden import RecordedTracer, check_golden, render
@@ -99,6 +100,21 @@ def test_probe_metrics_golden(kernel):
             continue
         for metric in PROBES[name].metrics:
             assert metric.name in families, metric.name
+    # the migrate histogram agrees with the rows it was made from: cumulative
+    # buckets, +Inf == count == calls, the sum in seconds, the calls a counter
+    for row in probes[MigrateProbe.name]["rows"] if probes[MigrateProbe.name]["status"] == "attached" else ():
+        labels = {"mode": row["mode"], "reason": row["reason"], "nt": str(row["nt"]).lower()}
+        hist = [s for s in families["nttrace_migrate_duration_seconds"].samples
+                if {k: s.labels.get(k) for k in labels} == labels]
+        buckets = [s for s in hist if s.name.endswith("_bucket")]
+        assert [s.value for s in buckets] == sorted(s.value for s in buckets)
+        inf = next(s.value for s in buckets if s.labels["le"] == "+Inf")
+        count = next(s.value for s in hist if s.name.endswith("_count"))
+        total = next(s.value for s in hist if s.name.endswith("_sum"))
+        assert inf == count == row["calls"], (kernel, labels)
+        assert abs(total - row["latency_ns"]["sum"] * 1e-9) < 1e-12
+        calls = families["nttrace_migrate_calls"]
+        assert calls.type == "counter" and labels in [s.labels for s in calls.samples]
 
 
 def test_every_probe_has_recorded_rows_behind_its_golden_metrics():

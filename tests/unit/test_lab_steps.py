@@ -189,3 +189,77 @@ def test_boots_a_step_are_enough_to_mark_a_step_at_the_corrected_alpha():
     for m in (1, 3, 5, 9, 12):
         n = steps.boots_to_mark(m)
         assert statistics.smallest_p(n, n) <= 0.05 / m < statistics.smallest_p(n - 1, n - 1)
+
+
+# -- the recorded v8 run (benchmarks/lab-steps-v8-...: steps 1-3,4,5,6-8,9, 5 boots each) ----------
+RECORDED_STEPS = REPO / "benchmarks" / "lab-steps-v8-xeon-vm-2026-12-05-45ed58d" / "steps.json"
+
+
+def recorded_series(tmp_path: Path) -> tuple[kernel_build.Series, dict]:
+    """The recorded run's series rebuilt from its step table's patch titles
+    (one trivial patch each, in order), and the recorded run."""
+    run = json.loads(RECORDED_STEPS.read_text())
+    titles = [t for r in run["table"]["subjects"]["fsdax"]["rows"] for t in r.get("patches") or []]
+    assert len(titles) == 9, titles
+    mbox = "".join(f"From: Someone <someone@example.org>\nSubject: [PATCH v8 {n}/9] {t}\n\n---\n"
+                   f"diff --git a/f{n}.c b/f{n}.c\n--- /dev/null\n+++ b/f{n}.c\n@@ -0,0 +1 @@\n+int x{n};\n--\n2.40.0\n\n"
+                   for n, t in enumerate(titles, 1))
+    (tmp_path / "v8.txt").write_text(mbox)
+    return kernel_build.Series(str(tmp_path / "v8.txt"), "v8"), run
+
+
+def test_each_step_is_named_by_the_patches_it_adds(tmp_path):
+    """The recorded run's steps keep their names and patches; `--steps 4,5`
+    (the rerun that reproduced fsdax 16.135 and devdax 13.731 ms) is steps
+    1-4 and 5: its first kernel holds patches 1-4, and so does its name."""
+    series, run = recorded_series(tmp_path)
+    rows = {r["step"]: r["patches"] for r in run["table"]["subjects"]["fsdax"]["rows"] if r["step"] != "base"}
+    got = steps.step_variants(series, steps.parse_steps(run["meta"]["steps"], 9))
+    assert {s.label: s.titles for s, _v in got} == rows
+    assert [v.name for _s, v in got] == [k.rsplit("-", 1)[0] for lab_, k in run["meta"]["kernels"].items()
+                                         if lab_ != "base"]
+    folded = steps.step_variants(series, steps.parse_steps("4,5", 9))
+    assert [(s.label, s.titles) for s, _v in folded] == [("1-4", rows["1-3"] + rows["4"]), ("5", rows["5"])]
+    assert [v.name for _s, v in folded] == ["v8-to-4", "v8-to-5"]      # the recorded run's kernels 4 and 5
+    assert [s.label for s, _v in steps.step_variants(series, steps.parse_steps("2-3,5", 9))] == ["1-3", "4-5"]
+
+
+def _boots_at(medians: dict[str, dict[str, float]]) -> dict[str, list[dict]]:
+    """Five boots a step at the recorded medians (each boot a hundred-
+    thousandth apart, as steady as the icount guest's boots)."""
+    return {label: [{"values": {subj: {"primary": ms * (1 + 1e-5 * (k - 2)), "primary_label": "rebinds (n=30), min ms",
+                                       "mean": ms} for subj, ms in by_subj.items()}, "page_ref_path": {}}
+                    for k in range(5)] for label, by_subj in medians.items()}
+
+
+def test_the_step_table_of_a_folded_step_names_its_patches_and_no_empty_heading(tmp_path):
+    """`--steps 4,5` on the recorded medians of base, 4 and 5 (the same
+    kernels): the first row is step 1-4 with its four patches, and with no
+    step the lab cannot attribute, there is no such heading; the recorded
+    run (steps 6-8 and 9 hold such notes) keeps it."""
+    series, run = recorded_series(tmp_path)
+    rec = {subj: {r["step"]: r["median"] for r in s["rows"]} for subj, s in run["table"]["subjects"].items()}
+    medians = {new: {subj: rec[subj][old] for subj in rec} for new, old in (("base", "base"), ("1-4", "4"),
+                                                                               ("5", "5"))}
+    folded = [s for s, _v in steps.step_variants(series, steps.parse_steps("4,5", 9))]
+    t = steps.table(folded, _boots_at(medians), {})
+    md = steps.render_markdown(t, run["meta"])
+    row = next(ln for ln in md.splitlines() if ln.startswith("| 1-4 |"))
+    assert all(title in row for title in folded[0].titles) and len(folded[0].titles) == 4
+    first = {subj: t["subjects"][subj]["rows"][1] for subj in ("fsdax", "devdax")}
+    assert first["fsdax"]["change_pct"] == pytest.approx(100 * (rec["fsdax"]["4"] / rec["fsdax"]["base"] - 1), abs=0.01)
+    assert "What the lab cannot attribute" not in md and "\n\n\n" not in md
+    full = steps.render_markdown(run["table"], run["meta"])
+    notes = full[full.index("What the lab cannot attribute:"):].split("\n\n")[1].splitlines()
+    assert [n.split(":")[0] for n in notes] == ["- step 6-8", "- step 9"]
+
+
+def test_a_step_measured_after_one_that_failed_says_its_change_holds_that_steps_patches():
+    st = [steps.Step(1, 3, ["a", "b", "c"]), steps.Step(4, 4, ["d"]), steps.Step(5, 5, ["e"])]
+    t = steps.table(st, _boots_at({"base": {"fsdax": 20.0}, "5": {"fsdax": 10.0}}) | {"1-3": [], "4": []},
+                    {"1-3": "boot 1 did not complete", "4": "boot 1 did not complete"})
+    row = t["subjects"]["fsdax"]["rows"][-1]
+    assert row["since"] == "base" and row["unmeasured"] == ["1-3", "4"] and row["patches_since"] == list("abcd")
+    md = steps.render_markdown(t, {"series": "s", "boots": 5, "cpu": "c", "finished": "f", "machine": "m",
+                                   "commit": "x", "conditions": "quiet"})
+    assert "| 5 | e (the change is from base: it also holds step 1-3, 4, not measured: a; b; c; d) |" in md

@@ -39,3 +39,14 @@ def test_bpf_sources_and_native_library_are_installed():
 def test_exporters_are_under_nttrace():
     import nttrace.exporters
     assert Path(nttrace.exporters.__file__).parent.parent == Path(nttrace.__file__).parent
+
+
+def test_every_module_of_the_tree_is_installed():
+    """setup.py finds the packages: a module or subpackage added under
+    tracer/, exporters/ or bpf/ is installed without a list to update."""
+    from conftest import REPO
+    pkg = Path(nttrace.__file__).parent
+    roots = {"tracer": pkg, "exporters": pkg / "exporters", "bpf": pkg / "bpf"}
+    missing = [str(src.relative_to(REPO)) for root, dest in roots.items() for src in (REPO / root).rglob("*.py")
+               if not (dest / src.relative_to(REPO / root)).is_file()]
+    assert missing == []

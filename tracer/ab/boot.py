@@ -25,6 +25,12 @@ VIAS = ("kexec", "reboot")
 KEXEC_LOADED = Path("/sys/kernel/kexec_loaded")
 KEXEC_DISABLED = Path("/proc/sys/kernel/kexec_load_disabled")
 GRUB_CFGS = (Path("/boot/grub/grub.cfg"), Path("/boot/grub2/grub.cfg"))
+NOT_CLEARED = "NOT CLEARED: "
+
+
+def all_cleared(done: list[str]) -> bool:
+    """Booter.clear()'s lines say nothing is left pending."""
+    return not any(line.startswith(NOT_CLEARED) for line in done)
 
 
 def default_cmdline(proc_cmdline: str) -> str:
@@ -103,8 +109,33 @@ def grub_reboot_binary() -> str | None:
     return shutil.which("grub-reboot") or shutil.which("grub2-reboot")
 
 
-def check_grub() -> tuple[str, Path]:
-    """grub-reboot and a grub.cfg that honours its one-shot entry, or exit 3."""
+def grub_cannot_save_env(grub_dir: Path, run=_run) -> str | None:
+    """Why grub itself cannot clear its one-shot entry at boot, or None (also
+    where grub-probe cannot tell). Grub's save_env writes grubenv only on a
+    plain disk or partition and a filesystem without checksums: not on LVM,
+    RAID or encryption, not on btrfs or ZFS."""
+    probe = shutil.which("grub-probe") or shutil.which("grub2-probe")
+    if not probe:
+        return None
+    found = {}
+    for target in ("fs", "abstraction"):
+        try:
+            p = run([probe, f"--target={target}", str(grub_dir)])
+        except (OSError, subprocess.SubprocessError):
+            return None
+        if p.returncode != 0:
+            return None
+        found[target] = p.stdout.strip()
+    if found["abstraction"]:
+        return f"{grub_dir} is on {found['abstraction']}"
+    if found["fs"] in ("btrfs", "zfs"):
+        return f"{grub_dir} is on {found['fs']}"
+    return None
+
+
+def check_grub(run=_run) -> tuple[str, Path]:
+    """grub-reboot and a grub.cfg that honours its one-shot entry, and a
+    grubenv grub can clear at boot; or exit 3."""
     exe, cfg = grub_reboot_binary(), grub_cfg()
     if not exe or cfg is None:
         raise CapabilityError("ab start --via reboot: grub is not this machine's bootloader (no grub-reboot or "
@@ -116,6 +147,10 @@ def check_grub() -> tuple[str, Path]:
     if "next_entry" not in text:
         raise CapabilityError(f"ab start --via reboot: {cfg} does not read grub's next_entry, so grub-reboot "
                               "would not boot the entry once")
+    why = grub_cannot_save_env(cfg.parent, run)
+    if why:
+        raise CapabilityError(f"ab start --via reboot: grub cannot clear its one-shot entry at boot ({why}): a "
+                              "kernel that fails to boot would be booted again and again; use --via kexec")
     return exe, cfg
 
 
@@ -162,22 +197,36 @@ class Booter:
             self._must(kexec_load_cmd(kernel, cmdline))
             self._must(["systemctl", "--no-block", "kexec"])
         else:
-            self._must([grub_reboot_binary() or "grub-reboot", grub_entry_id or ""])
+            if not grub_entry_id:
+                raise RuntimeError(f"no grub entry recorded for {kernel.get('release') or kernel['image']}")
+            self._must([grub_reboot_binary() or "grub-reboot", grub_entry_id])
             self._must(["systemctl", "--no-block", "reboot"])
 
+    def _try(self, cmd: list[str]) -> str | None:
+        """None where cmd succeeded, else why not."""
+        try:
+            p = self.run(cmd)
+        except (OSError, subprocess.SubprocessError) as exc:
+            return str(exc)
+        return None if p.returncode == 0 else _last_line(p)
+
     def clear(self) -> list[str]:
-        """Nothing pending: unload kexec, remove grub's one-shot entry."""
+        """Nothing pending: unload kexec, remove grub's one-shot entry. Returns
+        what it did; a line starting NOT_CLEARED for what it could not do."""
         done = []
-        if kexec_loaded() and shutil.which("kexec"):
-            self.run(["kexec", "-u"])
-            done.append("kexec -u")
-        if self.via == "reboot" and shutil.which("grub-editenv"):
+        if kexec_loaded():
+            why = self._try(["kexec", "-u"]) if shutil.which("kexec") else "no kexec on PATH"
+            done.append("kexec -u" if why is None else f"{NOT_CLEARED}a kexec kernel stays loaded (kexec -u: {why})")
+        if self.via == "reboot":
             cfg = grub_cfg()
             if cfg is not None:
-                self.run(["grub-editenv", str(cfg.with_name("grubenv")), "unset", "next_entry"])
-                done.append("grub-editenv unset next_entry")
+                why = self._try(["grub-editenv", str(cfg.with_name("grubenv")), "unset", "next_entry"])
+                done.append("grub-editenv unset next_entry" if why is None else
+                            f"{NOT_CLEARED}grub's one-shot entry may stay set (grub-editenv: {why})")
         return done
 
     def reboot_default(self) -> None:
-        self.clear()
+        done = self.clear()
+        if not all_cleared(done):        # a reboot now could boot what is still pending
+            raise RuntimeError("; ".join(done))
         self._must(["systemctl", "--no-block", "reboot"])

@@ -1,8 +1,9 @@
 """Which kernel a KERNEL argument names, and how to tell it is the one running.
 
-KERNEL is an installed release R (/boot/vmlinuz-R, with /boot/initrd.img-R
-where there is one) or a path to a bzImage, optionally PATH:INITRD. Its
-identity is its release, its build string and the sha256 of its image.
+KERNEL is an installed release R (/boot/vmlinuz-R, with /boot/initrd.img-R,
+or dracut's /boot/initramfs-R.img, where there is one) or a path to a bzImage, optionally PATH:INITRD. Its
+identity is its release, its build string and the sha256 of its image (and
+of its initrd: microcode and modules live there).
 
 The build string is read from the image itself: an x86 bzImage's setup header
 ("HdrS" at 0x202) holds at 0x20E the offset (from 0x200) of the kernel's
@@ -46,6 +47,7 @@ class Kernel:
     release: str
     build: str           # Build.text() of the image
     sha256: str
+    initrd_sha256: str | None = None
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -97,8 +99,8 @@ def resolve(spec: str, boot: Path = BOOT) -> Kernel:
         image = boot / f"vmlinuz-{spec}"
         if not image.is_file():
             raise UsageError(f"unknown kernel {spec!r}: no {image} (an installed release, or a path to a bzImage)")
-        initrd = boot / f"initrd.img-{spec}"
-        initrd_path = str(initrd) if initrd.is_file() else None
+        initrd_path = next((str(p) for p in (boot / f"initrd.img-{spec}", boot / f"initramfs-{spec}.img")
+                            if p.is_file()), None)
     else:
         path, _, initrd_text = spec.partition(":")
         image = Path(path).resolve()
@@ -116,7 +118,8 @@ def resolve(spec: str, boot: Path = BOOT) -> Kernel:
         raise UsageError(f"{image}: its version string {text!r} is not 'R (builder@host) #...'") from None
     if "/" not in spec and build.release != spec:
         raise UsageError(f"{image}: its version string says release {build.release}, not {spec}")
-    return Kernel(spec, str(image), initrd_path, build.release, build.text(), sha256(image))
+    return Kernel(spec, str(image), initrd_path, build.release, build.text(), sha256(image),
+                  sha256(Path(initrd_path)) if initrd_path else None)
 
 
 @dataclass(frozen=True)
@@ -143,17 +146,14 @@ def is_running(kernel: Kernel | dict, running: Running) -> bool:
 
 
 def changed(kernel: dict) -> str | None:
-    """Why the image recorded as `kernel` is no longer that image, or None."""
-    path = Path(kernel["image"])
-    try:
-        now = sha256(path)
-    except OSError as exc:
-        return f"{path} is gone ({exc.strerror})"
-    if now != kernel["sha256"]:
-        return f"{path} changed since the loop started (sha256 {kernel['sha256'][:12]} -> {now[:12]}): no mixed builds"
-    if kernel.get("initrd"):
+    """Why the image (or initrd) recorded as `kernel` is no longer that file, or None."""
+    for path, recorded in ((kernel["image"], kernel["sha256"]), (kernel.get("initrd"), kernel.get("initrd_sha256"))):
+        if not path:
+            continue
         try:
-            Path(kernel["initrd"]).stat()
-        except OSError:
-            return f"{kernel['initrd']} is gone"
+            now = sha256(Path(path))
+        except OSError as exc:
+            return f"{path} is gone ({exc.strerror})"
+        if recorded and now != recorded:
+            return f"{path} changed since the loop started (sha256 {recorded[:12]} -> {now[:12]}): no mixed builds"
     return None

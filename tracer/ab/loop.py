@@ -1,12 +1,15 @@
 """One loop's files: NAME/schedule.json (written once by `ab start`),
 NAME/state.json (rewritten whole at every change), NAME/runs/<slot>-<side>.json
-(one per successful boot), NAME/report/. And what each run and the schedule
+(one per successful boot), NAME/report/, and NAME/lock: whoever changes the
+state holds it (`ab step` all through a boot but while validate runs, `ab
+stop`), so a stop and a step never write over each other. And what each run and the schedule
 record of nttrace itself (version, a hash of the installed package, the
 commit of the tree it was installed from), so a loop whose nttrace changed
 mid-way says so.
 """
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -33,6 +36,20 @@ def nttrace_exe() -> str:
     if not found:
         raise UsageError("ab: cannot find this installation's nttrace entry point")
     return str(Path(found).resolve())
+
+
+def changeable_by_others(exe: str, package: Path = PACKAGE) -> list[str]:
+    """The files the loop's unit runs as root at every boot (the entry point,
+    the package) that a user other than root could change, a line each."""
+    out = []
+    for p in (Path(exe), package, *sorted(package.rglob("*.py"))):
+        try:
+            st = p.stat()
+        except OSError:
+            continue
+        if st.st_uid != 0 or st.st_mode & 0o022:
+            out.append(f"{p} (uid {st.st_uid}, mode {st.st_mode & 0o777:o})")
+    return out
 
 
 def package_sha256(package: Path = PACKAGE) -> str:
@@ -104,8 +121,8 @@ class Loop:
     def report_dir(self) -> Path:
         return self.dir / "report"
 
-    def exists(self) -> bool:
-        return self.schedule_path.exists()
+    def lock(self) -> "Lock":
+        return Lock(self.dir / "lock")
 
     def schedule(self) -> dict:
         s = store.read_json(self.schedule_path)
@@ -149,6 +166,32 @@ class Loop:
         return None
 
 
+class Lock:
+    """flock(2) on NAME/lock: one changer of the loop's state at a time.
+    Released with the process, whatever ends it (kill -9 included)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.fd: int | None = None
+
+    def acquire(self) -> None:
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        self.fd = fd
+
+    def release(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def __enter__(self) -> "Lock":
+        self.acquire()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.release()
+
+
 def new_state() -> dict:
     return {"state": "running", "why": None, "booting": None, "measuring": None, "slots": {},
             "consecutive_failures": 0, "handled_boot_id": None, "interrupted": [], "events": []}
@@ -157,3 +200,9 @@ def new_state() -> dict:
 def slot_state(state: dict, slot: int) -> dict:
     return state["slots"].setdefault(str(slot), {"attempts": 0, "failures": [], "outcome": None,
                                                  "booted_at": None, "stored_at": None})
+
+
+def why_failed(failure: dict) -> str:
+    """A failed boot's line: its own why, or the kernel expected and found."""
+    return failure.get("why") or (f"expected {failure['expected']['release']}, "
+                                  f"found {failure['found']['release']}")

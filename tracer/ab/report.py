@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from nttrace.ab import schedule, store
-from nttrace.ab.loop import Loop, nttrace_exe, slot_state
+from nttrace.ab.loop import Loop, nttrace_exe, slot_state, why_failed
 from nttrace.errors import UsageError
 
 FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
@@ -40,7 +40,7 @@ def facts(loop: Loop) -> dict:
         ss = slot_state(st, s.slot)
         for f in ss["failures"]:
             failed.append({"slot": s.slot, "side": s.side, "expected": f["expected"], "found": f["found"],
-                           "at": f["at"], "slot_given_up": ss["outcome"] == "failed boot"})
+                           "why": why_failed(f), "at": f["at"], "slot_given_up": ss["outcome"] == "failed boot"})
     identities = {}
     for n, r in sorted(runs.items()):
         ident = (r.get("ab_run") or {}).get("nttrace") or {}
@@ -71,8 +71,7 @@ def _loop_lines(f: dict) -> list[str]:
     if f["failed_boots"]:
         lines.append(f"  failed boots ({len(f['failed_boots'])}):")
         for b in f["failed_boots"]:
-            lines.append(f"    slot {b['slot']} ({b['side']}) at {_when(b['at'])}: expected {b['expected']['release']}, "
-                         f"found {b['found']['release']} ({b['found']['build']})"
+            lines.append(f"    slot {b['slot']} ({b['side']}) at {_when(b['at'])}: {b['why']} ({b['found']['build']})"
                          + ("; slot given up" if b["slot_given_up"] else ""))
     else:
         lines.append("  failed boots: none")

@@ -10,15 +10,17 @@ loads and boots nothing.
 """
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 from nttrace.ab import boot, kernels, schedule, store, unit
-from nttrace.ab.loop import Loop, new_state, nttrace_exe, nttrace_identity
+from nttrace.ab.loop import Loop, changeable_by_others, new_state, nttrace_exe, nttrace_identity
 from nttrace.ab.step import FREE_FLOOR_BYTES, RUN_BYTES, Machine, begin, real_machine
 from nttrace.errors import EXIT_OK, CapabilityError, UsageError
 
@@ -44,8 +46,9 @@ def check_input(args) -> tuple[Loop, dict]:
         raise UsageError("ab start: --boots must be at least 1 (boots of each kernel)")
     if args.max_failures < 1:
         raise UsageError("ab start: --max-failures must be at least 1")
-    if args.runs < 1 or args.wait_quiet < 0 or args.validate_timeout <= 0:
-        raise UsageError("ab start: --runs and --validate-timeout must be positive, --wait-quiet not negative")
+    if args.runs < 1 or not 0 <= args.wait_quiet < math.inf or not 0 < args.validate_timeout < math.inf:
+        raise UsageError("ab start: --runs and --validate-timeout must be positive, --wait-quiet not negative, "
+                         "both finite numbers of seconds")
     if loop.dir.exists():
         raise UsageError(f"ab start: a loop named {args.name} exists ({loop.dir}); `nttrace ab status {args.name}`, "
                          "or choose another NAME")
@@ -147,6 +150,11 @@ def print_plan(sched: dict, checked: list[str], out=None) -> None:
           file=out)
     for line in checked:
         print(f"  checked: {line}", file=out)
+    others = changeable_by_others(sched["nttrace"]["exe"])
+    if others:
+        print(f"  warning: the unit runs as root, at every boot, code a user other than root can change: {others[0]}"
+              + (f" and {len(others) - 1} more" if len(others) > 1 else "")
+              + "; install nttrace where only root can write", file=out)
     testable = boots_to_test()
     if sched["rounds"] < testable:
         print(f"  note: {sched['rounds']} boot(s) a side cannot test a change: the exact test across boots needs "
@@ -170,25 +178,35 @@ def main(args, machine: Machine | None = None) -> int:
         raise missing[0]
     exe = nttrace_exe()
     sched = plan(args, loop, ks, cmdline, exe)
+    unit_text = unit.text(loop.name, exe, store.root(), unit.timeout_s(sched))     # exit 2 before anything is written
     print_plan(sched, [f"room for {2 * args.boots} runs ({need >> 20} MiB)"] + found)
     if args.dry_run:
         for exc in missing:
             print(f"  would refuse: {exc}")
         print("dry run: nothing written, installed, loaded or booted")
         return missing[0].exit_code if missing else EXIT_OK
-    store.make_private_dir(store.root())
-    store.make_private_dir(loop.dir)
-    store.make_private_dir(loop.runs_dir)
-    store.write_json(loop.schedule_path, sched)
-    loop.save_state(new_state())
     try:
-        unit.install(loop.name, exe, store.root())
-    except (OSError, RuntimeError) as exc:
+        store.make_root()
+        store.make_private_dir(loop.dir)
+        store.make_private_dir(loop.runs_dir)
+        store.write_json(loop.schedule_path, sched)
+        loop.save_state(new_state())
+        unit.install(loop.name, unit_text)
+    except BaseException as exc:      # a full disk, systemctl timing out, Ctrl-C: nothing left installed
+        unit.remove(loop.name)
         shutil.rmtree(loop.dir, ignore_errors=True)
-        raise CapabilityError(f"ab start: cannot install the unit: {exc}") from None
+        if isinstance(exc, (OSError, RuntimeError, subprocess.SubprocessError)):
+            raise CapabilityError(f"ab start: cannot install the loop: {exc}") from None
+        raise
     print(f"installed and enabled {unit.unit_name(loop.name)}; `nttrace ab status {loop.name}`, "
           f"`nttrace ab stop {loop.name}` ends it")
-    rc = begin(loop, machine or real_machine(loop, sched))
+    m = machine or real_machine(loop, sched)
+    try:
+        rc = begin(loop, m)
+    except BaseException:             # Ctrl-C while the first boot is asked for
+        m.finish(False)
+        shutil.rmtree(loop.dir, ignore_errors=True)
+        raise
     if rc != EXIT_OK:      # the first boot could not be asked for: unit removed by then, no run taken
         why = loop.state().get("why")
         shutil.rmtree(loop.dir, ignore_errors=True)

@@ -4,18 +4,26 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from nttrace.ab import kernels, schedule, unit
-from nttrace.ab.loop import Loop, slot_state
+from nttrace.kernel import boot_id
+from nttrace.ab.loop import Loop, slot_state, why_failed
 
 
-def status(loop: Loop, running: kernels.Running | None = None) -> dict:
+def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | None = None) -> dict:
     sched, st = loop.schedule(), loop.state()
     slots = schedule.from_json(sched["slots"])
     runs = loop.runs()
     running = running or kernels.Running.now()
     settled = [s for s in slots if slot_state(st, s.slot)["outcome"] is not None]
     pending = [s for s in slots if slot_state(st, s.slot)["outcome"] is None]
+    # validate running in this boot (a record of an earlier boot is a run cut short: redone next)
+    measuring = st.get("measuring") if st["state"] == "running" else None
+    if measuring and measuring.get("boot_id") != (this_boot or boot_id()):
+        measuring = None
+    if measuring:
+        pending = [s for s in pending if s.slot != measuring["slot"]]
     nxt = pending[0] if pending and st["state"] == "running" else None
     booting = st.get("booting") or {}
     failures = [{"slot": s.slot, "side": s.side, **f} for s in slots for f in slot_state(st, s.slot)["failures"]]
@@ -24,10 +32,11 @@ def status(loop: Loop, running: kernels.Running | None = None) -> dict:
         max((e["at"] for e in st.get("events", [])), default=0)
     eta = None
     if settled and last and st["state"] == "running":
-        eta = round((last - sched["created"]) / len(settled) * len(pending))
+        eta = round((last - sched["created"]) / len(settled) * (len(pending) + bool(measuring)))
     current = next((side for side in schedule.SIDES if kernels.is_running(sched["kernels"][side], running)), None)
     return {"name": loop.name, "state": st["state"], "why": st.get("why"), "done": len(runs),
             "settled": len(settled), "total": len(slots), "boot": booting.get("slot"), "attempt": booting.get("attempt"),
+            "measuring": ({"slot": measuring["slot"], "since": measuring["at"]} if measuring else None),
             "next": ({"slot": nxt.slot, "side": nxt.side, "release": sched["kernels"][nxt.side]["release"]}
                      if nxt else None),
             "running_kernel": {"release": running.release, "is": current},
@@ -43,22 +52,27 @@ def _dur(s: float | None) -> str:
     return f"{int(s // 3600)} h {int(s % 3600 // 60):02d} m" if s >= 3600 else f"{int(s // 60)} m {int(s % 60):02d} s"
 
 
-def print_status(s: dict, out=sys.stdout) -> None:
+def print_status(s: dict, out=None) -> None:
+    out = out or sys.stdout
     print(f"nttrace ab {s['name']}: {s['state']}" + (f" ({s['why']})" if s.get("why") else ""), file=out)
     print(f"  boots settled {s['settled']} of {s['total']}, runs kept {s['done']}; via {s['via']}; "
           f"order {s['order']}", file=out)
     rk = s["running_kernel"]
     print(f"  kernel now: {rk['release']} ({'the ' + rk['is'] + ' kernel' if rk['is'] else 'neither side'})",
           file=out)
+    if s["measuring"]:
+        print(f"  boot {s['measuring']['slot']} of {s['total']} now: validate running since "
+              f"{time.strftime('%H:%M:%S UTC', time.gmtime(s['measuring']['since']))}", file=out)
     if s["next"]:
+        again = not s["measuring"] and s.get("attempt") and s["next"]["slot"] == s.get("boot")
         print(f"  boot {s['next']['slot']} of {s['total']} next: {s['next']['side']} {s['next']['release']}"
-              + (f" (attempt {s['attempt']})" if s.get("attempt") else ""), file=out)
+              + (f" (attempt {s['attempt']})" if again else ""), file=out)
+    if s["next"] or s["measuring"]:
         print(f"  time left: {_dur(s['eta_s'])}", file=out)
     print(f"  failed boots: {len(s['failures'])}" + (f" ({s['consecutive_failures']} in a row now)"
                                                      if s["consecutive_failures"] else ""), file=out)
     for f in s["failures"]:
-        print(f"    slot {f['slot']} ({f['side']}): expected {f['expected']['release']}, found {f['found']['release']}",
-              file=out)
+        print(f"    slot {f['slot']} ({f['side']}): {why_failed(f)}", file=out)
     if s["runs_redone"]:
         print(f"  runs cut short and redone: {s['runs_redone']}", file=out)
     print(f"  unit {'installed' if s['unit_installed'] else 'not installed'}", file=out)

@@ -17,7 +17,8 @@ At each boot, in order:
   6. wait (bounded) for a quiet host, run validate, keep its JSON whole
      (tmp + fsync + rename) with what the loop knows of the boot;
      a validate that cannot run (exit 2, 3, 4, no JSON) stops the loop;
-  7. boot the next slot's kernel, or after the last: write the report,
+  7. boot the next slot's kernel (its image's sha256 checked once more
+     right before), or after the last: write the report,
      remove the unit, reboot into the default kernel.
 A loop that stops on a fault keeps its runs, removes its unit, leaves
 nothing pending and does not reboot: the default kernel boots next.
@@ -34,7 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from nttrace.ab import kernels, schedule, store
+from nttrace.kernel import boot_id
+from nttrace.ab import boot, kernels, schedule, store
 from nttrace.ab.loop import Loop, nttrace_identity, slot_state
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -52,7 +54,7 @@ def say(msg: str) -> None:
 class Machine:
     """The machine as the step sees it. Defaults are the real machine."""
     running: Callable[[], kernels.Running] = kernels.Running.now
-    boot_id: Callable[[], str] = lambda: Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    boot_id: Callable[[], str] = boot_id
     boot: Callable[[dict, str, "str | None"], None] = None          # (kernel, cmdline, grub entry)
     finish: Callable[[bool], list] = None                           # (reboot into default?) -> what it did
     wait_quiet: Callable[[float], dict] = None
@@ -66,7 +68,7 @@ class Machine:
 
 
 def real_machine(loop: Loop, sched: dict) -> Machine:
-    from nttrace.ab import boot, report, unit
+    from nttrace.ab import report, unit
     from nttrace.kernel import conditions
     booter = boot.Booter(sched["via"])
 
@@ -97,44 +99,57 @@ class _Stop(Exception):
     """The loop stops here: state failed with this status line."""
 
 
+class _Ended(Exception):
+    """`ab stop` ended the loop while this step's validate ran: its state stands."""
+
+
 def step(loop: Loop, m: Machine | None = None) -> int:
     sched = loop.schedule()
     m = m or real_machine(loop, sched)
-    st = loop.state()
-    if st["state"] != "running":
-        done = m.finish(False)
-        m.log(f"{loop.name} is {st['state']}: nothing to do" + (f" ({'; '.join(done)})" if done else ""))
-        return EXIT_OK
-    bid = m.boot_id()
-    if st.get("handled_boot_id") == bid:
-        m.log(f"{loop.name}: this boot ({bid}) was handled already")
-        return EXIT_OK
-    st["handled_boot_id"] = bid
-    slots = schedule.from_json(sched["slots"])
-    try:
-        return _step(loop, sched, st, slots, bid, m)
-    except _Stop as exc:
-        return _fail(loop, st, str(exc), m)
-    except OSError as exc:        # the state itself cannot be written (disk full, read-only)
-        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
-        return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
+    with loop.lock() as lock:
+        st = loop.state()
+        if st["state"] != "running":
+            done = m.finish(False)
+            m.log(f"{loop.name} is {st['state']}: nothing to do" + (f" ({'; '.join(done)})" if done else ""))
+            return EXIT_OK
+        bid = m.boot_id()
+        if st.get("handled_boot_id") == bid:
+            m.log(f"{loop.name}: this boot ({bid}) was handled already")
+            return EXIT_OK
+        st["handled_boot_id"] = bid
+        slots = schedule.from_json(sched["slots"])
+        return _guarded(loop, st, m, lambda: _step(loop, sched, st, slots, bid, m, lock))
 
 
 def begin(loop: Loop, m: Machine) -> int:
     """The first boot of a loop `ab start` has just written."""
     sched, st = loop.schedule(), loop.state()
     st["handled_boot_id"] = m.boot_id()
+    return _guarded(loop, st, m, lambda: _boot(loop, sched, st, schedule.from_json(sched["slots"])[0], m))
+
+
+def _guarded(loop: Loop, st: dict, m: Machine, go: Callable[[], int]) -> int:
+    """go(), and whatever fault it meets stops the loop: nothing left enabled or pending."""
     try:
-        return _boot(loop, sched, st, schedule.from_json(sched["slots"])[0], m)
+        return go()
+    except _Ended as exc:
+        done = m.finish(False)
+        m.log(str(exc) + (f" ({'; '.join(done)})" if done else ""))
+        return EXIT_OK
     except _Stop as exc:
         return _fail(loop, st, str(exc), m)
+    except OSError as exc:        # the state itself cannot be written (disk full, read-only)
+        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
+        return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
+    except Exception as exc:      # a bug in nttrace: the loop stops rather than stay enabled and stuck
+        return _fail(loop, st, f"internal error in the step ({exc.__class__.__name__}: {exc})", m)
 
 
 def _event(st: dict, m: Machine, what: str, **kw) -> None:
     st["events"].append({"at": round(m.clock(), 1), "what": what, **kw})
 
 
-def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: str, m: Machine) -> int:
+def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: str, m: Machine, lock) -> int:
     if loop.check_private():
         raise _Stop(f"the state directory is not root-only: {loop.check_private()}")
     gone = store.remove_partial(loop.runs_dir)
@@ -162,38 +177,50 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
         _event(st, m, "run cut short, redone", slot=interrupted["slot"])
         st["measuring"] = None
         slot = slots[interrupted["slot"] - 1]
+        cuts = sum(1 for c in st["interrupted"] if c["slot"] == slot.slot)
+        if cuts > 1:    # not a power cut: the machine goes down under the checks (a kernel that crashes)
+            return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
+                                f"its run was cut short {cuts} times")
     elif st.get("booting"):
         slot = slots[st["booting"]["slot"] - 1]
     else:
         raise _Stop("the state records no boot in progress (state.json damaged?)")
     expected = sched["kernels"][slot.side]
-    ss = slot_state(st, slot.slot)
     if not kernels.is_running(expected, running):
         if cut:
             m.log(f"slot {slot.slot}: the run was cut short and the machine came back on {running.release}: "
                   f"booting {expected['release']} again")
             return _boot(loop, sched, st, slot, m)
-        ss["failures"].append({"expected": {"release": expected["release"], "build": expected["build"]},
-                               "found": {"release": running.release, "build": running.build()},
-                               "boot_id": bid, "at": round(m.clock(), 1)})
-        st["consecutive_failures"] += 1
-        _event(st, m, "failed boot", slot=slot.slot, found=running.release)
-        m.log(f"slot {slot.slot} ({slot.side}): expected {expected['release']}, running {running.release}: "
-              f"a failed boot ({st['consecutive_failures']} in a row)")
-        k = int(sched["max_failures"])
-        if st["consecutive_failures"] >= k:
-            raise _Stop(f"stopped after {st['consecutive_failures']} consecutive failed boots (--max-failures {k}): "
-                        f"slot {slot.slot} expected {expected['release']}, found {running.release}")
-        if ss["attempts"] < 2:
-            return _boot(loop, sched, st, slot, m)
-        ss["outcome"] = "failed boot"
-        return _next(loop, sched, st, slots, m)
+        return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
+                            f"expected {expected['release']}, found {running.release}")
     st["consecutive_failures"] = 0
-    _measure(loop, sched, st, slot, bid, m)
+    _measure(loop, sched, st, slot, bid, m, lock)
     return _next(loop, sched, st, slots, m)
 
 
-def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m: Machine) -> None:
+def _failed_boot(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], slot: schedule.Slot,
+                 running: kernels.Running, bid: str, m: Machine, why: str) -> int:
+    """A boot of the slot gave no run: recorded; the slot booted once more,
+    or given up after its second attempt; K in a row stop the loop."""
+    expected = sched["kernels"][slot.side]
+    ss = slot_state(st, slot.slot)
+    ss["failures"].append({"expected": {"release": expected["release"], "build": expected["build"]},
+                           "found": {"release": running.release, "build": running.build()},
+                           "why": why, "boot_id": bid, "at": round(m.clock(), 1)})
+    st["consecutive_failures"] += 1
+    _event(st, m, "failed boot", slot=slot.slot, found=running.release, why=why)
+    m.log(f"slot {slot.slot} ({slot.side}): {why}: a failed boot ({st['consecutive_failures']} in a row)")
+    k = int(sched["max_failures"])
+    if st["consecutive_failures"] >= k:
+        raise _Stop(f"stopped after {st['consecutive_failures']} consecutive failed boots (--max-failures {k}): "
+                    f"slot {slot.slot} {why}")
+    if ss["attempts"] < 2:
+        return _boot(loop, sched, st, slot, m)
+    ss["outcome"] = "failed boot"
+    return _next(loop, sched, st, slots, m)
+
+
+def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m: Machine, lock) -> None:
     ss = slot_state(st, slot.slot)
     free = m.free_bytes(loop.dir)
     if free < RUN_BYTES + FREE_FLOOR_BYTES:
@@ -203,30 +230,41 @@ def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m
     if ns and not m.namespace_present(ns):
         raise _Stop(f"namespace {ns} is missing at slot {slot.slot} ({slot.side}, {m.running().release})")
     t0 = m.clock()
-    quiet = m.wait_quiet(float(sched["wait_quiet_s"]))
-    st["measuring"] = {"slot": slot.slot, "boot_id": bid, "at": round(m.clock(), 1)}
+    st["measuring"] = {"slot": slot.slot, "boot_id": bid, "at": round(t0, 1)}
     loop.save_state(st)
-    m.log(f"slot {slot.slot} of {len(sched['slots'])} ({slot.side}, {sched['kernels'][slot.side]['release']}): "
-          "running validate")
-    rc, out, err = m.validate(validate_argv(sched), float(sched["validate_timeout_s"]))
+    lock.release()            # the long part: `ab stop` may come meanwhile
+    try:
+        quiet = m.wait_quiet(float(sched["wait_quiet_s"]))
+        m.log(f"slot {slot.slot} of {len(sched['slots'])} ({slot.side}, {sched['kernels'][slot.side]['release']}): "
+              "running validate")
+        rc, out, err = m.validate(validate_argv(sched), float(sched["validate_timeout_s"]))
+    finally:
+        lock.acquire()
     try:
         run = json.loads(out) if rc in (0, 1) else None
     except ValueError:
         run = None
-    if not isinstance(run, dict) or not isinstance(run.get("checks"), list):
+    if isinstance(run, dict) and isinstance(run.get("checks"), list):
+        run["ab_run"] = {"loop": loop.name, "slot": slot.slot, "round": slot.round, "side": slot.side,
+                         "kernel": sched["kernels"][slot.side], "via": sched["via"], "boot_id": bid,
+                         "attempt": ss["attempts"], "validate_exit": rc, "quiet_wait": quiet,
+                         "started": round(t0, 1), "finished": round(m.clock(), 1), "nttrace": m.nttrace(),
+                         "complete": True}
+        try:
+            store.make_private_dir(loop.runs_dir)
+            store.write_json(loop.run_path(slot), run)
+        except OSError as exc:
+            what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else f"cannot write the run ({exc.strerror})"
+            raise _Stop(f"{what} at slot {slot.slot}: {loop.run_path(slot)}") from None
+    else:
+        run = None
+    now = loop.state()["state"]
+    if now != "running":
+        raise _Ended(f"{loop.name} became {now} while slot {slot.slot}'s validate ran: "
+                     + ("its run kept" if run else "no run kept") + "; nothing booted")
+    if run is None:
         last = (err or "").strip().splitlines()[-1:] or [f"exit {rc}, no JSON report"]
         raise _Stop(f"validate failed at slot {slot.slot} ({slot.side}): exit {rc}: {last[0]}")
-    run["ab_run"] = {"loop": loop.name, "slot": slot.slot, "round": slot.round, "side": slot.side,
-                     "kernel": sched["kernels"][slot.side], "via": sched["via"], "boot_id": bid,
-                     "attempt": ss["attempts"], "validate_exit": rc, "quiet_wait": quiet,
-                     "started": round(t0, 1), "finished": round(m.clock(), 1), "nttrace": m.nttrace(),
-                     "complete": True}
-    try:
-        store.make_private_dir(loop.runs_dir)
-        store.write_json(loop.run_path(slot), run)
-    except OSError as exc:
-        what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else f"cannot write the run ({exc.strerror})"
-        raise _Stop(f"{what} at slot {slot.slot}: {loop.run_path(slot)}") from None
     st["measuring"] = None
     ss["outcome"] = "run"
     ss["stored_at"] = round(m.clock(), 1)
@@ -254,6 +292,9 @@ def _next(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], m: Mach
 
 
 def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) -> int:
+    why = kernels.changed(sched["kernels"][slot.side])     # the hash at start, again right before each boot
+    if why:
+        raise _Stop(f"the {slot.side} kernel's image {why}")
     ss = slot_state(st, slot.slot)
     ss["attempts"] += 1
     ss["booted_at"] = round(m.clock(), 1)
@@ -271,6 +312,11 @@ def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) ->
 
 
 def _fail(loop: Loop, st: dict, why: str, m: Machine) -> int:
+    ended = loop.state()["state"]
+    if ended != "running":      # `ab stop` came first (while validate ran): its state stands
+        done = m.finish(False)
+        m.log(f"{loop.name} is {ended}; this step's own fault: {why}" + (f" ({'; '.join(done)})" if done else ""))
+        return EXIT_OK
     st["state"] = "failed"
     st["why"] = why
     st["measuring"] = None
@@ -281,5 +327,6 @@ def _fail(loop: Loop, st: dict, why: str, m: Machine) -> int:
         m.log(f"the state could not be saved ({exc.strerror})")
     done = m.finish(False)
     m.log(f"{loop.name}: LOOP STOPPED: {why}; runs kept in {loop.runs_dir}"
-          + (f"; {'; '.join(done)}" if done else "") + "; the default kernel boots next")
+          + (f"; {'; '.join(done)}" if done else "")
+          + ("; the default kernel boots next" if boot.all_cleared(done) else ""))
     return EXIT_CHECK_FAILED

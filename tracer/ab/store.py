@@ -21,7 +21,8 @@ TMP_SUFFIX = ".tmp"
 
 
 def root() -> Path:
-    return Path(os.environ.get("NTTRACE_AB_DIR", "/var/lib/nttrace/ab"))
+    """Absolute: the unit's Environment= and ConditionPathExists= name it from /."""
+    return Path(os.environ.get("NTTRACE_AB_DIR", "/var/lib/nttrace/ab")).absolute()
 
 
 def check_name(name: str) -> str:
@@ -33,6 +34,16 @@ def check_name(name: str) -> str:
 
 def loop_dir(name: str) -> Path:
     return root() / check_name(name)
+
+
+def make_root() -> Path:
+    """The directory of all loops: made root-only where `start` creates it; one
+    that exists (a $NTTRACE_AB_DIR the user chose, /tmp even) keeps its mode,
+    each loop's own directory inside it being 0700."""
+    path = root()
+    if not path.is_dir():
+        make_private_dir(path)
+    return path
 
 
 def make_private_dir(path: Path) -> None:
@@ -54,7 +65,11 @@ def write_atomic(path: Path, text: str) -> None:
     On any error (disk full) the tmp is removed and the old file is left."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        tmp.unlink()          # a cut's leftover, or a link someone planted: never written through
+    except FileNotFoundError:
+        pass
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             data = text.encode()
             view = memoryview(data)

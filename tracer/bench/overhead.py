@@ -28,19 +28,21 @@ import statistics
 import sys
 
 from nttrace.errors import EXIT_OK, CapabilityError, UsageError
-from nttrace.probes import DEFAULT, by_role, demotion_probes
+from nttrace.probes import DEFAULT, demotion_probes
+from nttrace.probes.copy import CopyProbe
+from nttrace.probes.migrate import MigrateProbe
 from nttrace.workloads import demotion
 
 
 def _compaction(scratch_mib: int) -> tuple[int, float]:
     """(pages migrated, seconds of the compact_memory write) of one compaction of a fragmented scratch mapping."""
-    run = by_role("migrations").exercise.run(scratch_mib, settle_s=0)
+    run = MigrateProbe.exercise.run(scratch_mib, settle_s=0)
     return run["pgmigrate_success"], run["compact_s"]
 
 
 def _demotion(scratch_mib: int) -> tuple[int, float]:
     """(pages demoted, seconds of the memory.reclaim write) of one scratch demotion."""
-    run = by_role("page copies").exercise.run(scratch_mib)
+    run = CopyProbe.exercise.run(scratch_mib)
     return run["pgdemote"], run["reclaim_s"]
 
 
@@ -78,7 +80,7 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     the last condition's programs) falls outside the timing. Default: 1 for
     demotion (in the lab's TCG guest, demotions timed right after a detach
     and a new attach took 4x as long, in 5 of 6 such rounds); 0 for
-    compaction, the method its figures in BENCHMARKS.md were taken with (a
+    compaction, the method its figures were taken with (a3f1339's BENCHMARKS.md; a
     compaction also changes what the next one finds to move)."""
     if warmup is None:
         warmup = WARMUP[work]
@@ -185,20 +187,19 @@ def counted(runs: int = 21, scratch_mib: int = 256, probes: list[str] | None = N
     from nttrace.kernel import bpf_stats
     from nttrace.probes.tracer import Tracer
     probes = probes or list(DEFAULT)
-    migrations = by_role("migrations")
     with bpf_stats.enable() as hold:
         held = hold.method or "another holder (the sysctl on)"
         if not hold.on and bpf_stats.sysctl_value() != 1:
             raise CapabilityError(f"bench overhead --method counted: BPF run-time statistics are off and "
                                   f"cannot be turned on ({hold.reason})")
-        entry = _entry_cost(migrations, entry_events, 120.0)
+        entry = _entry_cost(MigrateProbe, entry_events, 120.0)
         per_run = []
         with Tracer(probes) as t:
             attached = {n: s.get("via", s.get("reason")) for n, s in t.status.items()}
-            migrations.exercise.run(scratch_mib, settle_s=0)     # warm-up, as run() does
+            MigrateProbe.exercise.run(scratch_mib, settle_s=0)     # warm-up, as run() does
             for _ in range(runs):
                 before = t.program_stats()
-                w = migrations.exercise.run(scratch_mib, settle_s=0)
+                w = MigrateProbe.exercise.run(scratch_mib, settle_s=0)
                 after = t.program_stats()
                 progs = {}
                 for probe, fns in after.items():
@@ -226,7 +227,7 @@ def counted(runs: int = 21, scratch_mib: int = 256, probes: list[str] | None = N
     wall_s = sum(r["compact_s"] for r in per_run)
     cost_ns = sum(r["cost_ns"] for r in per_run)
     runs_total = sum(v["run_cnt"] for v in totals.values())
-    done = [k for k in names if k.endswith(migrations.programs[-1][2])]
+    done = [k for k in names if k.endswith(MigrateProbe.programs[-1][2])]
     calls = sum(totals[k]["run_cnt"] for k in done) if done else None
     out = {"method": "counted", "probes": probes, "attached": attached, "stats": held,
            "workload": f"compaction of a fragmented {scratch_mib} MiB scratch mapping, {runs} runs, the probes "

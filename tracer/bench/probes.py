@@ -121,8 +121,7 @@ def program_alone(text: str, attachments: list[tuple[str, str]], drive, min_even
 def migrate(rounds: int, events: int, max_s: float) -> dict:
     """The migrate probe against the references, one at a time per round."""
     from nttrace import bpf as sources
-    from nttrace.probes import by_role
-    MigrateProbe = by_role("migrations")
+    from nttrace.probes.migrate import MigrateProbe
     baseline = sources.source("bench_baseline.bpf.c")
     drive = MigrateProbe.exercise.bench_round
     tracepoints = [f"{system}:{event}" for system, event in MigrateProbe.tracepoints]
@@ -169,8 +168,8 @@ def alone(probe, events: int, max_s: float) -> dict:
 def run(events: int = 2000, rounds: int = 3, max_s: float = 60.0) -> dict:
     """Every probe: the migrate probe against its references, round by
     round; each other one alone under its workload."""
-    from nttrace.probes import PROBES, by_role
-    MigrateProbe = by_role("migrations")
+    from nttrace.probes import PROBES
+    from nttrace.probes.migrate import MigrateProbe
     with bpf_stats():
         return {name: migrate(rounds, events, max_s) if probe is MigrateProbe else alone(probe, events, max_s)
                 for name, probe in PROBES.items()}

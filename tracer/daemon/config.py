@@ -6,17 +6,14 @@
     perf = ["llc", "memory_traffic"]   # system-wide counters, where the host has them
 
     web_config_file = "/etc/nttrace/web-config.yml"   # optional: TLS, client
-                                       # certificates, bcrypt basic auth, headers
-                                       # (the exporter toolkit's format; re-read
-                                       # when it changes; --web.config.file wins)
+                                       # certificates, bcrypt basic auth, headers,
+                                       # rate limit (the exporter toolkit's format;
+                                       # re-read when it changes; --web.config.file wins)
 
-    # deprecated (a warning at start; use web_config_file):
-    [tls]
-    cert_file = "/etc/nttrace/tls.crt"
-    key_file = "/etc/nttrace/tls.key"
-    [basic_auth]
-    username = "prometheus"
-    password_sha256 = "<hex sha256 of the password>"
+The web endpoint is configured one way: the web config file. The tables
+[tls] and [basic_auth] (a certificate pair, one user with an unsalted
+SHA-256 password) that earlier builds read are refused, in one line naming
+the web config keys that replace them (REMOVED_TABLES).
 
 Every problem is reported as one UsageError line naming the file and key.
 """
@@ -33,7 +30,10 @@ from nttrace.probes import DEFAULT, PROBES
 DEFAULT_LISTEN = "127.0.0.1:9435"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PERF_GROUPS = ("llc", "memory_traffic")
-TOP_KEYS = {"listen", "log_level", "probes", "perf", "web_config_file", "tls", "basic_auth"}
+TOP_KEYS = {"listen", "log_level", "probes", "perf", "web_config_file"}
+# table -> what replaces it in the web config file (web_config_file)
+REMOVED_TABLES = {"tls": "its cert_file and key_file under tls_server_config",
+                  "basic_auth": "its users under basic_auth_users, as bcrypt hashes (htpasswd -nBC 10)"}
 
 
 @dataclass(frozen=True)
@@ -43,17 +43,8 @@ class Config:
     log_level: str = "info"
     probes: tuple[str, ...] = DEFAULT
     perf: tuple[str, ...] = ()
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    auth_user: str | None = None
-    auth_sha256: str | None = None
     web_config_file: str | None = None
     source: str = "<defaults>"
-
-    @property
-    def legacy_web(self) -> bool:
-        """The deprecated TOML [tls]/[basic_auth] tables are in use."""
-        return bool(self.tls_cert or self.auth_user)
 
     @property
     def listen(self) -> str:
@@ -85,24 +76,6 @@ def _str_list(value, key: str, where: str, allowed) -> tuple[str, ...]:
     return tuple(dict.fromkeys(value))
 
 
-def _table(data: dict, key: str, fields: set[str], where: str) -> dict:
-    t = data.get(key)
-    if t is None:
-        return {}
-    if not isinstance(t, dict):
-        raise UsageError(f"{where}: [{key}] must be a table")
-    unknown = set(t) - fields
-    if unknown:
-        raise UsageError(f"{where}: unknown key {key}.{sorted(unknown)[0]}")
-    missing = fields - set(t)
-    if missing:
-        raise UsageError(f"{where}: [{key}] needs {', '.join(sorted(missing))}")
-    for f in fields:
-        if not isinstance(t[f], str) or not t[f]:
-            raise UsageError(f"{where}: {key}.{f} must be a non-empty string")
-    return t
-
-
 def load(path: str | None, listen_override: str | None = None, web_config_override: str | None = None) -> Config:
     where = path or "<defaults>"
     data: dict = {}
@@ -114,6 +87,10 @@ def load(path: str | None, listen_override: str | None = None, web_config_overri
             raise UsageError(f"{path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{path}: TOML syntax error: {exc}") from None
+    for table, replacement in REMOVED_TABLES.items():
+        if table in data:
+            raise UsageError(f"{where}: [{table}] is no longer read: give {replacement} in the web config "
+                             "file that web_config_file names (the exporter toolkit's format)")
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(TOP_KEYS))})")
@@ -126,20 +103,9 @@ def load(path: str | None, listen_override: str | None = None, web_config_overri
     if not probes:
         raise UsageError(f"{where}: probes is empty")
     perf = _str_list(data.get("perf", []), "perf", where, PERF_GROUPS)
-    tls = _table(data, "tls", {"cert_file", "key_file"}, where)
-    for k in ("cert_file", "key_file"):
-        if tls and not os.access(tls[k], os.R_OK):
-            raise UsageError(f"{where}: tls.{k} {tls[k]} is not readable")
-    auth = _table(data, "basic_auth", {"username", "password_sha256"}, where)
-    if auth and (len(auth["password_sha256"]) != 64 or any(c not in "0123456789abcdef" for c in auth["password_sha256"].lower())):
-        raise UsageError(f"{where}: basic_auth.password_sha256 must be 64 hex digits")
     web = web_config_override or data.get("web_config_file")
     if web is not None and (not isinstance(web, str) or not web):
         raise UsageError(f"{where}: web_config_file must be a non-empty string (a path)")
-    if web and (tls or auth):
-        raise UsageError(f"{where}: web_config_file and the deprecated [tls]/[basic_auth] tables are both set; "
-                         "move [tls]/[basic_auth] into the web config file")
     if web and not web_config_override and not os.path.isabs(web) and path is not None:
         web = os.path.join(os.path.dirname(os.path.abspath(path)), web)
-    return Config(host, port, level, probes, perf, tls.get("cert_file"), tls.get("key_file"),
-                  auth.get("username"), auth.get("password_sha256", "").lower() or None, web, where)
+    return Config(host, port, level, probes, perf, web, where)

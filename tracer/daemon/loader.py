@@ -15,24 +15,26 @@ Protocol (SOCK_SEQPACKET, one JSON object per message): the daemon sends
 then one {"probe", "status", "state", "maps", "attachments"} per probe with
 its descriptors (the maps' in order, then the attachments), then
 {"done": true}; or {"error", "exit"} at any point.
+
+What arrives is data (bpf_maps.Handed, one a probe: status, state, a MapSet
+over the descriptors); the daemon gives it to its Tracer to adopt
+(Tracer.attach(handed=...), set_probes below) and closes what is left.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from nttrace.daemon.process import die_with_parent
 from nttrace.errors import EXIT_INTERNAL, NttraceError
 
 MAX_MESSAGE = 1 << 20
 MAX_FDS = 250          # SCM_RIGHTS carries at most 253 descriptors a message
-PR_SET_PDEATHSIG = 1
 
 
 class LoaderError(NttraceError):
@@ -44,30 +46,7 @@ class LoaderError(NttraceError):
         self.exit_code = exit_code or EXIT_INTERNAL
 
 
-def _die_with_parent() -> None:
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
-
 # -- the loader process -------------------------------------------------------
-def _descriptors(probe) -> tuple[dict[str, int], dict[str, int], list[int]]:
-    """The probe's map descriptors by name, its program descriptors by
-    function name (their run-time counters), and its attachment descriptors."""
-    from bcc.libbcc import lib
-
-    from nttrace import bpf as bpf_sources
-    b = probe.bpf
-    maps = {}
-    for name in bpf_sources.map_decls(probe.source):
-        fd = lib.bpf_table_fd(b.module, name.encode())
-        if fd >= 0:
-            maps[name] = fd
-    attachments = list(b.tracepoint_fds.values()) + list(b.uprobe_fds.values())
-    attachments += [fd for by_fn in b.kprobe_fds.values() for fd in by_fn.values()]
-    attachments += list(b.raw_tracepoint_fds.values()) + list(b.kfunc_entry_fds.values())
-    attachments += list(b.kfunc_exit_fds.values())
-    return maps, probe.program_fds(), attachments
-
-
 def _send(sock: socket.socket, message: dict, fds: list[int] = ()) -> None:
     data = json.dumps(message).encode()
     if fds:
@@ -82,7 +61,7 @@ def serve(sock: socket.socket) -> int:
     from nttrace.kernel import metadata as kernel_meta
     from nttrace.kernel.sysroot import Sysroot
     from nttrace.probes import capabilities
-    from nttrace.probes.tracer import Tracer
+    from nttrace.probes.tracer import Tracer, attach_probe
 
     request = json.loads(sock.recv(MAX_MESSAGE))
     try:
@@ -98,11 +77,11 @@ def serve(sock: socket.socket) -> int:
         tracer = Tracer(request["probes"], request.get("options", {}), caps=caps, meta=meta, handle_signals=False)
         _send(sock, {"caps": {k: v.as_json() for k, v in caps.items()}, "meta": meta.as_json()})
         for name, probe in tracer.probes.items():
-            status = Tracer._attach_probe(probe)
+            status = attach_probe(probe)
             if status["status"] != "attached":
                 _send(sock, {"probe": name, "status": status})
                 continue
-            maps, programs, attachments = _descriptors(probe)
+            maps, programs, attachments = probe.descriptors()
             fds = list(maps.values()) + list(programs.values()) + attachments
             if len(fds) > MAX_FDS:
                 raise LoaderError(f"probe {name} holds {len(fds)} descriptors, more than one message carries")
@@ -129,24 +108,39 @@ def main() -> None:
 
 # -- the daemon's side ---------------------------------------------------------
 class Loaded:
-    """One loader run: the kernel facts it found and each probe's status,
-    handed-over state and descriptors."""
+    """One loader run: the kernel facts it found and each probe as handed
+    over (bpf_maps.Handed). A Tracer adopts probes out of `probes`;
+    close() releases those it did not take."""
 
     def __init__(self, caps: dict, meta: dict):
         self.caps, self.meta = caps, meta
-        # probe -> (status, state, maps, attachments, programs)
-        self.probes: dict[str, tuple[dict, dict, dict[str, int], list[int], dict[str, int]]] = {}
+        self.probes: dict = {}      # probe name -> bpf_maps.Handed
         self.seconds = 0.0          # the loader's run, start to exit
         self.peak_rss_kib = 0       # the loader's peak resident memory (bcc, LLVM): gone with it
 
     def close(self) -> None:
-        for _status, _state, maps, attachments, programs in self.probes.values():
-            for fd in list(maps.values()) + attachments + list(programs.values()):
-                try:
-                    os.close(fd)
-                except OSError:
-                    pass
-        self.probes = {}
+        probes, self.probes = self.probes, {}
+        for handed in probes.values():
+            handed.close()
+
+
+def _handed(msg: dict, fds: list[int]):
+    """A probe message and its descriptors as bpf_maps.Handed: the maps
+    (in order), the programs, then the attachments, read through a MapSet
+    that owns them (it closes them itself when it cannot read them)."""
+    from nttrace.probes import PROBES
+    from nttrace.probes.bpf_maps import Handed, MapSet
+    names, programs = msg.get("maps", []), msg.get("programs", [])
+    status, state = msg["status"], msg.get("state", {})
+    if status["status"] != "attached":
+        return Handed(status, state)
+    n_maps, n_progs = len(names), len(programs)
+    try:
+        maps = MapSet(PROBES[msg["probe"]].source, dict(zip(names, fds[:n_maps])), list(fds[n_maps + n_progs:]),
+                      programs=dict(zip(programs, fds[n_maps:n_maps + n_progs])))
+    except (OSError, ValueError, KeyError) as exc:
+        return Handed({"status": "unavailable", "reason": f"handover failed: {exc}"}, state)
+    return Handed(status, state, maps)
 
 
 class Stopped(NttraceError):
@@ -169,7 +163,7 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
     t0 = time.monotonic()
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     cmd = argv or [sys.executable, "-m", "nttrace.daemon.loader"]
-    proc = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=[theirs.fileno()], preexec_fn=_die_with_parent,
+    proc = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=[theirs.fileno()], preexec_fn=die_with_parent,
                             stdin=subprocess.DEVNULL)
     theirs.close()
     loaded = None
@@ -206,11 +200,7 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
             elif "probe" in msg:
                 if loaded is None:
                     raise LoaderError("the loader sent a probe before the kernel facts")
-                n_maps, n_progs = len(msg.get("maps", [])), len(msg.get("programs", []))
-                loaded.probes[msg["probe"]] = (msg["status"], msg.get("state", {}),
-                                               dict(zip(msg.get("maps", []), fds[:n_maps])),
-                                               list(fds[n_maps + n_progs:]),
-                                               dict(zip(msg.get("programs", []), fds[n_maps:n_maps + n_progs])))
+                loaded.probes[msg["probe"]] = _handed(msg, fds)
             elif msg.get("done"):
                 ours.send(b"ok")
                 ours.close()
@@ -232,40 +222,19 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
                 proc.kill()
 
 
-class Handover:
-    """The Tracer's way to attach through loaders (Tracer(handover=...)):
-    each attach runs one loader for the probes it is given (the first may
-    be a load the daemon already ran, for the kernel facts) and installs
-    what it passed into the daemon's probe objects."""
-
-    def __init__(self, first: Loaded | None = None, timeout_s: float = 600.0, stop=None):
-        self._next = first
-        self.timeout_s = timeout_s
-        self.stop = stop
-
-    def attach(self, probes: dict) -> dict[str, dict]:
-        from nttrace.probes.bpf_maps import MapSet
-        loaded, self._next = self._next, None
-        if loaded is not None and set(loaded.probes) != set(probes):
+def set_probes(tracer, names: list[str], options: dict, timeout_s: float = 600.0, stop=None) -> dict[str, list[str]]:
+    """The daemon's reload of its probe set: a loader run attaches the
+    probes `names` adds to `tracer` (none: no loader runs), the tracer
+    adopts them (Tracer.set_probes(handed=...)) and drops those `names`
+    leaves out; what it did not adopt is closed. Returns set_probes'
+    {"added", "removed"}. Raises as load() does (LoaderError, Stopped)."""
+    added = [n for n in names if n not in tracer.probes]
+    loaded = load(added, {n: options[n] for n in added}, timeout_s, stop=stop) if added else None
+    try:
+        return tracer.set_probes(names, options, handed=loaded.probes if loaded else {})
+    finally:
+        if loaded is not None:
             loaded.close()
-            loaded = None
-        if loaded is None:
-            loaded = load(list(probes), {n: p.options for n, p in probes.items()}, self.timeout_s, stop=self.stop)
-        statuses = {}
-        try:
-            for name, probe in probes.items():
-                status, state, maps, attachments, programs = loaded.probes.pop(name)
-                if status["status"] == "attached":
-                    try:
-                        probe.bpf = MapSet(probe.source, maps, attachments, programs=programs)
-                    except (OSError, ValueError, KeyError) as exc:
-                        status = {"status": "unavailable", "reason": f"handover failed: {exc}"}
-                    else:
-                        probe.restore(state)
-                statuses[name] = status
-        finally:
-            loaded.close()
-        return statuses
 
 
 if __name__ == "__main__":

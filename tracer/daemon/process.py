@@ -3,7 +3,9 @@ free loopback port, a NOTIFY_SOCKET this side reads, bounded waits for
 READY and friends. Used by `nttrace bench daemon` and by the tests."""
 from __future__ import annotations
 
+import ctypes
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +23,13 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def die_with_parent() -> None:
+    """In a child before exec (preexec_fn): SIGKILL it when its parent dies,
+    however the parent dies (PR_SET_PDEATHSIG)."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def kernel_stacks(pid: int) -> str:
@@ -131,7 +140,6 @@ class DaemonProcess:
         that took. One that outlives `timeout` has its threads' kernel
         stacks read into self.stuck (where it waits), then is killed, and
         subprocess.TimeoutExpired is raised."""
-        import signal
         if self.proc.poll() is None:
             t0 = time.monotonic()
             self.proc.send_signal(sig or signal.SIGTERM)

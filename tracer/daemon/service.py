@@ -22,12 +22,13 @@ from prometheus_client import CollectorRegistry
 
 from nttrace.daemon import config, loader, sd_notify, signals
 from nttrace.errors import EXIT_OK, NttraceError, UsageError
-from nttrace.exporters import web_config
 from nttrace.exporters.bpf_program_collector import BpfProgramCollector
 from nttrace.exporters.http_server import MetricsServer, ServerCollector
 from nttrace.exporters.perf_collector import PerfCollector
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
+from nttrace.exporters.web_config_collector import WebConfigCollector
+from nttrace.exporters.web_config_reload import WebConfigSource
 from nttrace.kernel import bpf_stats
 from nttrace.kernel.metadata import KernelMetadata
 from nttrace.probes import PROBES
@@ -62,31 +63,6 @@ class CollectorSlot:
         return old
 
 
-def web_source(cfg: config.Config) -> web_config.WebConfigSource:
-    """The web configuration the config names: its web-config file (re-read
-    on change), the deprecated TOML tables (static, with a warning), or none."""
-    if cfg.web_config_file:
-        return web_config.WebConfigSource(cfg.web_config_file)
-    if cfg.legacy_web:
-        log.warning("%s: [tls]/[basic_auth] are deprecated: put TLS and users in a web config file "
-                    "(web_config_file, the exporter toolkit's format, bcrypt hashes)", cfg.source)
-        return web_config.WebConfigSource(static=web_config.legacy(cfg.tls_cert, cfg.tls_key, cfg.auth_user,
-                                                                  cfg.auth_sha256))
-    return web_config.WebConfigSource()
-
-
-class WebConfigCollector:
-    """The running web configuration's reload state, whichever source the
-    server holds now (a reload can replace it)."""
-
-    def __init__(self, server):
-        self.server = server
-
-    def collect(self):
-        source = self.server.httpd.web
-        return source.collect() if source.path else []
-
-
 class Daemon:
     def __init__(self, cfg: config.Config, config_path: str | None, listen_override: str | None,
                  web_config_override: str | None = None):
@@ -110,7 +86,7 @@ class Daemon:
 
     def start(self) -> None:
         t0 = time.monotonic()
-        self.server = MetricsServer(self.cfg, self.registry, self.health, web_source(self.cfg))
+        self.server = MetricsServer(self.cfg, self.registry, self.health, WebConfigSource(self.cfg.web_config_file))
         try:
             self.stats = bpf_stats.enable()
             if self.stats.restored:
@@ -125,9 +101,11 @@ class Daemon:
             log.info("loader attached %s in %.2fs (its peak %.0f MiB, released)", ", ".join(names), loaded.seconds,
                      loaded.peak_rss_kib / 1024)
             caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
-            self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),
-                                 handle_signals=False,
-                                 handover=loader.Handover(loaded, stop=lambda: self.requests.stop)).attach()
+            try:
+                self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),
+                                     handle_signals=False).attach(handed=loaded.probes)
+            finally:
+                loaded.close()      # what the tracer did not adopt
             self.perf = PerfCollector(self.cfg.perf)
         except BaseException:
             self.shutdown()
@@ -137,7 +115,7 @@ class Daemon:
         self.registry.register(VmstatCollector())
         self.perf_slot = CollectorSlot(self.perf)
         self.registry.register(self.perf_slot)
-        self.registry.register(WebConfigCollector(self.server))
+        self.registry.register(WebConfigCollector(lambda: self.server.httpd.web))
         self.registry.register(ServerCollector(self.server))
         self.server.start()
         for name, st in self.tracer.status.items():
@@ -177,9 +155,9 @@ class Daemon:
         try:
             new = config.load(self.config_path, self.listen_override, self.web_config_override)
             web = self.server.httpd.web
-            if (new.web_config_file, new.tls_cert, new.tls_key, new.auth_user, new.auth_sha256) != \
-                    (self.cfg.web_config_file, self.cfg.tls_cert, self.cfg.tls_key, self.cfg.auth_user, self.cfg.auth_sha256):
-                web = web_source(new)       # TLS may go on or off: each connection is wrapped by the config it reads
+            if new.web_config_file != self.cfg.web_config_file:
+                # TLS may go on or off: each connection is wrapped by the config it reads
+                web = WebConfigSource(new.web_config_file)
         except UsageError as exc:
             log.error("reload rejected, keeping the running configuration: %s", exc)
             return
@@ -193,7 +171,8 @@ class Daemon:
         sd_notify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}{widen}")
         try:
             names = list(new.probes)
-            changes = self.tracer.set_probes(names, self.probe_options(names))
+            changes = loader.set_probes(self.tracer, names, self.probe_options(names),
+                                        stop=lambda: self.requests.stop)
         except loader.Stopped:
             log.info("reload: stopped while the new probes were compiled; not changed")
             changes = {"added": [], "removed": []}
@@ -216,7 +195,7 @@ class Daemon:
             log.info("reload: perf groups now %s", ", ".join(new.perf) or "none")
         if web is not self.server.httpd.web:
             self.server.httpd.web = web           # one reference: a connection reads the old source or the new
-            log.info("reload: web configuration now from %s", new.web_config_file or "the TOML tables")
+            log.info("reload: web configuration now from %s", new.web_config_file or "none (plain HTTP, no users)")
         if new.listen != self.cfg.listen:
             log.warning("reload: listen changed; it takes effect on restart")
         _setup_logging(new.log_level)
@@ -253,7 +232,7 @@ def main(args) -> int:
     web_override = getattr(args, "web_config_file", None)
     if args.check_config:
         cfg = config.load(args.check_config, args.listen, web_override)
-        web = web_source(cfg)
+        web = WebConfigSource(cfg.web_config_file)
         print(f"{args.check_config}: OK (listen {cfg.listen}, probes {', '.join(cfg.probes)}, "
               f"perf {', '.join(cfg.perf) or 'none'}"
               + (f", web config {cfg.web_config_file}: TLS {'on' if web.tls else 'off'}, "

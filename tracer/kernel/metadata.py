@@ -122,12 +122,30 @@ def facts_from_btf(btf: Btf) -> tuple[dict[str, dict[str, int]], dict[str, int]]
     return enums, offsets
 
 
+ENUM_SYSTEM = "migrate"   # the tracepoint system whose formats print the migrate enums
+
+
+def enum_format(tracefs: Path | None):
+    """The format of a tracepoint of ENUM_SYSTEM that prints both mode and
+    reason by name (__print_symbolic tables), or None: the enums' source on
+    a kernel without BTF, and what BTF's are cross-checked against. The
+    migrate probe's tracepoints (nttrace.probes.migrate, which names them)
+    both print the same tables; the first in name order is read."""
+    events = tracefs / "events" / ENUM_SYSTEM if tracefs is not None else None
+    if events is None or not events.is_dir():
+        return None
+    for event in sorted(p.name for p in events.iterdir() if (p / "format").is_file()):
+        fmt = read_format(tracefs, ENUM_SYSTEM, event)
+        if fmt is not None and fmt.symbolic("mode") and fmt.symbolic("reason"):
+            return fmt
+    return None
+
+
 def load(sysroot: Sysroot) -> KernelMetadata:
     """Kernel metadata from BTF, cross-checked against tracepoint formats.
 
     Raises UsageError when neither source is readable."""
-    tracefs = sysroot.tracefs()
-    start_fmt = read_format(tracefs, "migrate", "mm_migrate_pages_start")   # not a probe: a tracepoint system
+    start_fmt = enum_format(sysroot.tracefs())
     btf_path = sysroot.btf_path()
     if btf_path.exists():
         btf = Btf.from_file(btf_path)

@@ -20,16 +20,6 @@ DEFAULT = (MigrateProbe.name,)
 DEMOTION_WATCH = (MigrateProbe, ReclaimProbe, CopyProbe)
 
 
-def by_role(role: str):
-    """The probe class that observes `role` ("migrations", "page copies",
-    "memmap init", ...): how code outside this package finds a probe it needs,
-    never by its module or class name (tests/unit/test_probe_names.py holds it)."""
-    found = [p for p in PROBES.values() if p.role == role]
-    if len(found) != 1:
-        raise LookupError(f"{len(found)} probes observe {role!r} (roles: {', '.join(p.role for p in PROBES.values())})")
-    return found[0]
-
-
 def demotion_probes(caps) -> list[str]:
     """DEMOTION_WATCH's names, less the probes of kernel functions where
     neither fentry nor kprobes can attach."""
@@ -38,7 +28,7 @@ def demotion_probes(caps) -> list[str]:
 
 
 def check_names(names: list[str]) -> None:
-    """A UsageError naming what is not a probe, or an empty selection."""
+    """A UsageError naming each unknown probe name, or an empty selection."""
     unknown = [p for p in names if p not in PROBES]
     if unknown:
         raise UsageError(f"unknown probe {', '.join(unknown)} (choose from {', '.join(PROBES)})")

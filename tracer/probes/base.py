@@ -8,7 +8,6 @@ from pathlib import Path
 from nttrace import bpf as bpf_sources
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.kernel.tracefs import read_format
-from nttrace.probes import histogram
 from nttrace.probes.contract import Column, Metric
 from nttrace.probes.exercise import Exercise
 
@@ -32,7 +31,6 @@ class Probe:
     implement availability(), defines(), attach() and snapshot()."""
 
     name = ""
-    role = ""          # what it observes, as code that needs such a probe asks for it (nttrace.probes.by_role)
     source = ""
     tracepoints: tuple[tuple[str, str], ...] = ()   # (system, event) it attaches to
     functions: tuple[str, ...] = ()                 # kernel functions it attaches to
@@ -206,6 +204,20 @@ class Probe:
         return {(k.decode() if isinstance(k, bytes) else k): fn.fd
                 for k, fn in (getattr(self.bpf, "funcs", {}) or {}).items()}
 
+    def descriptors(self) -> tuple[dict[str, int], dict[str, int], list[int]]:
+        """What keeps the probe attached and readable, as bcc holds it in
+        this process: its map descriptors by map name, its program
+        descriptors by function name, and its attachment descriptors (perf
+        events, BPF links). The daemon's loader process sends these to the
+        daemon (nttrace.daemon.loader), which reads them as a bpf_maps.MapSet."""
+        from bcc.libbcc import lib
+        maps = {}
+        for name in bpf_sources.map_decls(self.source):
+            fd = lib.bpf_table_fd(self.bpf.module, name.encode())
+            if fd >= 0:
+                maps[name] = fd
+        return maps, self.program_fds(), bcc_attachment_fds(self.bpf)
+
     def detach(self) -> None:
         """Detach and unload: bcc's cleanup, and where that stops part way
         (it raises at the first attachment it cannot close, leaving the rest
@@ -298,6 +310,20 @@ BCC_DESCRIPTOR_KINDS = frozenset({"anon_inode:[perf_event]", "anon_inode:bpf_lin
                                   "anon_inode:bpf-prog"})
 
 
+# bcc's BPF object keeps its attachments' descriptors in these tables.
+BCC_ATTACHMENT_TABLES = ("kprobe_fds", "uprobe_fds", "tracepoint_fds", "raw_tracepoint_fds",
+                         "kfunc_entry_fds", "kfunc_exit_fds", "lsm_fds")
+
+
+def bcc_attachment_fds(b) -> list[int]:
+    """The attachment descriptors (perf events, BPF links) a bcc BPF object holds."""
+    fds = []
+    for table in BCC_ATTACHMENT_TABLES:
+        for fd in (getattr(b, table, {}) or {}).values():   # kprobes: {event: {function: fd}}; the others {name: fd}
+            fds += list(fd.values()) if isinstance(fd, dict) else [fd]
+    return fds
+
+
 def close_bcc_descriptors(b) -> None:
     """Close every attachment and program descriptor a bcc BPF object still
     holds, whatever state its cleanup left it in: with the last descriptor
@@ -305,13 +331,9 @@ def close_bcc_descriptors(b) -> None:
     before it raised (its bookkeeping not yet updated) may already name
     another file of this process: only a descriptor that is still a perf
     event, BPF link or program is closed."""
-    fds = []
-    for table in ("kprobe_fds", "uprobe_fds", "tracepoint_fds", "raw_tracepoint_fds",
-                  "kfunc_entry_fds", "kfunc_exit_fds", "lsm_fds"):
-        held = getattr(b, table, {}) or {}
-        for fd in held.values():    # kprobes: {event: {function: fd}}; the others {name: fd}
-            fds += list(fd.values()) if isinstance(fd, dict) else [fd]
-        held.clear()
+    fds = bcc_attachment_fds(b)
+    for table in BCC_ATTACHMENT_TABLES:
+        (getattr(b, table, {}) or {}).clear()
     funcs = getattr(b, "funcs", {}) or {}
     fds += [fn.fd for fn in funcs.values()]
     funcs.clear()
@@ -321,15 +343,6 @@ def close_bcc_descriptors(b) -> None:
                 os.close(fd)
         except OSError:
             pass     # closed already by the cleanup that stopped part way
-
-
-def hist_by_label(table) -> dict[tuple[int, int], dict[int, int]]:
-    """A BPF_HISTOGRAM keyed by nttrace_hist_key as {(a, b): {slot: count}}."""
-    out: dict[tuple[int, int], dict[int, int]] = {}
-    for k, v in table.items():
-        if v.value:
-            histogram.accumulate([(k.slot, v.value)], out.setdefault((k.a, k.b), {}))
-    return out
 
 
 def kernel_function_attach(caps, symbols: list[str]) -> Availability:

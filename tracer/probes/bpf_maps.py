@@ -1,6 +1,7 @@
 """BPF maps read with the bpf(2) system call, without bcc or LLVM: the
 daemon's side of the loader (nttrace.daemon.loader). It holds the map and
-attachment descriptors the loader passed it; a MapSet answers the lookups
+attachment descriptors the loader passed it (Handed: one probe's, as data
+the Tracer adopts); a MapSet answers the lookups
 the probes' snapshot() make, as bcc's tables do (table[key], a list of
 per-CPU values for per-CPU maps, .items()), with the key and value layouts
 read from the maps' declarations in the BPF C (nttrace.bpf.map_decls) and
@@ -10,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 import platform
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nttrace import bpf as bpf_sources
@@ -224,3 +226,20 @@ class MapSet:
                 os.close(fd)
             except OSError:
                 pass
+
+
+@dataclass
+class Handed:
+    """One probe as a process that attached it hands it over (the daemon's
+    loader, nttrace.daemon.loader): its status entry, its declared state
+    (Probe.state()) and, when attached, its maps and descriptors (a MapSet
+    that owns them). Tracer.attach(handed=...) and set_probes(handed=...)
+    adopt it; close() releases one nobody adopted."""
+    status: dict
+    state: dict = field(default_factory=dict)
+    maps: MapSet | None = None
+
+    def close(self) -> None:
+        maps, self.maps = self.maps, None
+        if maps is not None:
+            maps.cleanup()

@@ -58,7 +58,6 @@ DEMOTION = Exercise(
 
 class CopyProbe(Probe):
     name = "copy"
-    role = "page copies"
     handover = Probe.handover + ("present", "_layout", "routes", "no_fentry", "untraceable")
     source = "copy.bpf.c"
     functions = tuple(r[0] for r in ROUTINES)

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-PAGE = 4096
+from nttrace.kernel import PAGE
 
 
 @dataclass(frozen=True)

@@ -30,11 +30,13 @@ def accumulate(pairs, into: dict[int, int] | None = None) -> dict[int, int]:
     return out
 
 
-def per_cpu(values, counters: tuple[str, ...]) -> tuple[dict[str, int], dict[int, int]]:
-    """A per-CPU array element of a stats struct with latency statistics
-    (bpf/common.h: NTTRACE_LATENCY) summed over CPUs: each of `counters` and
-    sum_ns summed, max_ns the largest, hist's slots accumulated."""
-    values = list(values)
+def latency_stats(values, counters: tuple[str, ...]) -> tuple[dict[str, int], dict[int, int]]:
+    """A row of a stats map with latency statistics (bpf/common.h:
+    NTTRACE_LATENCY, the one layout every probe counts in), read as
+    ({counter: n, "sum_ns", "max_ns"}, {log2 slot: count}). `values` is the
+    row's per-CPU copies (a list, summed: max_ns the largest) or the one
+    value of a map every CPU shares."""
+    values = list(values) if isinstance(values, list) else [values]
     out = {f: sum(getattr(v, f) for v in values) for f in (*counters, "sum_ns")}
     out["max_ns"] = max((v.max_ns for v in values), default=0)
     return out, accumulate((slot, c) for v in values for slot, c in enumerate(v.hist))

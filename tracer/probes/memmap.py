@@ -12,7 +12,6 @@ from nttrace.probes.base import (
     Availability,
     Probe,
     attach_functions,
-    hist_by_label,
     kernel_function_attach,
 )
 from nttrace.probes.contract import Column, Metric
@@ -45,7 +44,6 @@ REBIND = Exercise(
 
 class MemmapProbe(Probe):
     name = "memmap"
-    role = "memmap init"
     handover = Probe.handover + ("target", "page_ref", "page_ref_note")
     source = "memmap.bpf.c"
     functions = (SYMBOL,)
@@ -147,15 +145,15 @@ class MemmapProbe(Probe):
         return self.meta.memory_type_name(value).removeprefix("MEMORY_DEVICE_")
 
     def snapshot(self) -> dict:
-        stats = {(k.pgmap_type, k.nid): v for k, v in self.maps["memmap_stats"].items()}
-        hists = hist_by_label(self.maps["memmap_latency"])
+        stats = {(k.pgmap_type, k.nid): histogram.latency_stats(v, ("calls", "pages", "page_ref_sets"))
+                 for k, v in self.maps["memmap_stats"].items()}
         rows = []
-        for (ptype, nid), s in sorted(stats.items()):
+        for (ptype, nid), (s, buckets) in sorted(stats.items()):
             rows.append({
-                "pgmap_type": self.type_name(ptype), "nid": nid, "calls": s.calls, "pages": s.pages,
-                "ns_per_page": (s.sum_ns / s.pages) if s.pages else None,
-                "latency_ns": histogram.Latency(s.calls, s.sum_ns, s.max_ns, hists.get((ptype, nid), {})),
-                **({"page_ref_sets": s.page_ref_sets} if self.page_ref else {}),
+                "pgmap_type": self.type_name(ptype), "nid": nid, "calls": s["calls"], "pages": s["pages"],
+                "ns_per_page": (s["sum_ns"] / s["pages"]) if s["pages"] else None,
+                "latency_ns": histogram.Latency(s["calls"], s["sum_ns"], s["max_ns"], buckets),
+                **({"page_ref_sets": s["page_ref_sets"]} if self.page_ref else {}),
             })
         lost = self.maps["memmap_lost"][ctypes.c_int(0)].value + self._lost_records
         out = {"via": self.via, "rows": rows, "events_lost": lost}

@@ -21,14 +21,14 @@ import time
 
 from nttrace import bpf as bpf_sources
 from nttrace.errors import UsageError
+from nttrace.kernel import PAGE
 from nttrace.probes import histogram
-from nttrace.probes.base import Availability, Probe, attach_functions, hist_by_label, kernel_function_attach
+from nttrace.probes.base import Availability, Probe, attach_functions, kernel_function_attach
 from nttrace.probes.contract import Column, Metric
 from nttrace.probes.exercise import Exercise, GroundTruth
 
 SYMBOL = "memremap_pages"
 MODULE = "test_hmm"
-PAGE = 4096
 # test_hmm's own line for each chunk it maps (lib/test_hmm.c, dmirror_allocate_chunk)
 CHUNK_LINE = re.compile(r"added new (\d+) MB chunk \(total \d+ chunks")
 LABELS = (("pgmap_type", "pgmap_type"),)
@@ -82,7 +82,6 @@ HMM_LOADS = Exercise(
 
 class MemremapProbe(Probe):
     name = "memremap"
-    role = "device memory maps"
     handover = Probe.handover + ("_offsets",)
     source = "memremap.bpf.c"
     functions = (SYMBOL,)
@@ -147,11 +146,11 @@ class MemremapProbe(Probe):
             "ns_per_page": (r.latency_ns / r.pages) if r.pages else None})
 
     def snapshot(self) -> dict:
-        hists = hist_by_label(self.maps["memremap_latency"])
         rows = []
-        for k, s in sorted(self.maps["memremap_stats"].items(), key=lambda kv: kv[0].value):
-            rows.append({"pgmap_type": self.type_name(k.value), "calls": s.calls, "pages": s.pages,
-                         "failed": s.failed, "ns_per_page": (s.sum_ns / s.pages) if s.pages else None,
-                         "latency_ns": histogram.Latency(s.calls, s.sum_ns, s.max_ns, hists.get((k.value, 0), {}))})
+        for k, v in sorted(self.maps["memremap_stats"].items(), key=lambda kv: kv[0].value):
+            s, buckets = histogram.latency_stats(v, ("calls", "pages", "failed"))
+            rows.append({"pgmap_type": self.type_name(k.value), "calls": s["calls"], "pages": s["pages"],
+                         "failed": s["failed"], "ns_per_page": (s["sum_ns"] / s["pages"]) if s["pages"] else None,
+                         "latency_ns": histogram.Latency(s["calls"], s["sum_ns"], s["max_ns"], buckets)})
         lost = self.maps["memremap_lost"][ctypes.c_int(0)].value + self._lost_records
         return {"via": self.via, "rows": rows, "events_lost": lost}

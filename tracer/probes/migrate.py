@@ -12,6 +12,10 @@ from nttrace.probes.contract import Column, Metric
 from nttrace.probes.exercise import Exercise, GroundTruth, migrated_pages
 from nttrace.workloads import triggers
 
+# The migrate tracepoints, named in Python here only: a module that attaches
+# to one of them imports it from here (reclaim); the kernel's enum tables are
+# read from whichever of them prints them (nttrace.kernel.metadata). The BPF
+# C's functions are attached to them by the triples in `programs`.
 START = ("migrate", "mm_migrate_pages_start")
 DONE = ("migrate", "mm_migrate_pages")
 LABELS = (("mode", "mode"), ("reason", "reason"), ("nt", "nt"))
@@ -55,11 +59,10 @@ COUNTERS = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "unpa
 
 class MigrateProbe(TracepointProbe):
     name = "migrate"
-    role = "migrations"
     source = "migrate.bpf.c"
     programs = ((*START, "nttrace_migrate_start"), (*DONE, "nttrace_migrate_done"))
     columns = COLUMNS
-    metrics = migrate_metrics("nttrace_migrate", "mm_migrate_pages_start to mm_migrate_pages", pages=True)
+    metrics = migrate_metrics("nttrace_migrate", f"{START[1]} to {DONE[1]}", pages=True)
     exercise = COMPACTION
 
     @classmethod
@@ -109,9 +112,15 @@ class MigrateProbe(TracepointProbe):
         r = ctypes.cast(data, ctypes.POINTER(bpf_sources.struct_type(self.source, "migrate_record"))).contents
         self._records.append({
             "probe": "migrate", "ts_ns": r.ts, "pid": r.pid, "latency_ns": r.latency_ns,
-            "mode": self.meta.mode_name(r.mode), "mode_value": r.mode, "reason": self.meta.reason_name(r.reason),
-            "nt": self.meta.is_nt_mode(r.mode), "succeeded": r.succeeded, "failed": r.failed,
+            **self.labels(r.mode, r.reason), "succeeded": r.succeeded, "failed": r.failed,
         })
+
+    def labels(self, mode: int, reason: int) -> dict:
+        """A call's mode and reason as the kernel's enums name them, their
+        values, and whether the mode is an NT one: the one decoding of the
+        two, for rows and records alike."""
+        return {"mode": self.meta.mode_name(mode), "reason": self.meta.reason_name(reason),
+                "mode_value": mode, "reason_value": reason, "nt": self.meta.is_nt_mode(mode)}
 
     def raw(self) -> dict:
         """Cumulative per-(mode, reason) stats and log2 histograms, summed
@@ -121,7 +130,7 @@ class MigrateProbe(TracepointProbe):
         n_rows = self.n_modes * self.n_reasons + 1
         stats, hists = {}, {}
         for row in range(n_rows):
-            total, hist = histogram.per_cpu(stats_t[ctypes.c_int(row)], COUNTERS)
+            total, hist = histogram.latency_stats(stats_t[ctypes.c_int(row)], COUNTERS)
             if not (total["calls"] or total["unpaired"] or total["succeeded"] or total["failed"] or total["errors"]):
                 continue
             key = (-1, -1) if row == n_rows - 1 else divmod(row, self.n_reasons)
@@ -135,11 +144,7 @@ class MigrateProbe(TracepointProbe):
         for (mode, reason), s in sorted(raw["stats"].items()):
             buckets = raw["hists"].get((mode, reason), {})
             rows.append({
-                "mode": self.meta.mode_name(mode),
-                "reason": self.meta.reason_name(reason),
-                "mode_value": mode,
-                "reason_value": reason,
-                "nt": self.meta.is_nt_mode(mode),
+                **self.labels(mode, reason),
                 "calls": s["calls"],
                 "succeeded": s["succeeded"],
                 "failed": s["failed"],
@@ -150,3 +155,9 @@ class MigrateProbe(TracepointProbe):
                 "latency_ns": histogram.Latency(s["calls"], s["sum_ns"], s["max_ns"], buckets),
             })
         return {"via": self.via, "rows": rows, "events_lost": raw["lost"]}
+
+
+def compaction_rows(rows: list[dict]) -> list[dict]:
+    """The rows of the migrations compaction made (reason MR_COMPACTION): what
+    this probe's exercise, COMPACTION, makes the kernel do."""
+    return [r for r in rows if r.get("reason") == "MR_COMPACTION"]

@@ -16,7 +16,6 @@ MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
 
 class MigrateFunctionProbe(MigrateProbe):
     name = "migrate_fn"
-    role = "migrate_pages calls"
     programs = ()     # no tracepoints: attach() puts it on the function
     functions = (SYMBOL,)
     metrics = migrate_metrics("nttrace_migrate_function", "function entry to return", pages=False)

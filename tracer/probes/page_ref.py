@@ -21,7 +21,6 @@ OBSERVER_EFFECT = ("with page_ref:page_ref_set enabled, a kernel carrying the zo
 
 class PageRefProbe(TracepointProbe):
     name = "page_ref"
-    role = "refcount sets"
     source = "page_ref.bpf.c"
     programs = ((*TRACEPOINT, "nttrace_page_ref_set"),)
     missing_hint = " (kernel built without CONFIG_DEBUG_PAGE_REF)"

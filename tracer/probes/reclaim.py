@@ -8,7 +8,7 @@ from __future__ import annotations
 import ctypes
 
 from nttrace import bpf as bpf_sources
-from nttrace.probes import histogram
+from nttrace.probes import histogram, migrate
 from nttrace.probes.base import TracepointProbe
 from nttrace.probes.contract import Column, Metric
 from nttrace.probes.exercise import PGSTEAL, USAGE_DROP, Exercise, GroundTruth, memcg_reclaimed
@@ -33,7 +33,7 @@ EPISODES = (
 )
 ENDS = ("mm_vmscan_direct_reclaim_end", "mm_vmscan_memcg_reclaim_end", "mm_vmscan_node_reclaim_end")
 SHRINK = ("vmscan", "mm_vmscan_lru_shrink_inactive", "nttrace_reclaim_shrink_inactive")
-MIGRATED = ("migrate", "mm_migrate_pages", "nttrace_reclaim_migrate_done")
+MIGRATED = (*migrate.DONE, "nttrace_reclaim_migrate_done")
 ATTACHMENTS = tuple(("vmscan", e, fn) for e, fn in EPISODES) + (SHRINK, MIGRATED)
 LABELS = (("kind", "kind"),)
 
@@ -54,7 +54,6 @@ MEMCG_RECLAIM = Exercise(
 
 class ReclaimProbe(TracepointProbe):
     name = "reclaim"
-    role = "reclaim episodes"
     source = SOURCE
     programs = ATTACHMENTS
     exercise = MEMCG_RECLAIM
@@ -98,7 +97,7 @@ class ReclaimProbe(TracepointProbe):
         table = self.maps["reclaim_stats"]
         rows = []
         for i, kind in enumerate(KINDS):
-            s, buckets = histogram.per_cpu(table[ctypes.c_int(i)], ("episodes", "reclaimed", "demoted", "unpaired"))
+            s, buckets = histogram.latency_stats(table[ctypes.c_int(i)], ("episodes", "reclaimed", "demoted", "unpaired"))
             rows.append({"kind": kind, "episodes": s["episodes"], "reclaimed": s["reclaimed"], "demoted": s["demoted"],
                          "unpaired": s["unpaired"],
                          "latency_ns": histogram.Latency(s["episodes"], s["sum_ns"], s["max_ns"], buckets)})

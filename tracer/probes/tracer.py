@@ -11,7 +11,7 @@ records are paused at once (Probe.pause_records): bcc's drain returns only
 once it has caught up with the ring, which under a heavy enough load it never
 did, so the held signal was never raised (the `trace` that ran 1 h 40 min
 after its SIGINT). Terminated is a BaseException, as KeyboardInterrupt is, so
-no `except Exception` (bcc's, or _attach_probe's) takes it for a failed
+no `except Exception` (bcc's, or attach_probe's) takes it for a failed
 attach; a stop asked for during attach that something swallowed anyway is
 raised when attach returns. StopGuard (nttrace.probes.stop_guard) covers what
 a handler cannot: the main thread inside a C call (a compile) for seconds.
@@ -23,6 +23,12 @@ reload compiles and attaches its new probes before it takes the lock, swaps,
 and detaches the dropped ones after it lets go. A snapshot holds the lock
 while it reads, so it sees the old set or the new one, never half of each,
 and no probe is detached under a reader.
+
+Attached here or elsewhere: attach() and set_probes() attach with bcc in
+this process (trace, validate, the daemon's loader process), or, given
+`handed`, take over probes another process attached (the daemon: its loader
+process hands over descriptors, nttrace.daemon.loader, and the daemon reads
+them as bpf_maps.Handed data). Either way the Tracer calls nothing back.
 """
 from __future__ import annotations
 
@@ -53,7 +59,7 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 class Tracer:
     def __init__(self, probe_names: list[str], options: dict | None = None, caps=None, meta=None,
-                 handle_signals: bool = True, handover=None):
+                 handle_signals: bool = True):
         check_names(probe_names)
         self.options = options or {}
         self.sysroot = Sysroot("/")
@@ -66,7 +72,6 @@ class Tracer:
         self.status: dict[str, dict] = {}
         self._lock = threading.RLock()
         self.handle_signals = handle_signals   # False: the caller (the daemon) handles SIGINT and SIGTERM
-        self.handover = handover   # nttrace.daemon.loader.Handover: a loader process attaches; None: this process, with bcc
         self._old_handlers: dict[int, object] = {}
         self.detach_errors: dict[str, str] = {}   # probe -> what its bcc cleanup raised (descriptors closed anyway)
         self._holding = False      # inside a probe's poll: a stop signal waits in _held until it returns
@@ -96,31 +101,21 @@ class Tracer:
         return out
 
     @staticmethod
-    def _attach_probe(p) -> dict:
-        """Attach one probe; its status entry."""
-        av = p.availability()
-        if not av.ok:
-            return {"status": "unavailable", "reason": av.reason}
-        try:
-            p.attach()
-            return {"status": "attached", "via": p.via}
-        except Exception as exc:  # bcc raises bare Exception
-            p.detach()
-            return {"status": "unavailable", "reason": f"attach failed: {exc}"}
+    def _attach_all(probes: dict, handed: dict | None) -> dict[str, dict]:
+        """Attach `probes` here, or adopt them from `handed`; their status entries."""
+        if handed is None:
+            return {name: attach_probe(p) for name, p in probes.items()}
+        return {name: adopt(p, handed.pop(name, None)) for name, p in probes.items()}
 
-    def _attach_all(self, probes: dict) -> dict[str, dict]:
-        """Attach `probes`; their status entries."""
-        if not probes:
-            return {}
-        if self.handover is not None:
-            return self.handover.attach(probes)
-        return {name: self._attach_probe(p) for name, p in probes.items()}
-
-    def attach(self) -> "Tracer":
+    def attach(self, handed: dict | None = None) -> "Tracer":
+        """Attach the probes with bcc in this process or, given `handed`
+        ({probe: bpf_maps.Handed}), take over what another process attached
+        for them (what is taken is removed from `handed`: the caller closes
+        the rest). Raises CapabilityError when no probe is attached."""
         if self.handle_signals and not self._old_handlers:
             self._old_handlers = {sig: signal.signal(sig, self._on_stop_signal) for sig in STOP_SIGNALS}
         try:
-            self.status = dict(self._attach_all(self.probes))
+            self.status = dict(self._attach_all(self.probes, handed))
             if self._stop_asked is not None:    # raised inside bcc and swallowed there (a bare except)
                 raise _stop_exception(self._stop_asked)
         except BaseException:
@@ -135,8 +130,10 @@ class Tracer:
             raise CapabilityError(f"no probe could attach ({reasons})" + (f"; {hint}" if hint else ""))
         return self
 
-    def set_probes(self, names: list[str], options: dict | None = None) -> dict[str, list[str]]:
-        """Attach what is new, detach what is gone, leave the rest (and its
+    def set_probes(self, names: list[str], options: dict | None = None,
+                   handed: dict | None = None) -> dict[str, list[str]]:
+        """Attach what is new (with bcc here, or adopted from `handed` as
+        attach() does), detach what is gone, leave the rest (and its
         counters) alone; `options` for the new ones. Returns {"added": [...],
         "removed": [...]}."""
         check_names(names)
@@ -148,7 +145,7 @@ class Tracer:
         added = [n for n in names if n not in current]
         fresh = {n: self._make(n) for n in added}
         try:
-            fresh_status = self._attach_all(fresh)  # compile and attach, unseen
+            fresh_status = self._attach_all(fresh, handed)  # compile and attach (or adopt), unseen
         except BaseException:
             for p in fresh.values():
                 p.detach()
@@ -264,6 +261,35 @@ class Tracer:
 
     def __exit__(self, *exc):
         self.detach()
+
+
+def attach_probe(probe) -> dict:
+    """Attach one probe with bcc in this process; its status entry
+    ({"status": "attached", "via": ...} or {"status": "unavailable",
+    "reason": ...}). A probe that fails to attach is detached again. What
+    the daemon's loader process runs for each probe before it hands the
+    descriptors over (Probe.descriptors)."""
+    av = probe.availability()
+    if not av.ok:
+        return {"status": "unavailable", "reason": av.reason}
+    try:
+        probe.attach()
+        return {"status": "attached", "via": probe.via}
+    except Exception as exc:  # bcc raises bare Exception
+        probe.detach()
+        return {"status": "unavailable", "reason": f"attach failed: {exc}"}
+
+
+def adopt(probe, handed) -> dict:
+    """Make `probe` the reader of what another process attached for it
+    (`handed`, a bpf_maps.Handed, or None when nothing came): its maps and
+    descriptors become probe.bpf, its state is restored. Its status entry."""
+    if handed is None:
+        return {"status": "unavailable", "reason": "the loader handed nothing over for it"}
+    if handed.status.get("status") == "attached":
+        probe.bpf, handed.maps = handed.maps, None
+        probe.restore(handed.state)
+    return handed.status
 
 
 def snapshot_entry(probe, status: dict) -> dict:

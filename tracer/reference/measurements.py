@@ -17,7 +17,8 @@ Cold caches, two ways (`Plan.evict`):
            (CLFLUSHOPT, or CLFLUSH) before the cell, so it starts from memory
            as it would after a working set several times the LLC. Cheaper in
            time and memory than an eviction buffer, which must exceed the LLC
-           (BENCHMARKS.md measures both against the 4x-LLC method). What it
+           (measured against the 4x-LLC method: `git show a3f1339:BENCHMARKS.md`,
+           "validate --quick within a budget"). What it
            does not reproduce: a cached copy's dirty lines stay in the LLC
            when the cell ends, where at 4x the LLC they would be written back
            during it.

@@ -18,8 +18,10 @@ import io
 import statistics
 from pathlib import Path
 
-from nttrace.validate import baseline as ab
+from nttrace.validate import ab_text
+from nttrace.validate.baseline import side_conditions
 from nttrace.validate import evidence
+from nttrace.validate.checks.kernel import DemotionEvidence
 
 BASE_COLOR, CUR_COLOR = "#4c72b0", "#dd8452"
 
@@ -62,7 +64,7 @@ def _per_boot_plot(row: dict) -> str:
     ax.set_xticks(ticks)
     ax.set_xticklabels(labels, fontsize=7)
     ax.set_ylabel(row["label"].split(", ", 1)[-1])
-    ax.set_title(f"{ab._name(row)}: {row['label']}, each boot", fontsize=9)
+    ax.set_title(f"{ab_text.row_name(row)}: {row['label']}, each boot", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     return _svg(fig)
 
@@ -79,7 +81,7 @@ def _per_run_plot(row: dict) -> str:
     ax.set_xticks([0, 1])
     ax.set_xticklabels(["base", "patched"])
     ax.set_xlim(-0.6, 1.6)
-    ax.set_title(f"{ab._name(row)}: {row['label']}, each run", fontsize=9)
+    ax.set_title(f"{ab_text.row_name(row)}: {row['label']}, each run", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     return _svg(fig)
 
@@ -90,9 +92,9 @@ def _demotion(side_reports: list[list[dict]]) -> tuple[list[dict], list[dict]]:
     for i, reports in enumerate(side_reports):
         for r in reports:
             for c in r.get("checks", []):
-                if not isinstance(c, dict) or c.get("id") != evidence.DemotionEvidence.CHECK:
+                ev = evidence.of(c) if isinstance(c, dict) else None
+                if not isinstance(ev, DemotionEvidence):
                     continue
-                ev = evidence.of(c)
                 for mode, pages in ev.modes().items():
                     modes[i][mode] = modes[i].get(mode, 0) + pages
                 for routine, calls in ev.routines().items():
@@ -137,7 +139,7 @@ def _environment(side_reports: list[list[dict]]) -> str:
         out.append(f"<tr><th>{name}</th><td>{html.escape(str(r.get('kernel_release') or '?'))}</td>"
                    f"<td>{html.escape(str((r.get('kernel') or {}).get('nt_revision', '?')))}</td>"
                    f"<td>{html.escape(where)}</td><td>{html.escape(str(m.get('cpu') or '?'))}</td>"
-                   f"<td class='conditions'>{html.escape(ab._conditions_line(name, ab.side_conditions(reports)).split(': ', 1)[1])}</td>"
+                   f"<td class='conditions'>{html.escape(ab_text.conditions_line(name, side_conditions(reports)).split(': ', 1)[1])}</td>"
                    f"<td>{len(reports)}: <span class='files'>{files}</span></td></tr>")
     out.append("</table>")
     return "\n".join(out + notes)
@@ -167,7 +169,7 @@ SCRIPT = """
 
 def render(rows: list[dict], baseline: list[dict], current: list[dict]) -> str:
     sides = [baseline, current]
-    head = ab.header(baseline, current)
+    head = ab_text.header(baseline, current)
     def kernel(reports):
         r = reports[0]
         return f"{r.get('kernel_release') or '?'} (NT {(r.get('kernel') or {}).get('nt_revision', '?')})"
@@ -177,14 +179,14 @@ def render(rows: list[dict], baseline: list[dict], current: list[dict]) -> str:
     parts += [f"<p class='{'warning' if line.startswith('warning') else 'note'}'>{html.escape(line)}</p>"
               for line in head[2:] if not line.startswith(("base:", "patched:"))]
     parts.append("<h2>Figures</h2><table class='figures'><tr>"
-                 + "".join(f"<th>{html.escape(h)}</th>" for h, _f, _a in ab.COLUMNS) + "</tr>")
+                 + "".join(f"<th>{html.escape(h)}</th>" for h, _f, _a in ab_text.COLUMNS) + "</tr>")
     for r in rows:
         sig = " class='sig'" if r.get("stats") and r["stats"]["significant"] else ""
         parts.append(f"<tr{sig}>" + "".join(
             f"<td class='{'num' if a == '>' else 'text'} {h.split()[0]}'>{html.escape(fn(r))}</td>"
-            for h, fn, a in ab.COLUMNS) + "</tr>")
+            for h, fn, a in ab_text.COLUMNS) + "</tr>")
     parts.append("</table>")
-    parts += [f"<p class='note'>{html.escape(line)}</p>" for line in ab.legend(rows)]
+    parts += [f"<p class='note'>{html.escape(line)}</p>" for line in ab_text.legend(rows)]
 
     plots = []
     for r in rows:
@@ -192,9 +194,9 @@ def render(rows: list[dict], baseline: list[dict], current: list[dict]) -> str:
             continue
         if r.get("samples"):
             if r["metric"].endswith(".median"):    # min/median/max/mean summarise the same samples: one plot
-                plots.append((f"{ab._name(r)} {r['label']}", _per_boot_plot(r)))
+                plots.append((f"{ab_text.row_name(r)} {r['label']}", _per_boot_plot(r)))
         elif r["metric"].endswith(("_ms", "_us")):
-            plots.append((f"{ab._name(r)} {r['label']}", _per_run_plot(r)))
+            plots.append((f"{ab_text.row_name(r)} {r['label']}", _per_run_plot(r)))
     modes, routines = _demotion(sides)
     for title, svg in (("demotion: migrate modes' share of demoted pages", _bars(modes, "demotion migrate modes", True)),
                        ("demotion: copy routine calls (all runs)", _bars(routines, "copy routines, calls", False))):

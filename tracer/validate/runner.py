@@ -11,6 +11,7 @@ from pathlib import Path
 
 from nttrace import __version__
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK, CapabilityError, UsageError
+from nttrace.kernel import boot_id
 from nttrace.kernel import conditions, machine
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.sysroot import Sysroot
@@ -27,7 +28,8 @@ class ValidateOptions:
     demote_mib: int = 256
     page_ref: bool = False
     quick: bool = False
-    exercise: tuple[str, ...] = ()     # probes whose workload probe.<name> may run (it changes system state)
+    exercise: tuple[str, ...] = ()     # probes whose workload probe.<name> may run (it changes system state;
+                                       # compaction's and memcg reclaim's run unasked)
 
 
 @dataclass
@@ -35,7 +37,6 @@ class ValidateContext:
     sysroot: Sysroot
     caps: dict
     options: ValidateOptions = field(default_factory=ValidateOptions)
-    shared: dict = field(default_factory=dict)  # results one check hands another
 
     @cached_property
     def kernel(self) -> kernel_meta.KernelMetadata:
@@ -69,7 +70,7 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
         "sysroot": str(sysroot.root),
         "kernel_release": platform.release() if sysroot.live else None,
         # the boot this ran in: several reports with one boot_id are one run of an A/B
-        **({"boot_id": _boot_id()} if sysroot.live else {}),
+        **({"boot_id": boot_id()} if sysroot.live else {}),
         "machine": machine.describe(Path(sysroot.root)),
         **({"conditions": window.as_json()} if not offline else {}),
         "capabilities": {k: v.as_json() for k, v in caps.items()},
@@ -78,13 +79,6 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
         "summary": checks.tally([r.as_json() for r in results]),
     }
 
-
-
-def _boot_id() -> str | None:
-    try:
-        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    except OSError:
-        return None
 
 
 def run_one(c, ctx) -> CheckResult:

@@ -17,9 +17,12 @@ The test and its interval are one procedure, so they cannot disagree:
   (`significant`), ties included.
 
 Exact rank procedures need no normality (the lab's boots are bimodal) and
-are exact at every n: below 4 runs a side no split of the ranks reaches
-p <= 0.05 two-sided, and the verdict says so instead of marking anything.
-One run a side is never tested: boot-to-boot variation is unknown.
+are exact at every n, at a price: m against n runs can give no two-sided p
+below 2 / C(m + n, m), so a test is possible only where that reaches alpha
+(`testable`; at 0.05: 2 runs against at least 8, 3 against 5, or 4 a side,
+`fewest_runs`), and elsewhere the verdict says so instead of marking
+anything. One run a side is never tested: boot-to-boot variation is
+unknown.
 
 A report holds many figures. Each figure has a role: `primary` (one per
 scenario, tested at ALPHA), `secondary` (tested at ALPHA / m, m the report's
@@ -103,8 +106,41 @@ def critical_k(m: int, n: int, alpha: float) -> int:
 
 
 def smallest_p(m: int, n: int) -> float:
-    """The smallest two-sided p the exact test can give at m against n."""
+    """The smallest two-sided p the exact test can give at m against n:
+    2 / C(m + n, m), every base run on one side of every patched run."""
     return min(1.0, 2 * _u_cdf(m, n)[0])
+
+
+def false_mark_rate(m: int, n: int, alpha: float = ALPHA) -> float:
+    """How often the exact test marks an A/A of m against n runs whose
+    values never tie: 2 P(U <= k - 1), at most alpha (the rank test's
+    discrete steps keep it below). Ties, which count against significance,
+    lower it further."""
+    k = critical_k(m, n, alpha)
+    return 2 * _u_cdf(m, n)[k - 1] if k >= 1 else 0.0
+
+
+def testable(m: int, n: int, alpha: float = ALPHA) -> bool:
+    """Whether m against n runs can be tested at alpha: two runs a side at
+    least, and a smallest possible p at most alpha."""
+    return min(m, n) >= 2 and smallest_p(m, n) <= alpha
+
+
+def fewest_runs(alpha: float = ALPHA) -> list[tuple[int, int]]:
+    """When a test is possible at alpha, by both sides' sizes: for each size
+    of the smaller side from 2, the fewest runs the other side needs, up to
+    the size where both sides are equal ([(2, 8), (3, 5), (4, 4)] at 0.05).
+    Sizes at or beyond a pair are testable; below every pair, not."""
+    out: list[tuple[int, int]] = []
+    small = 2
+    while True:
+        other = small
+        while not testable(small, other, alpha):
+            other += 1
+        out.append((small, other))
+        if other == small:
+            return out
+        small += 1
 
 
 # -- one side -----------------------------------------------------------------
@@ -263,7 +299,7 @@ def compare(base: Runs, cur: Runs, role: str = "primary", alpha: float = ALPHA) 
         return out
     out["p"] = s["p"]
     out["test"] = f"exact Mann-Whitney U across runs ({base.n} vs {cur.n}), alpha {alpha:.2g}"
-    if s["smallest_p"] > alpha:
+    if not testable(base.n, cur.n, alpha):
         out["verdict"] = (f"cannot be significant at {base.n} vs {cur.n} runs (the smallest possible p is "
                           f"{s['smallest_p']:.3g} > alpha {alpha:.2g})")
         return out

@@ -18,9 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from nttrace.kernel import vmstat
+from nttrace.kernel import PAGE, vmstat
 
-PAGE = 4096
 COMPACT = Path("/proc/sys/vm/compact_memory")
 
 
@@ -64,7 +63,7 @@ def memcg_reclaim(scratch_dir: str | Path = "/var/tmp", scratch_mib: int = 64) -
     from nttrace.workloads.scratch_cgroup import ScratchCgroup
 
     scratch = Path(scratch_dir) / f".nttrace-reclaim-{os.getpid()}"
-    with ScratchCgroup("reclaim") as cg:   # not a probe: the scratch cgroup's name
+    with ScratchCgroup("reclaim") as cg:
         try:
             with open(scratch, "wb") as f:
                 block = os.urandom(1 << 20)

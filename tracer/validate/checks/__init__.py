@@ -1,6 +1,8 @@
 """The validation catalog: every check nttrace validate can run, with a
 stable id. One module per family (env, native, kernel, perf, and exercises:
-one probe.<name> check per probe, made from its declared exercise)."""
+one probe.<name> check per exercised path, made from its probe's declared
+exercise), the memmap latency check in its own; each check declares the
+class of its evidence beside it (nttrace.validate.evidence)."""
 from __future__ import annotations
 
 import fnmatch
@@ -66,16 +68,23 @@ class Check:
     run: Callable  # (ValidateContext) -> CheckResult
     quick: bool = True
     triggers: str = ""  # what it changes on the system, if anything
+    evidence: type | None = None   # its evidence's class (nttrace.validate.evidence), if other code reads it
+    formerly: tuple[str, ...] = ()  # the ids it had: reports recorded under them read with its evidence
 
 
 CATALOG: list[Check] = []
 
 
-def check(id: str, title: str, quick: bool = True, triggers: str = ""):
+def check(id: str, title: str, quick: bool = True, triggers: str = "", evidence: type | None = None):
     def register(fn):
-        CATALOG.append(Check(id, title, fn, quick, triggers))
+        CATALOG.append(Check(id, title, fn, quick, triggers, evidence))
         return fn
     return register
+
+
+def find(cid: str) -> Check | None:
+    """The check that writes reports under `cid` (its id, or one it had)."""
+    return next((c for c in catalog() if cid == c.id or cid in c.formerly), None)
 
 
 # The catalog's order: by family (a check id's part before the dot), then in
@@ -87,7 +96,11 @@ FAMILY_ORDER = ("env", "native", "kernel", "perf", "probe")
 def catalog() -> list[Check]:
     _load_families()
     rank = {f: i for i, f in enumerate(FAMILY_ORDER)}
-    return sorted(CATALOG, key=lambda c: rank.get(c.id.split(".", 1)[0], len(rank)))  # stable within a family
+    # within a family, in _load_families' module order, then as each module
+    # registers them: the same whichever module a process imported first
+    module = {f"{__name__}.{m}": i for i, m in enumerate(FAMILY_MODULES)}
+    return sorted(CATALOG, key=lambda c: (rank.get(c.id.split(".", 1)[0], len(rank)),
+                                          module.get(c.run.__module__, len(module))))
 
 
 def select(patterns: list[str] | None, quick: bool) -> list[Check]:
@@ -111,6 +124,9 @@ def _selects(pattern: str, cid: str) -> bool:
     return cid.startswith(prefix)
 
 
+FAMILY_MODULES = ("env", "native", "kernel", "memmap_latency", "perf", "exercises")
+
+
 def _load_families() -> None:
     # Import for their @check registrations (catalog() orders them).
-    from nttrace.validate.checks import env, native, kernel, perf, exercises  # noqa: F401, I001  # isort: skip
+    from nttrace.validate.checks import env, native, kernel, memmap_latency, perf, exercises  # noqa: F401, I001  # isort: skip

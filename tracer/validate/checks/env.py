@@ -2,9 +2,10 @@
 fails; what only some probes need skips with the reason."""
 from __future__ import annotations
 
+from nttrace.probes.migrate import DONE, START
 from nttrace.validate.checks import FAIL, PASS, SKIP, CheckResult, check
 
-ESSENTIAL = ("btf", "tracefs", "tracepoint:migrate:mm_migrate_pages_start", "tracepoint:migrate:mm_migrate_pages", "bcc")
+ESSENTIAL = ("btf", "tracefs", *(f"tracepoint:{system}:{event}" for system, event in (START, DONE)), "bcc")
 OPTIONAL = {
     "env.kprobe": ("kprobe", "memmap and copy probes attach by kprobe"),
     "env.fentry": ("fentry", "fentry/fexit is preferred over kprobes where it loads"),
@@ -35,7 +36,7 @@ def kernel_metadata(ctx) -> CheckResult:
     ev = meta.as_json()
     if meta.crosscheck:
         return CheckResult("env.kernel_metadata", FAIL, "BTF and tracepoint tables disagree: " + "; ".join(meta.crosscheck), ev)
-    how = "cross-checked against mm_migrate_pages_start" if meta.crosschecked else "no tracepoint to cross-check"
+    how = f"cross-checked against {START[1]}" if meta.crosschecked else "no tracepoint to cross-check"
     return CheckResult(
         "env.kernel_metadata", PASS,
         f"{len(meta.migrate_mode)} migrate modes, {len(meta.migrate_reason)} reasons from {meta.source}; {how}", ev,

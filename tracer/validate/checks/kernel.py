@@ -1,18 +1,40 @@
-"""kernel.*: what the live kernel does on the NT paths."""
+"""kernel.*: what the live kernel does on the NT paths (its memmap
+latency: checks/memmap_latency.py)."""
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from nttrace.kernel.metadata import NT_MODES
-from nttrace.probes import by_role, demotion_probes
-from nttrace.probes.exercise import compare, observe
+from nttrace.probes import demotion_probes
+from nttrace.probes.copy import CopyProbe
+from nttrace.probes.exercise import compare
+from nttrace.probes.migrate import MigrateProbe
+from nttrace.probes.reclaim import ReclaimProbe
 from nttrace.validate.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
-
-# the probes these checks read, by what they observe
-MigrateProbe = by_role("migrations")
-ReclaimProbe = by_role("reclaim episodes")
-CopyProbe = by_role("page copies")
+from nttrace.validate.evidence import Figure
 
 
-@check("kernel.nt_support", "which NT demotion revision the kernel's enums carry")
+@dataclass
+class NtSupportEvidence:
+    """kernel.nt_support: the NT revision the kernel's enums carry."""
+    nt_revision: str | None
+    rest: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {**self.rest, "nt_revision": self.nt_revision}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "NtSupportEvidence":
+        return cls(d.get("nt_revision"), {k: v for k, v in d.items() if k != "nt_revision"})
+
+    def subject(self) -> str:
+        return ""
+
+    def figures(self) -> list[Figure]:
+        return [Figure("nt_revision", "NT demotion revision", self.nt_revision)]
+
+
+@check("kernel.nt_support", "which NT demotion revision the kernel's enums carry", evidence=NtSupportEvidence)
 def nt_support(ctx) -> CheckResult:
     meta = ctx.kernel
     rev = meta.nt_revision
@@ -24,71 +46,72 @@ def nt_support(ctx) -> CheckResult:
     return CheckResult("kernel.nt_support", PASS, f"RFC {rev}: {name} = {meta.migrate_mode[name]}", ev)
 
 
-def _unobserved(cid: str, ctx, probe) -> CheckResult | None:
-    """SKIP naming what this host lacks for the probe's attach points."""
-    missing = [ctx.caps[f"tracepoint:{s}:{e}"] for s, e in probe.tracepoints
-               if not ctx.caps[f"tracepoint:{s}:{e}"].available][:1]
-    if not ctx.caps["bcc"].available:
-        missing.append(ctx.caps["bcc"])
-    if missing:
-        return CheckResult(cid, SKIP, f"{probe.name} probe: " + "; ".join(c.detail for c in missing))
-    return None
+@dataclass
+class DemotionEvidence:
+    """kernel.demotion_nt: the migrate probe's MR_DEMOTION rows, the copy
+    routines that ran, and the kernel's own count of demoted pages."""
+    PRIMARY_REASON = "the mean migrate_pages() call of MR_DEMOTION: the demotion path's own cost"
+    rows: list[dict]
+    copy: dict = field(default_factory=dict)      # the copy routines' probe snapshot: rows, untraceable, notes
+    rest: dict = field(default_factory=dict)      # pgdemote_delta, the run, ... as the check wrote them
+    copy_key: str = ""                            # the key the check wrote that snapshot under
 
+    @property
+    def pages(self) -> int:
+        return sum(r.get("succeeded", 0) for r in self.rows)
 
-@check("kernel.migrate_observed", "a compaction trigger is seen by the migrate probe and agrees with /proc/vmstat",
-       triggers=MigrateProbe.exercise.workload)
-def migrate_observed(ctx) -> CheckResult:
-    cid = "kernel.migrate_observed"
-    if skip := _unobserved(cid, ctx, MigrateProbe):
-        return skip
-    obs = observe(MigrateProbe, caps=ctx.caps, meta=ctx.kernel)
-    if obs.run == {}:
-        return CheckResult(cid, SKIP, f"migrate probe did not attach: {obs.snapshot.get('reason')}")
-    rows = obs.snapshot.get("rows", [])
-    compaction_rows = [r for r in rows if r["reason"] == "MR_COMPACTION"]
-    calls = sum(r["calls"] for r in compaction_rows)
-    ev = {"probe_succeeded_pages": obs.seen, "vmstat_pgmigrate_success": obs.expected, "compaction_calls": calls,
-          "rows": [{k: r.get(k) for k in ("mode", "mode_value", "reason", "nt", "calls", "succeeded", "failed")} for r in rows],
-          "latency_ns": compaction_rows[0]["latency_ns"] if compaction_rows else None, "trigger": obs.run}
-    ctx.shared["migrate_rows"] = rows
-    if calls == 0:
-        return CheckResult(cid, FAIL, "compaction ran but the migrate probe saw no MR_COMPACTION call", ev)
-    if not obs.agrees:
-        return CheckResult(cid, FAIL, f"probe counted {obs.describe()} migrated pages", ev)
-    modes = sorted({r["mode"] for r in compaction_rows})
-    return CheckResult(cid, PASS, f"{calls} MR_COMPACTION calls ({', '.join(modes)}), pages: {obs.describe()}", ev)
+    @property
+    def nt_pages(self) -> int:
+        return sum(r.get("succeeded", 0) for r in self.rows if r.get("nt"))
 
+    def modes(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self.rows:
+            out[r.get("mode", "?")] = out.get(r.get("mode", "?"), 0) + r.get("succeeded", 0)
+        return out
 
-@check("kernel.reclaim_observed", "memcg reclaim of a scratch cgroup is seen by the reclaim probe, pages as the "
-       "cgroup counts them", triggers=ReclaimProbe.exercise.workload)
-def reclaim_observed(ctx) -> CheckResult:
-    from nttrace.workloads import scratch_cgroup
+    def routines(self) -> dict[str, int]:
+        return {r["routine"]: r.get("calls", 0) for r in self.copy.get("rows") or [] if "routine" in r}
 
-    cid = "kernel.reclaim_observed"
-    if skip := _unobserved(cid, ctx, ReclaimProbe):
-        return skip
-    try:
-        scratch_cgroup.memory_hierarchy()
-    except scratch_cgroup.NoMemoryCgroup as exc:
-        return CheckResult(cid, SKIP, f"no memory cgroup to reclaim: {exc}")
-    obs = observe(ReclaimProbe, caps=ctx.caps, meta=ctx.kernel)
-    if obs.run == {}:
-        return CheckResult(cid, SKIP, f"reclaim probe did not attach: {obs.snapshot.get('reason')}")
-    run = obs.run
-    memcg = next(r for r in obs.snapshot["rows"] if r["kind"] == "memcg")
-    ev = {"run": run, "memcg": memcg, "expected_pages": obs.expected,
-          "expected_from": obs.truth.source if obs.truth else None}
-    if memcg["episodes"] == 0:
-        return CheckResult(cid, FAIL, f"{run['interface']} ran but the probe saw no memcg reclaim episode", ev)
-    if not obs.agrees:
-        return CheckResult(cid, FAIL, f"probe counted {obs.describe()} reclaimed pages", ev)
-    p50 = memcg["latency_ns"]["p50"]
-    return CheckResult(cid, PASS, f"{memcg['episodes']} memcg reclaim episodes by {run['interface']} (cgroup "
-                       f"v{run['cgroup_version']}), pages: {obs.describe()}; p50 {p50 / 1e3:.0f} us", ev)
+    def mean_call_us(self) -> float | None:
+        lat = [r["latency_ns"]["mean"] for r in self.rows if isinstance(r.get("latency_ns"), dict)
+               and r["latency_ns"].get("mean") is not None]
+        calls = sum(r.get("calls", 0) for r in self.rows)
+        return sum(lat) / len(lat) / 1000.0 if lat and calls else None
+
+    def to_json(self) -> dict:
+        return {**self.rest, "rows": self.rows, **({self.copy_key: self.copy} if self.copy_key else {})}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "DemotionEvidence":
+        # the copy routines' snapshot: the entry whose rows name routines (the
+        # check files it under that probe's name)
+        key = next((k for k, v in d.items() if isinstance(v, dict)
+                    and any(isinstance(r, dict) and "routine" in r for r in v.get("rows") or [])), "")
+        return cls(rows=list(d.get("rows") or []), copy=dict(d.get(key) or {}),
+                   rest={k: v for k, v in d.items() if k not in ("rows", key)}, copy_key=key)
+
+    def subject(self) -> str:
+        return ""
+
+    def figures(self) -> list[Figure]:
+        modes = ", ".join(sorted(m for m in self.modes() if m != "?")) or None
+        routines = ", ".join(f"{k} {v}" for k, v in self.routines().items() if v) or None
+        out = [Figure("mode", "demotion migrate mode", modes),
+               Figure("nt_share_pct", "NT share of demoted pages, %",
+                      (100.0 * self.nt_pages / self.pages) if self.pages else None),
+               Figure("probe_succeeded_pages", "pages demoted", self.rest.get("probe_succeeded_pages")),
+               Figure("copy_routines", "copy routines (calls)", routines),
+               Figure("migrate_pages_mean_us", "migrate_pages() mean, us", self.mean_call_us(), role="primary")]
+        untraceable = self.copy.get("untraceable")
+        if untraceable:
+            out.append(Figure("copy_untraceable", "copy routines not traceable", ", ".join(sorted(untraceable))))
+        return out
 
 
 @check("kernel.demotion_nt", "demotions to the lower tier use an NT migrate mode on an NT kernel",
-       quick=False, triggers=f"with --demote: {CopyProbe.exercise.workload.split(' (')[0]}")
+       quick=False, triggers=f"with --demote: {CopyProbe.exercise.workload.split(' (')[0]}",
+       evidence=DemotionEvidence)
 def demotion_nt(ctx) -> CheckResult:
     from nttrace.probes.tracer import Tracer
     from nttrace.workloads import demotion
@@ -135,14 +158,3 @@ def demotion_nt(ctx) -> CheckResult:
         return CheckResult(cid, FAIL, f"NT kernel ({ctx.kernel.nt_revision}) demoted {sum(r['succeeded'] for r in cached)} "
                            f"pages with a cached mode ({modes})", ev)
     return CheckResult(cid, PASS, f"{probe_pages} pages demoted, all with {modes} (NT)", ev)
-
-
-@check("kernel.memmap_latency", "memmap_init_zone_device() latency over namespace rebinds (--rebind)",
-       quick=False, triggers="with --rebind: unbinds and binds a pmem namespace's driver")
-def memmap_latency(ctx) -> CheckResult:
-    from nttrace.validate import memmap_runs
-    cid = "kernel.memmap_latency"
-    if not ctx.options.rebind:
-        return CheckResult(cid, SKIP, "rebinding changes system state; run with --rebind NAMESPACE to time it"
-                           + ("" if ctx.caps["pmem"].available else f" (and this host has no pmem: {ctx.caps['pmem'].detail})"))
-    return memmap_runs.run_check(ctx, cid)

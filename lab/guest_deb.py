@@ -1,0 +1,225 @@
+"""The Debian package's scenario, run inside the lab guest booted with
+systemd as PID 1 and `nttrace.deb` on the kernel command line
+(guest-systemd.sh). Run by Debian's python3 with no nttrace installed: the
+package is what it installs. The host built two packages into RESULTS/deb/
+(`make deb` into deb/install/, and with a changed version into deb/upgrade/:
+tests/lab/test_deb.py).
+
+1. `apt-get install ./nttrace_A.deb` with the guest's network down: every
+   dependency must already be on the image.
+2. The config edited as an operator would (the tracepoint probe, listening
+   where the host's forwarded port reaches), under Debian's
+   perf_event_paranoid=3: `systemctl enable --now nttrace` fails once,
+   saying why, and is not restarted.
+3. perf_event_paranoid 2 (README.Debian), started: READY time, RSS,
+   /metrics scraped in the guest and from the host, `nttrace validate
+   --quick` from /usr/bin.
+4. `apt-get install ./nttrace_B.deb` (network down): the edited config
+   kept, the daemon restarted on the new version.
+5. `apt-get purge`: no unit, nothing under /etc/nttrace or the Python
+   package's directory, no BPF program.
+6. A kernel without BTF (a tmpfs over /sys/kernel/btf, which systemd and
+   nttrace both read): installed, enabled, the unit's start fails on its
+   AssertPathExists, in the journal and in a status that names it; purged.
+
+Writes RESULTS/deb.json."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from lab_checks import wait_until  # noqa: E402  (stdlib only: no nttrace in this interpreter)
+
+RESULTS = Path(sys.argv[1])
+CONFIG = Path("/etc/nttrace/nttrace.toml")
+# the operator's edit: listen where the host's forwarded port reaches, the
+# tracepoint probe alone (TCG compiles every probe slowly), no perf counters
+EDITED = 'listen = "0.0.0.0:9435"\nprobes = ["migrate"]\nperf = []\n'
+PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+UNITS = ("nttrace.service", "nttrace-validate.service", "nttrace-validate.timer")
+PACKAGE_PATHS = ("/lib/systemd/system/nttrace.service", "/lib/systemd/system/nttrace-validate.timer",
+                 "/etc/nttrace", "/usr/lib/python3/dist-packages/nttrace", "/usr/bin/nttrace")
+
+
+def sh(*cmd, timeout=600, check=True, env=None) -> subprocess.CompletedProcess:
+    p = subprocess.run(list(cmd), capture_output=True, text=True, timeout=timeout, env=env)
+    if check and p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {(p.stdout + p.stderr).strip()[-3000:]}")
+    return p
+
+
+def prop(name: str) -> str:
+    return sh("systemctl", "show", "-p", name, "--value", "nttrace").stdout.strip()
+
+
+def nic() -> str:
+    return next(n.name for n in sorted(Path("/sys/class/net").iterdir()) if n.name != "lo")
+
+
+def apt_install_offline(deb: Path) -> dict:
+    """apt-get install ./DEB with the guest's only NIC down (and back up after)."""
+    sh("ip", "link", "set", nic(), "down")
+    try:
+        t0 = time.monotonic()
+        p = sh("apt-get", "install", "-y", "-q", "-o", "Dpkg::Options::=--force-confold", str(deb), check=False,
+               env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+        s = time.monotonic() - t0
+    finally:
+        sh("ip", "link", "set", nic(), "up")
+        sh("ip", "route", "replace", "default", "via", "10.0.2.2", check=False)
+    return {"rc": p.returncode, "s": s, "output": (p.stdout + p.stderr)[-4000:]}
+
+
+def dpkg_status() -> str:
+    return sh("dpkg-query", "-W", "-f=${Status} ${Version}", "nttrace", check=False).stdout.strip()
+
+
+def nttrace_programs() -> list[str]:
+    progs = json.loads(sh("bpftool", "-j", "prog", "show").stdout or "[]")
+    return sorted(p.get("name", "") for p in progs if p.get("name", "").startswith("nttrace"))
+
+
+def rss_kib(pid: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def metrics() -> str | None:
+    try:
+        with urllib.request.urlopen("http://127.0.0.1:9435/metrics", timeout=10) as r:
+            return r.read().decode()
+    except OSError:
+        return None
+
+
+def journal_since(cursor: str) -> list[dict]:
+    """The unit's journal entries after `cursor`: (identifier, message)."""
+    p = sh("journalctl", "-u", "nttrace", "--no-pager", "-o", "json", f"--after-cursor={cursor}", check=False)
+    entries = [json.loads(line) for line in p.stdout.splitlines() if line.strip()]
+    return [{"who": e.get("SYSLOG_IDENTIFIER", ""), "message": e.get("MESSAGE", "")} for e in entries]
+
+
+def cursor() -> str:
+    p = sh("journalctl", "-n", "1", "--no-pager", "-o", "json", check=False)
+    lines = p.stdout.strip().splitlines()
+    return json.loads(lines[-1])["__CURSOR"] if lines else ""
+
+
+def status_text() -> str:
+    return sh("systemctl", "status", "--no-pager", "nttrace", check=False).stdout
+
+
+def main() -> dict:
+    first = next((RESULTS / "deb" / "install").glob("nttrace_*.deb"))
+    second = next((RESULTS / "deb" / "upgrade").glob("nttrace_*.deb"))
+    out: dict = {"pid1": Path("/proc/1/comm").read_text().strip(), "debs": [first.name, second.name],
+                 "kernel": sh("uname", "-r").stdout.strip()}
+
+    # 1. install, offline
+    out["install"] = apt_install_offline(first)
+    out["status_after_install"] = dpkg_status()
+    out["installed_size_kib"] = int(sh("dpkg-query", "-W", "-f=${Installed-Size}", "nttrace").stdout)
+    out["enabled_after_install"] = sh("systemctl", "is-enabled", "nttrace", check=False).stdout.strip()
+    out["active_after_install"] = prop("ActiveState")
+    out["conffiles"] = sh("dpkg-query", "-W", "-f=${Conffiles}", "nttrace").stdout.split()
+    out["which_nttrace"] = sh("sh", "-c", "command -v nttrace").stdout.strip()
+
+    # 2. the operator's edit, then Debian's perf_event_paranoid=3: one
+    # failure, said once, no restart loop
+    CONFIG.write_text(EDITED)
+    out["perf_event_paranoid"] = PARANOID.read_text().strip()
+    mark = cursor()
+    t0 = time.monotonic()
+    out["paranoid_enable_rc"] = sh("systemctl", "enable", "--now", "nttrace", check=False, timeout=300).returncode
+    out["paranoid_start_s"] = time.monotonic() - t0
+    time.sleep(12)   # past two RestartSec: a restart would have come by now
+    out["paranoid_state"] = prop("ActiveState")
+    out["paranoid_restarts"] = int(prop("NRestarts") or 0)
+    out["paranoid_journal"] = journal_since(mark)
+    out["paranoid_status"] = status_text()
+    sh("systemctl", "reset-failed", "nttrace", check=False)
+
+    # 3. the sysctl README.Debian asks for, then start
+    PARANOID.write_text("2\n")
+    t0 = time.monotonic()
+    out["start_rc"] = sh("systemctl", "start", "nttrace", check=False, timeout=300).returncode
+    out["ready_s"] = time.monotonic() - t0     # Type=notify: start returns at READY=1
+    pid = prop("MainPID")
+    out["main_pid"] = pid
+    if out["start_rc"] != 0 or pid == "0":
+        raise RuntimeError(f"nttrace.service did not start (rc {out['start_rc']}):\n{status_text()}")
+    out["rss_kib_at_ready"] = rss_kib(pid)
+    out["programs_running"] = nttrace_programs()
+    body = wait_until(metrics, 60)
+    out["guest_scrape_ok"] = bool(body) and 'nttrace_probe_up{probe="migrate"' in body
+    (RESULTS / "daemon-ready").write_text(f"{out['ready_s']}\n")    # the host scrapes now
+    out["host_scraped"] = bool(wait_until(lambda: (RESULTS / "host-scraped").exists(), 300))
+    out["rss_kib_after_scrapes"] = rss_kib(pid)
+    t0 = time.monotonic()
+    v = sh("/usr/bin/nttrace", "validate", "--quick", check=False, timeout=900)
+    out["validate"] = {"rc": v.returncode, "s": time.monotonic() - t0, "stdout": v.stdout[-3000:],
+                       "stderr": v.stderr[-2000:]}
+
+    # 4. upgrade: the edit kept, the daemon restarted on the new version
+    out["upgrade"] = apt_install_offline(second)
+    out["status_after_upgrade"] = dpkg_status()
+    out["config_after_upgrade"] = CONFIG.read_text()
+    out["config_dpkg_files"] = sorted(str(p) for p in CONFIG.parent.glob("*.dpkg-*"))
+    wait_until(lambda: prop("ActiveState") == "active", 300)
+    out["active_after_upgrade"] = prop("ActiveState")
+    out["pid_after_upgrade"] = prop("MainPID")
+    out["version_running"] = sh("/usr/bin/python3", "-c", "import nttrace; print(nttrace.__version__)").stdout.strip()
+    body = wait_until(metrics, 120)
+    out["scrape_after_upgrade_ok"] = bool(body) and 'nttrace_probe_up{probe="migrate"' in body
+
+    # 5. purge
+    p = sh("apt-get", "purge", "-y", "-q", "nttrace", check=False, env={"DEBIAN_FRONTEND": "noninteractive",
+                                                                         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    out["purge"] = {"rc": p.returncode, "output": (p.stdout + p.stderr)[-3000:]}
+    out["status_after_purge"] = dpkg_status()
+    out["left_after_purge"] = [path for path in PACKAGE_PATHS if Path(path).exists()]
+    out["unit_after_purge"] = sh("systemctl", "list-unit-files", "--no-legend", *UNITS, check=False).stdout.strip()
+    out["enable_links_after_purge"] = sorted(str(p) for p in Path("/etc/systemd/system").rglob("*") if p.name in UNITS)
+    wait_until(lambda: not nttrace_programs(), 5)
+    out["programs_after_purge"] = nttrace_programs()
+
+    # 6. a kernel without BTF: systemd's condition and nttrace's own check
+    # read /sys/kernel/btf/vmlinux; a tmpfs over /sys/kernel/btf hides it
+    sh("mount", "-t", "tmpfs", "-o", "size=1m", "nttrace-no-btf", "/sys/kernel/btf")
+    try:
+        out["nobtf_install"] = apt_install_offline(first)
+        out["nobtf_status_after_install"] = dpkg_status()
+        mark = cursor()
+        p = sh("systemctl", "enable", "--now", "nttrace", check=False)
+        out["nobtf_enable"] = {"rc": p.returncode, "output": (p.stdout + p.stderr)[-2000:]}
+        time.sleep(2)
+        out["nobtf_state"] = prop("ActiveState")
+        out["nobtf_assert"] = prop("AssertResult")
+        out["nobtf_journal"] = journal_since(mark)
+        out["nobtf_status"] = status_text()
+        caps = sh("/usr/bin/python3", "-c", "import json; from nttrace.probes import capabilities as c; "
+                  "print(json.dumps(c.report(live_probes=False)['btf'].as_json()))", check=False)
+        out["nobtf_nttrace_btf"] = caps.stdout.strip() or caps.stderr[-1000:]
+        p = sh("apt-get", "purge", "-y", "-q", "nttrace", check=False, env={"DEBIAN_FRONTEND": "noninteractive",
+                                                                             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+        out["nobtf_purge_rc"] = p.returncode
+        out["nobtf_left_after_purge"] = [path for path in PACKAGE_PATHS if Path(path).exists()]
+    finally:
+        sh("umount", "/sys/kernel/btf", check=False)
+    return out
+
+
+if __name__ == "__main__":
+    try:
+        result = main()
+    except Exception as exc:  # noqa: BLE001 - the host reads the error
+        import traceback
+        result = {"error": f"{exc.__class__.__name__}: {exc}", "traceback": traceback.format_exc()}
+    (RESULTS / "deb.json").write_text(json.dumps(result, indent=1, default=str))

@@ -1,0 +1,189 @@
+"""nttrace as a Debian package, proven in the lab: `make deb` on this
+checkout, lintian, then in the Debian 12 guest with systemd as PID 1 (the
+image's stock kernel): apt install with the network down, start, scrape,
+`nttrace validate --quick` from /usr/bin, an upgrade to a rebuilt package
+with a changed version, purge, and the package on a kernel without BTF
+(lab/guest_deb.py). The guest boots in tests/lab_boots.py's pool; the two
+packages are built before it takes a slot."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lab import lab as labmod
+from conftest import SELECTED
+from lab_boots import POOL, Boot
+
+pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu")]
+
+TREE = Path(__file__).resolve().parents[2]
+TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
+UPGRADE_VERSION_SUFFIX = "+lab1"
+# lintian's warnings that stay, each for a reason (docs/install.md says them)
+LINTIAN_WARNINGS_KEPT = {
+    "no-manual-page",              # `nttrace --help` and each subcommand's are the reference
+    "non-standard-file-perm",      # web-config.yml holds bcrypt hashes: 0600
+}
+
+
+def _version(tree: Path) -> str:
+    return re.search(r'^__version__ = "([^"]+)"', (tree / "tracer/__init__.py").read_text(), re.M).group(1)
+
+
+def build_deb(tree: Path, out: Path) -> tuple[Path, float]:
+    t0 = time.monotonic()
+    p = subprocess.run(["make", "-C", str(tree), "deb"], capture_output=True, text=True, timeout=1200)
+    seconds = time.monotonic() - t0
+    if p.returncode != 0:
+        raise labmod.LabError(f"make deb failed ({p.returncode}):\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
+    deb = tree / "dist" / f"nttrace_{_version(tree)}_amd64.deb"
+    out.mkdir(parents=True, exist_ok=True)
+    return Path(shutil.copy2(deb, out)), seconds
+
+
+def upgrade_tree(dest: Path) -> Path:
+    """A copy of this checkout (what `make deb` packs: tracked and untracked,
+    unignored files) as a git repository of its own, __version__ changed."""
+    files = subprocess.run(["git", "-C", str(TREE), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                           capture_output=True, check=True).stdout.split(b"\0")
+    for f in filter(None, files):
+        src = TREE / os.fsdecode(f)
+        if src.is_file():
+            (dest / os.fsdecode(f)).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / os.fsdecode(f))
+    init = dest / "tracer/__init__.py"
+    v = _version(dest)
+    init.write_text(init.read_text().replace(f'__version__ = "{v}"', f'__version__ = "{v}{UPGRADE_VERSION_SUFFIX}"'))
+    git = ["git", "-C", str(dest), "-c", "user.name=lab", "-c", "user.email=lab@localhost"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "upgrade build"], check=True)
+    return dest
+
+
+def _prepare():
+    """Both packages, built before the guest takes a slot: (results, build seconds)."""
+    results = POOL.tmp.mktemp("deb")
+    _deb, seconds = build_deb(TREE, results / "deb" / "install")
+    _deb, upgrade_seconds = build_deb(upgrade_tree(POOL.tmp.mktemp("deb-upgrade-tree")), results / "deb" / "upgrade")
+    # for benchmarks/deb_package.py: each `make deb`'s wall time
+    (results / "deb" / "build.json").write_text(json.dumps({"make_deb_s": [seconds, upgrade_seconds]}))
+    return results, seconds
+
+
+def _run(prepared):
+    results, seconds = prepared
+    try:
+        return results, seconds, labmod.run(results, systemd=True, append="nttrace.deb", timeout=TIMEOUT)
+    except labmod.LabError as exc:
+        return results, seconds, exc
+
+
+# The guest's time in its run of 2026-12-06 (its console's last uptime stamp: 388 s).
+POOL.register(Boot("deb", lambda: any("test_deb.py" in n for n in SELECTED), _run, prepare=_prepare, seconds=390))
+
+
+@pytest.fixture(scope="module")
+def deb_lab():
+    try:
+        results, seconds, run = POOL.result("deb")
+    except labmod.LabError as exc:   # the build, in prepare
+        pytest.fail(str(exc))
+    if isinstance(run, labmod.LabError):
+        raise run
+    return results, seconds, run
+
+
+def test_make_deb_builds_the_package_lintian_passes(deb_lab):
+    results, seconds, _run = deb_lab
+    deb = next((results / "deb" / "install").glob("nttrace_*.deb"))
+    assert deb.name == f"nttrace_{_version(TREE)}_amd64.deb"
+    files = subprocess.run(["dpkg-deb", "-c", str(deb)], capture_output=True, text=True, check=True).stdout
+    for path in ("./usr/bin/nttrace", "./lib/systemd/system/nttrace.service",
+                 "./lib/systemd/system/nttrace-validate.timer", "./lib/systemd/system/nttrace-validate.service",
+                 "./etc/nttrace/nttrace.toml", "./etc/nttrace/web-config.yml",
+                 "./usr/share/nttrace/grafana-dashboard.json", "./usr/share/nttrace/nttrace-alerts.yml",
+                 "./usr/lib/python3/dist-packages/nttrace/bpf/migrate.bpf.c",
+                 "./usr/lib/python3/dist-packages/nttrace/exporters/http_server.py"):
+        assert path in files, path
+    assert re.search(r"\./usr/lib/python3/dist-packages/nttrace/_native\.cpython-\d+-x86_64-linux-gnu\.so", files)
+    # each file once: the units and configs at their system paths, not again as Python package data
+    assert "dist-packages/nttrace/data/" not in files
+    version = subprocess.run(["dpkg-deb", "-f", str(deb), "Version"], capture_output=True, text=True).stdout
+    assert version.strip() == _version(TREE)   # debian/changelog's, generated from __version__
+    p = subprocess.run(["lintian", "--no-tag-display-limit", str(deb)], capture_output=True, text=True, timeout=600)
+    tags = [line.split()[:3] for line in p.stdout.splitlines() if re.match(r"^[EW]: ", line)]
+    assert not [t for t in tags if t[0] == "E:"], p.stdout
+    assert {t[2] for t in tags if t[0] == "W:"} <= LINTIAN_WARNINGS_KEPT, p.stdout
+
+
+def test_apt_installs_it_offline_enabling_nothing(deb_lab):
+    r = deb_lab[2].json("deb")
+    assert r["pid1"] == "systemd"
+    assert r["install"]["rc"] == 0, r["install"]["output"]
+    assert r["status_after_install"] == f"install ok installed {_version(TREE)}"
+    assert r["which_nttrace"] == "/usr/bin/nttrace"
+    assert sorted(c for c in r["conffiles"] if c.startswith("/")) == ["/etc/nttrace/nttrace.toml",
+                                                                       "/etc/nttrace/web-config.yml"]
+    assert (r["enabled_after_install"], r["active_after_install"]) == ("disabled", "inactive")
+
+
+def test_under_debians_perf_event_paranoid_the_daemon_fails_once_in_one_line(deb_lab):
+    r = deb_lab[2].json("deb")
+    assert r["perf_event_paranoid"] == "3", "the guest no longer boots a Debian kernel"
+    # the daemon's one line of why (its other lines are its start's routine ones)
+    said = [e["message"] for e in r["paranoid_journal"] if "perf_event_paranoid is 3" in e["message"]]
+    assert len(said) == 1 and said[0].startswith("nttrace: no probe could attach"), r["paranoid_journal"]
+    assert r["paranoid_enable_rc"] != 0 and r["paranoid_start_s"] < 90, r   # not systemd's 120 s start timeout
+    assert r["paranoid_state"] == "failed" and r["paranoid_restarts"] == 0, r["paranoid_status"]
+    assert "status=3" in r["paranoid_status"], r["paranoid_status"]
+
+
+def test_the_package_daemon_starts_and_is_scraped(deb_lab):
+    _results, _seconds, run = deb_lab
+    r = run.json("deb")
+    assert r["start_rc"] == 0 and r["programs_running"], r
+    assert r["guest_scrape_ok"] and r["host_scraped"], r
+    assert run.scrape.get("status") == 200, run.scrape
+    assert 'nttrace_probe_up{probe="migrate",via="tracepoint"} 1.0' in run.scrape["body"]
+
+
+def test_validate_quick_runs_from_usr_bin(deb_lab):
+    v = deb_lab[2].json("deb")["validate"]
+    # 0: every check passed, 1: a check failed (Debian 6.1 has no NT path): both are a run that ran
+    assert v["rc"] in (0, 1), v
+    assert "kernel.nt_support" in v["stdout"], v
+
+
+def test_upgrade_keeps_the_edited_config_and_restarts_the_daemon(deb_lab):
+    r = deb_lab[2].json("deb")
+    assert r["upgrade"]["rc"] == 0, r["upgrade"]["output"]
+    assert r["status_after_upgrade"] == f"install ok installed {_version(TREE)}{UPGRADE_VERSION_SUFFIX}"
+    assert r["config_after_upgrade"] == 'listen = "0.0.0.0:9435"\nprobes = ["migrate"]\nperf = []\n'
+    assert r["active_after_upgrade"] == "active" and r["pid_after_upgrade"] not in ("0", r["main_pid"]), r
+    assert r["version_running"] == _version(TREE) + UPGRADE_VERSION_SUFFIX
+    assert r["scrape_after_upgrade_ok"]
+
+
+def test_purge_leaves_no_unit_no_file_no_program(deb_lab):
+    r = deb_lab[2].json("deb")
+    assert r["purge"]["rc"] == 0, r["purge"]["output"]
+    assert r["status_after_purge"] in ("", "unknown ok not-installed"), r["status_after_purge"]
+    assert r["left_after_purge"] == [] and r["unit_after_purge"] == "" and r["enable_links_after_purge"] == [], r
+    assert r["programs_after_purge"] == []
+
+
+def test_on_a_kernel_without_btf_the_start_fails_visibly_and_the_package_stays_removable(deb_lab):
+    r = deb_lab[2].json("deb")
+    assert '"available": false' in r["nobtf_nttrace_btf"], r["nobtf_nttrace_btf"]   # nttrace sees it too
+    assert r["nobtf_install"]["rc"] == 0 and r["nobtf_status_after_install"].startswith("install ok installed")
+    assert r["nobtf_enable"]["rc"] != 0 and r["nobtf_assert"] == "no", r
+    assert "AssertPathExists=/sys/kernel/btf/vmlinux was not met" in r["nobtf_status"], r["nobtf_status"]
+    assert [e["message"] for e in r["nobtf_journal"]] == [
+        "Assertion failed for nttrace.service - nttrace: eBPF/perf exporter for non-temporal-store memory paths."]
+    assert r["nobtf_purge_rc"] == 0 and r["nobtf_left_after_purge"] == []
