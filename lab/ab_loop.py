@@ -120,7 +120,8 @@ def _watch(path: Path, arrived: list[tuple[float, str]], stop: threading.Event) 
 
 
 def run_loop(out: Path, base, patched, boots: int, check_args: list[str], inject_panic: bool = False,
-             cpu: lab.GuestCPU = lab.DEFAULT_CPU, timeout: float = 3600, seed: int = SEED) -> LoopRun:
+             cpu: lab.GuestCPU = lab.DEFAULT_CPU, timeout: float = 3600, seed: int = SEED,
+             no_udev: bool = False) -> LoopRun:
     """The loop in one QEMU run. `base`, `patched`: kernel_build.Kernel.
     Raises lab.LabError when the guest does not power off within `timeout`
     or stops before the loop is over."""
@@ -142,7 +143,7 @@ def run_loop(out: Path, base, patched, boots: int, check_args: list[str], inject
         "name": NAME, "kernels": {side: f"/lab-kernels/{k.variant}/bzImage" for side, k in
                                   (("base", base), ("patched", patched))}, "boots": boots, "seed": seed,
         "check_args": check_args, "setup": [FSDAX] if "--rebind" in check_args else [],
-        "inject_panic": inject_panic}, indent=1))
+        "inject_panic": inject_panic, "no_udev": no_udev}, indent=1))
     results = out / "guest"
     for stale in ("ab-boots.jsonl", "ab-end.json", "ab-start.log", "ab-error.txt", "ab-journal.txt"):
         (results / stale).unlink(missing_ok=True)
@@ -191,6 +192,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--checks", default="memmap", help="check sets each boot runs: memmap, memremap (default memmap)")
     ap.add_argument("--inject-panic", action="store_true",
                     help="the patched kernel's first boot panics (the loop must record it, retry, and complete)")
+    ap.add_argument("--no-udev", action="store_true",
+                    help="stop udevd early in each kexec'd boot (a diagnosis: what it adds to the timings)")
     ap.add_argument("--icount", default=lab.MEASURE_CPU.icount or "off",
                     help="QEMU -icount for the guest clock, or off (default %(default)s, lab.ab's)")
     ap.add_argument("--vcpus", type=int, default=lab.MEASURE_CPU.vcpus, help="guest vCPUs (default %(default)s)")
@@ -220,7 +223,8 @@ def main(argv: list[str]) -> int:
         f"{cpu.describe()}; bound {timeout:.0f} s")
     t0 = time.time()
     try:
-        r = run_loop(out, base, patched, args.boots, check_args, args.inject_panic, cpu, timeout, args.seed)
+        r = run_loop(out, base, patched, args.boots, check_args, args.inject_panic, cpu, timeout, args.seed,
+                     args.no_udev)
         error = None
     except lab.LabError as exc:
         r, error = None, str(exc)
@@ -229,7 +233,7 @@ def main(argv: list[str]) -> int:
     marks = [b["host_time"] for b in boots] + [t0 + wall]
     run_json = {
         "base": base.variant, "patched": patched.variant, "boots_a_side": args.boots, "checks": check_args,
-        "inject_panic": args.inject_panic, "seed": args.seed, "cpu": cpu.describe(),
+        "inject_panic": args.inject_panic, "no_udev": args.no_udev, "seed": args.seed, "cpu": cpu.describe(),
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name,
                      "build": build_string(k.bzimage)} for k in (base, patched)],
         "wall_s": round(wall, 1),

@@ -84,6 +84,8 @@ def kexec_cmdline() -> str:
     args.append("nttrace.boot=kexec")
     if CONFIG.get("inject_panic"):
         args.append("nttrace.inject=panic-once")
+    if CONFIG.get("no_udev"):
+        args.append("nttrace.udev=off")
     return " ".join(args)
 
 
