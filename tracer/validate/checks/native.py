@@ -65,17 +65,28 @@ def _untimed(cells: dict[str, list[float]], tick_ms: float | None) -> dict:
             if any(v <= 0 or v < floor for v in values)}
 
 
-def _untimed_verdict(series: str, title: str, what: str, untimed: dict, cells: dict, tick_ms: float | None,
+def _untimed_verdict(series: str, title: str, what: str, untimed: dict, cells: dict, clock: dict,
                      ev: dict) -> SeriesVerdict:
+    """NOISY, in words: which cells the clock (`clock`: its name and the
+    step it was seen to take) could not time. A cell of 0 ns on a clock that
+    steps in microseconds means the clock stood still during it (a kernel
+    whose TSC is marked unstable clamps the thread CPU clock between timer
+    ticks); short cells on a coarse clock are too few ticks to compare."""
     from nttrace.reference.measurements import MIN_TICKS_PER_CELL
+    tick_ms = clock.get("tick_ms")
     n = sum(len(v) for v in cells.values())
-    bad = sum(untimed.values())
     zero = sum(v <= 0 for values in cells.values() for v in values)
-    tick = f"{tick_ms:.3g} ms" if tick_ms else "unknown"
+    short = sum(untimed.values()) - zero
+    step = ("unknown" if not tick_ms else f"{tick_ms:.3g} ms" if tick_ms >= 1 else f"{1000 * tick_ms:.3g} us")
+    counted = [f"{zero} of {n} {what} cells measured 0 ns"] if zero else []
+    if short:
+        counted.append(f"{short} {'more ' if zero else f'of {n} {what} cells '}lasted under {MIN_TICKS_PER_CELL} "
+                       f"of its steps")
     which = ", ".join(f"{k} {c}/{len(cells[k])}" for k, c in untimed.items())
-    words = (f"cannot be timed on this clock: {bad} of {n} {what} cells ({zero} of them 0 ns) lasted under "
-             f"{MIN_TICKS_PER_CELL} ticks of its {tick} tick ({which}); no verdict")
-    ev = dict(ev, untimed_cells=untimed, clock_tick_ms=tick_ms, min_ticks_per_cell=MIN_TICKS_PER_CELL)
+    words = (f"cannot be timed on this clock ({clock.get('name') or 'unknown'}, seen to step {step}): "
+             f"{' and '.join(counted)} ({which}); no verdict")
+    ev = dict(ev, untimed_cells=untimed, clock=clock.get("name"), clock_tick_ms=tick_ms,
+              min_ticks_per_cell=MIN_TICKS_PER_CELL)
     return SeriesVerdict(series, title, NOISY, words, ev)
 
 
@@ -91,7 +102,7 @@ def memmap_verdict(mm: dict) -> SeriesVerdict:
         ev = {"descriptors": mm["descriptors"], "descriptor_size": mm["descriptor_size"], "bytes": mm["bytes"],
               "per_run_ms": cells, "threshold_pct": MEMMAP_MIN_GAIN_PCT}
         return _untimed_verdict("zone_device_template", "template series, memmap init", "memmap", untimed, cells,
-                                mm.get("clock_tick_ms"), ev)
+                                {"name": mm.get("clock"), "tick_ms": mm.get("clock_tick_ms")}, ev)
     movnti = _interval([100 * (1 - t / s) for t, s in zip(runs["template_movnti"], runs["slow"])])
     widest = _interval([100 * (1 - t / s) for t, s in zip(runs["template_nt"], runs["slow"])])
     cached = _interval([100 * (1 - t / s) for t, s in zip(runs["template_cached"], runs["slow"])])
@@ -151,7 +162,7 @@ def demotion_verdict(pc: dict) -> SeriesVerdict:
             ev = {"bytes": pc["bytes"], "folio_pages": pc["folio_pages"], "per_run_ms": cells,
                   "threshold_vs_memcpy": COPY_PARITY}
             return _untimed_verdict("nt_demotion", "NT demotion RFC, page copy", "page-copy", untimed, cells,
-                                    pc.get("clock_tick_ms"), ev)
+                                    {"name": pc.get("clock"), "tick_ms": pc.get("clock_tick_ms")}, ev)
     # a variant with no run its clock timed (see page_copy) has no ratio
     ratios = {name: _interval(r["vs_memcpy_runs"]) for name, r in rows.items()
               if name != "memcpy" and r["vs_memcpy_runs"]}
