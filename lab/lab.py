@@ -18,6 +18,14 @@ __schedule while BPF programs attached (kernel text patching), and the
 scenarios are single-threaded work that gains little from a second thread.
 The guest runs with oops=panic and panic=-1, so an Oops ends the boot at
 once and the harness reports it as a guest panic, with the scenario it hit.
+
+A guest that reboots (run(reboot=True), the A/B loop of ab_loop.py): QEMU
+runs without -no-reboot, so a guest reset (a panic, or the loop's last
+reboot) re-runs -kernel, the default kernel, as firmware brings up the
+default kernel on real hardware; the root disk's snapshot overlay lives as
+long as the QEMU process, so what the guest wrote survives kexec and reset.
+Such a guest reads nttrace from a frozen copy of the tree (frozen_tree()),
+not the live checkout, for the whole run.
 """
 from __future__ import annotations
 
@@ -192,8 +200,14 @@ def kernel_args(img: Path, kernel=None) -> tuple[list[str], list[str]]:
 
 
 def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append: str, kernel=None,
-                 init: str = "/sbin/nttrace-lab-init", cpu: GuestCPU = DEFAULT_CPU) -> list[str]:
+                 init: str = "/sbin/nttrace-lab-init", cpu: GuestCPU = DEFAULT_CPU, reboot: bool = False,
+                 tree: Path = TREE, shares: dict[str, Path] | None = None) -> list[str]:
+    """`reboot`: a guest reset re-runs -kernel (no -no-reboot); `tree`: the
+    directory the guest mounts as /nttrace; `shares`: more read-only 9p
+    shares, mount tag -> host directory."""
     kargs, extra = kernel_args(img, kernel)
+    for tag, path in (shares or {}).items():
+        extra += ["-virtfs", f"local,path={path},mount_tag={tag},security_model=none,readonly=on"]
     return [
         "qemu-system-x86_64", *cpu.qemu_args(),
         "-machine", "pc,nvdimm=on", "-m", "2G,slots=2,maxmem=8G",
@@ -204,12 +218,31 @@ def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append:
         *kargs,
         "-append", f"root=/dev/vda rw console=ttyS0 init={init} panic=-1 oops=panic {append}".strip(),
         "-drive", f"file={img / 'root.img'},if=virtio,format=raw,snapshot=on",
-        "-virtfs", f"local,path={TREE},mount_tag=nttrace,security_model=none,readonly=on",
+        "-virtfs", f"local,path={tree},mount_tag=nttrace,security_model=none,readonly=on",
         "-virtfs", f"local,path={results},mount_tag=results,security_model=none",
         "-netdev", f"user,id=n0,hostfwd=tcp:127.0.0.1:{host_port}-:9435", "-device", "virtio-net-pci,netdev=n0",
         *extra,
-        "-display", "none", "-serial", f"file:{results / 'console.log'}", "-monitor", "none", "-no-reboot",
+        "-display", "none", "-serial", f"file:{results / 'console.log'}", "-monitor", "none",
+        *([] if reboot else ["-no-reboot"]),
     ]
+
+
+# What a frozen tree holds: what the guest reads from /nttrace (its scripts
+# and scenarios; the suite's kernel-facts tests). nttrace itself goes in as
+# the wheel run() builds at the start.
+FROZEN = ("lab", "tests")
+
+
+def frozen_tree(dest: Path) -> Path:
+    """A copy of the guest's part of the tree (FROZEN) in dest/tree, made
+    now: a guest that boots many times in one run (the A/B loop) reads this
+    at every boot, so an edit of the checkout meanwhile does not reach it."""
+    tree = dest / "tree"
+    shutil.rmtree(tree, ignore_errors=True)
+    for name in FROZEN:
+        shutil.copytree(TREE / name, tree / name, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return tree
 
 
 def scrape(port: int, timeout: float = 60) -> dict:
@@ -226,14 +259,16 @@ def scrape(port: int, timeout: float = 60) -> dict:
 
 
 def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
-        scenarios: list[str] | None = None, systemd: bool = False, cpu: GuestCPU = DEFAULT_CPU) -> LabRun:
+        scenarios: list[str] | None = None, systemd: bool = False, cpu: GuestCPU = DEFAULT_CPU,
+        reboot: bool = False, tree: Path = TREE, shares: dict[str, Path] | None = None) -> LabRun:
     """Boot the guest once; returns when it powers off. `kernel`: a
     kernel_build.Kernel (default: the image's stock kernel); `scenarios`: the
     guest_scenarios to run, in order (default: all); `systemd`: boot with
-    systemd as PID 1 and run the systemd scenario instead (guest_systemd.py).
-    Raises LabError on a
-    timeout (QEMU killed), a guest panic or Oops, or a run that stopped
-    early, with the guest's log."""
+    systemd as PID 1 and run the systemd scenario instead (guest_systemd.py);
+    `reboot`, `tree`, `shares`: see qemu_command. Raises LabError on a
+    timeout (QEMU killed), a guest panic or Oops (unless `reboot`: a guest
+    that reboots may panic on purpose, and its caller reads LabRun.panic()),
+    or a run that stopped early, with the guest's log."""
     img = image()
     results.mkdir(parents=True, exist_ok=True)
     for stale in [*results.glob("*.json"), *results.glob("guest-run.*"), *results.glob("wheel/*.whl"),
@@ -254,7 +289,7 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
     # the measurement (this harness, and any test beside it, count as others)
     window = conditions.Monitor(own=set(), extra={"accelerator": cpu.describe()})
     window.__enter__()
-    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init, cpu),
+    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init, cpu, reboot, tree, shares),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)   # a killed test run leaves no guest running
     window.own.add(proc.pid)
     scraped: dict = {}
@@ -280,7 +315,7 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
     (results / "host_conditions.json").write_text(json.dumps(host, indent=1))
     lab = LabRun(results, _console(results) + out, elapsed, scraped, host)
     panic = lab.panic()
-    if panic:
+    if panic and not reboot:
         raise LabError(f"the guest kernel panicked{lab.where()} (QEMU exit {proc.returncode}):\n{panic}\n{lab.tail()}")
     rc_file = results / "guest-run.rc"
     if not rc_file.exists():

@@ -237,6 +237,28 @@ def prebuild_running() -> bool:
     return _PREBUILD is not None and _PREBUILD.poll() is None
 
 
+def lab_kernel(variant: str):
+    """The variant's kernel (kernel_build.Kernel), or the error that stopped
+    its build (for a lab boot's `prepare`, outside the pool's slots). While
+    the background build runs, it is left to build the variant (niced, one
+    kernel at a time), not raced by a second build here."""
+    from lab import kernel_build
+    while _left_to_the_prebuild(variant):
+        time.sleep(5)
+    try:
+        return kernel_build.build(variant)
+    except kernel_build.KernelBuildError as exc:
+        return exc
+
+
+def _left_to_the_prebuild(variant: str) -> bool:
+    from lab import kernel_build
+    try:
+        return prebuild_running() and not kernel_build.cached(variant)
+    except Exception:   # a series that cannot be read: build() reports it as its step
+        return False
+
+
 def has(*caps: str) -> bool:
     """Whether the host has every one of the capabilities (what `needs` checks)."""
     return all(CAPABILITIES[c]()[0] for c in caps)

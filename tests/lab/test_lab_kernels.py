@@ -23,7 +23,7 @@ from lab import kernel_build, lab_checks
 from nttrace.probes.migrate import compaction_rows
 from lab import lab as labmod
 from lab.ab import lab_exercises, save_reports
-from conftest import SELECTED, has, lab_variants, prebuild_running
+from conftest import SELECTED, has, lab_kernel, lab_variants, prebuild_running
 from lab_boots import POOL, Boot
 from lab.lab_checks import checks
 from nttrace.probes.copy import CopyProbe
@@ -51,25 +51,6 @@ KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", "/var/cache/nttrace-lab/kernels-l
 BOOT_TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
 
 
-def _build(variant: str):
-    """The variant's kernel, or the error that stopped its build (outside the
-    pool's slots). While the background build runs, it is left to build the
-    variant (niced, one kernel at a time), not raced by a second build here."""
-    while _left_to_the_prebuild(variant):
-        time.sleep(5)
-    try:
-        return kernel_build.build(variant)
-    except kernel_build.KernelBuildError as exc:
-        return exc
-
-
-def _left_to_the_prebuild(variant: str) -> bool:
-    try:
-        return prebuild_running() and not kernel_build.cached(variant)
-    except Exception:   # a series that cannot be read: build() reports it as its step
-        return False
-
-
 def _boot(variant: str, kernel):
     """(kernel, LabRun), or (the error that stopped the build or the boot, None)."""
     if isinstance(kernel, Exception):
@@ -95,7 +76,7 @@ def _wanted(variant: str) -> bool:
 SECONDS = {"base": 497, "nt-v3": 799, "nt-v2": 374}
 for _variant in VARIANTS:
     POOL.register(Boot(_variant, lambda v=_variant: _wanted(v), lambda kernel, v=_variant: _boot(v, kernel),
-                       prepare=lambda v=_variant: _build(v), seconds=SECONDS.get(_variant, 0)))
+                       prepare=lambda v=_variant: lab_kernel(v), seconds=SECONDS.get(_variant, 0)))
 
 # The A/B's boots: base and nt-v3 once each, the A/B's scenarios on the A/B's
 # guest CPU (lab.MEASURE_CPU: one vCPU, a guest clock that counts
@@ -116,7 +97,7 @@ def _wanted_ab() -> bool:
 
 def _build_after_every_build(variant: str):
     """The variant's kernel, once no kernel build of this session is running."""
-    kernel = _build(variant)
+    kernel = lab_kernel(variant)
     while prebuild_running():
         time.sleep(5)
     return kernel
