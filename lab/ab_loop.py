@@ -49,7 +49,7 @@ NAME = "lab"
 MEMMAP = ["--check", "kernel.memmap_latency", "--rebind", "namespace0.0"]
 # probe.memremap: memremap_pages() by test_hmm (lab.ab's exercise_memremap)
 MEMREMAP = ["--check", "probe.memremap", "--exercise", "memremap"]
-CHECK_SETS = {"memmap": MEMMAP, "memremap": MEMREMAP}   # not a probe: sets of check arguments
+CHECK_SETS = {"memmap": MEMMAP, "memremap": MEMREMAP}   # sets of check arguments
 FSDAX = ["ndctl", "create-namespace", "-f", "-e", "namespace0.0", "-m", "fsdax", "-M", "dev"]
 SEED = 47
 

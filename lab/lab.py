@@ -71,7 +71,7 @@ class GuestCPU:
 # Every boot but the A/B's: two vCPUs (the daemon and trace scenarios run
 # work beside the tracer), the host's clock.
 DEFAULT_CPU = GuestCPU()
-# The A/B's boots (lab.ab): chosen by measurement, BENCHMARKS.md "lab noise".
+# The A/B's boots (lab.ab): chosen by measurement (a3f1339's BENCHMARKS.md, "The lab's noise").
 MEASURE_CPU = GuestCPU(vcpus=1, icount="shift=0,sleep=on")
 # Lines a kernel prints when it oopses or panics.
 PANIC_MARKERS = ("Kernel panic", "Oops:", "BUG: ", "general protection fault", "kernel BUG at")

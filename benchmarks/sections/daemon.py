@@ -1,6 +1,5 @@
 """Daemon footprint: the loader handover's A/B, resident memory against a
-Python exporter's floor, scrapes beside idle connections and under a
-password flood."""
+Python exporter's floor, scrapes under a password flood."""
 from __future__ import annotations
 
 import statistics
@@ -43,22 +42,6 @@ def memory_floor(raw: dict) -> str:
     return "\n".join(rows)
 
 
-def idle_connections(raw: dict) -> str:
-    ab = raw["idle_connections_ab"]
-    rr = ab["p99_ratio_per_round"]
-    rows = ["| condition | scrapes | p50 ms | p99 ms | max ms |", "|---|--:|--:|--:|--:|"]
-    for cond, label in (("none", "no idle connections"), ("idle", f"{ab['idle_connections']} idle connections open")):
-        c = ab[cond]
-        rows.append(f"| {label} | {c['n']} | {ms(c['p50_ms'])} | {ms(c['p99_ms'])} | {ms(c['max_ms'])} |")
-    rows.append("")
-    rows.append(f"p99 with the idle connections / without: x{ab['p99_ratio']:.2f} pooled; per round "
-                f"{min(rr):.2f} .. {max(rr):.2f} (median {statistics.median(rr):.2f}); {ab['rounds']} interleaved "
-                f"rounds of {ab['scrapes_per_round']} scrapes a condition, one scraper, timed from 0.5 s after the "
-                "idle connections open; epyc-vm, 2026-12-01. Command: `nttrace bench daemon --requests 400 --idle 2 "
-                f"--idle-connections {ab['idle_connections']} --rounds {ab['rounds']} --json`.")
-    return "\n".join(rows)
-
-
 def auth_under_attack(raw: dict) -> str:
     """benchmarks/auth_under_attack.py: an authorised scraper's latency
     while a flood of wrong passwords runs, and what the daemon held."""
@@ -83,6 +66,5 @@ BLOCKS = {
     "memory-floor": (memory_floor, {"bare": "python-floor-bare-epyc-vm-2026-12-01.json",
                                      "exporter": "python-floor-exporter-imports-epyc-vm-2026-12-01.json",
                                      "daemon": LOADER_AB}),
-    "daemon-idle-connections": (idle_connections, ["daemon-idle-connections-epyc-vm-2026-12-01.json"]),
     "auth-under-attack": (auth_under_attack, ["auth-under-attack-xeon-vm-2026-12-05-09666ac.json"]),
 }

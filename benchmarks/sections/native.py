@@ -1,5 +1,5 @@
 """Native reference: the C reference's memmap model, page copies, fixed-size
-MOVNTI copies, hazards and copy table, from one `nttrace bench native --json`
+MOVNTI copies and copy table, from one `nttrace bench native --json`
 run (the CPU itself, no kernel)."""
 from __future__ import annotations
 
@@ -76,23 +76,6 @@ def native_fixed_nt(raw: dict) -> str:
     return "\n".join(rows)
 
 
-def native_hazards(raw: dict) -> str:
-    h = raw["hazards"]
-    mixed = ", ".join(f"{int(k) // 1024} KiB x{v['mixed_over_generic']:.2f}" if int(k) >= 1024 else
-                      f"{k} B x{v['mixed_over_generic']:.2f}" for k, v in h["mixed_nt"]["rows"].items())
-    sf = h["store_forwarding"]
-    ns = sf["ns_per_descriptor"]
-    return "\n".join([
-        "**Hazards.**",
-        "* Mixed cached and NT stores in one line (`nt_mixed` against all-NT `nt_generic` with overlapping unaligned "
-        f"MOVNTI heads and tails), offsets {h['mixed_nt']['offsets']}: {mixed} slower. The reference's fast paths "
-        "never mix.",
-        f"* Refreshing PFN fields in an in-memory template and copying it with memcpy (16-byte loads over 8-byte "
-        f"stores), {sf['descriptors']} L2-resident descriptors: {ns['template_refresh_copy']:.2f} ns/descriptor against "
-        f"{ns['template_cached']:.2f} for the register template (x{sf['refresh_copy_over_register_template']:.1f}), and "
-        f"x{sf['refresh_copy_over_slow']:.2f} the slow path ({ns['slow']:.2f}).", "", _made(raw)])
-
-
 def native_copy_table(raw: dict) -> str:
     t = raw["copy_table"]
     cols = ("movq_unrolled", "rep_movsq", "rep_movsb", "memcpy")
@@ -109,4 +92,4 @@ def native_copy_table(raw: dict) -> str:
 
 BLOCKS = {name: (fn, [RAW]) for name, fn in (
     ("native-memmap", native_memmap), ("native-page-copy", native_page_copy), ("native-fixed-nt", native_fixed_nt),
-    ("native-hazards", native_hazards), ("native-copy-table", native_copy_table))}
+    ("native-copy-table", native_copy_table))}

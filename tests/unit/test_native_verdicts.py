@@ -111,3 +111,77 @@ def test_the_table_prints_a_line_per_series():
     out = io.StringIO()
     runner.print_markdown(report, out)
     assert "| PASS | native.nt_benefit | template series: fast |" in out.getvalue()
+
+
+# A clock as coarse as the thread CPU clock of a guest whose sched_clock
+# counts jiffies (no usable TSC, as in a TCG guest): 4 ms steps at HZ=250.
+JIFFY_NS = 4_000_000
+
+
+def _jiffy_clock():
+    import time
+    return time.monotonic_ns() // JIFFY_NS * JIFFY_NS
+
+
+def test_a_memmap_run_with_cells_timed_at_0_ns_says_it_cannot_be_timed():
+    # what a coarse clock gives: some cells 0 ns, the rest one tick
+    slow = [0.0, 4.0, 0.0, 4.0, 4.0, 0.0, 4.0, 0.0, 4.0, 4.0, 0.0]
+    movnti = [4.0, 0.0, 0.0, 4.0, 0.0, 0.0, 4.0, 0.0, 0.0, 4.0, 0.0]
+    mm = _memmap(slow, movnti)
+    mm["per_run_ms"]["movnti_write_limit"] = [0.0] * 11
+    mm["movnti_write_limit_ms"] = 0.0
+    v = native_checks.memmap_verdict(mm)
+    assert v.status == NOISY and v.status not in (PASS, WARN)
+    assert v.summary.startswith("cannot be timed on this clock") and "0 ns" in v.summary and "no verdict" in v.summary
+    assert v.evidence["untimed_cells"]["movnti_write_limit"] == 11
+
+
+def test_memmap_cells_of_a_few_clock_ticks_are_not_a_verdict():
+    # every cell non-zero but only 1 or 2 ticks of a 4 ms clock: a ratio of ticks, not of times
+    mm = _memmap([8.0] * 11, [4.0] * 11)
+    mm["clock_tick_ms"] = JIFFY_NS / 1e6
+    v = native_checks.memmap_verdict(mm)
+    assert v.status == NOISY and "cannot be timed on this clock" in v.summary and "seen to step 4 ms" in v.summary
+    assert "55 of 55 memmap cells lasted under 10 of its steps (slow 11/11," in v.summary
+    mm["clock_tick_ms"] = 0.001    # the same times on a 1 us clock are a verdict (50% shorter)
+    assert native_checks.memmap_verdict(mm).status == PASS
+
+
+def test_a_clock_that_steps_in_microseconds_but_stood_still_during_a_cell_is_named():
+    # the lab's TCG guest (TSC marked unstable): the thread CPU clock steps
+    # 2 us, yet a 32 MiB memmap cell measured 0 ns
+    mm = _memmap([26.0 + 0.1 * i for i in range(15)], [5.0 + 0.1 * i for i in range(14)] + [0.0],
+                 widest=[35.0] * 15)
+    mm["per_run_ms"]["movnti_write_limit"] = [3.5] * 15
+    mm.update(clock="thread_cpu", clock_tick_ms=0.002)
+    v = native_checks.memmap_verdict(mm)
+    assert v.status == NOISY
+    assert v.summary == ("cannot be timed on this clock (thread_cpu, seen to step 2 us): 1 of 75 memmap cells "
+                         "measured 0 ns (template_movnti 1/15); no verdict")
+
+
+def test_page_copies_timed_at_0_ns_say_they_cannot_be_timed():
+    pc = _pages([1.0] * 11)
+    for row in pc["rows"]:
+        row["ns_runs"] = [0, 4_000_000] * 5 + [0]
+    pc["clock_tick_ms"] = JIFFY_NS / 1e6
+    v = native_checks.demotion_verdict(pc)
+    assert v.status == NOISY and v.summary.startswith("cannot be timed on this clock") and "page-copy" in v.summary
+
+
+def test_the_quick_plans_cells_on_a_jiffy_clock_give_no_verdict_and_raise_nothing(monkeypatch):
+    # The reproduction: the real memmap model and page copies, their cells
+    # far shorter than 4 ms, timed by a 4 ms thread CPU clock.
+    from nttrace.reference import measurements, native
+    if not native.have_nt_backend():
+        pytest.skip("no NT backend on this CPU (needs x86-64 SSE2)")
+    monkeypatch.setitem(measurements.CLOCKS, "thread_cpu", _jiffy_clock)
+    plan = measurements.Plan.quick(None)
+    plan.memmap_descriptors, plan.page_copy_bytes, plan.cold_runs = 4096, 1 << 20, 7
+    mm = measurements.memmap_model(plan)
+    pc = measurements.page_copy(plan)
+    assert mm["clock_tick_ms"] >= JIFFY_NS / 1e6 and pc["clock_tick_ms"] >= JIFFY_NS / 1e6
+    verdicts = [native_checks.memmap_verdict(mm), native_checks.demotion_verdict(pc)]
+    for v in verdicts:
+        assert v.status == NOISY and "cannot be timed on this clock" in v.summary, v.summary
+    assert overall(verdicts) == SKIP

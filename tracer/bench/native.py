@@ -85,13 +85,18 @@ def print_report(r: dict, out=sys.stdout) -> None:
               "movnti_write_limit_ms", "nt_write_limit_ms"):
         if m.get(k) is not None:
             print(f"  {k:<24} {m[k]:9.2f}", file=out)
-    print(f"  template NT ({m.get('widest_nt_store', 'widest NT store')}) {m['reduction_pct']:.1f}% shorter than slow, "
-          f"with 8-byte MOVNTI {m.get('movnti_reduction_pct', float('nan')):.1f}% "
-          f"(seed: 60.4% nd_pmem, 56.4% dax_pmem); {100 * (m['template_nt_over_limit'] - 1):+.1f}% vs the NT write limit",
+    def num(v, spec: str, scale=lambda x: x) -> str:
+        # None: a cell its clock could not time (measurements.ratio)
+        return "untimed" if v is None else format(scale(v), spec)
+    over = num(m["template_nt_over_limit"], "+.1f", lambda x: 100 * (x - 1))
+    print(f"  template NT ({m.get('widest_nt_store', 'widest NT store')}) {num(m['reduction_pct'], '.1f')}% shorter "
+          f"than slow, with 8-byte MOVNTI {num(m.get('movnti_reduction_pct', float('nan')), '.1f')}% "
+          f"(seed: 60.4% nd_pmem, 56.4% dax_pmem); {over}% vs the NT write limit",
           file=out)
     print("\ncold 4 KiB page copies", file=out)
     for row in r["page_copy"]["rows"]:
-        print(f"  {row['primitive']:<30} {row['gbps_median']:7.2f} GB/s (min {row['gbps_min']:.2f})  x{row['vs_memcpy_median']:.2f} vs memcpy", file=out)
+        print(f"  {row['primitive']:<30} {num(row['gbps_median'], '7.2f')} GB/s (min {num(row['gbps_min'], '.2f')})  "
+              f"x{num(row['vs_memcpy_median'], '.2f')} vs memcpy", file=out)
     h = r["hazards"]
     sf = h["store_forwarding"]
     print(f"\nhazard, store forwarding (L2-resident {sf['descriptors']} descriptors): refresh+memcpy template "

@@ -115,6 +115,33 @@ def _clock_ns(plan: Plan):
     return CLOCKS[plan.clock]
 
 
+def clock_tick_ns(clock, steps: int = 5) -> int:
+    """The smallest step `clock` was seen to take (the least of `steps`
+    steps): about 1 us for the thread CPU clock on bare metal, a whole
+    scheduler tick (4 ms at HZ=250) where the kernel's sched_clock cannot
+    use the TSC, as in some TCG guests. A cell shorter than a few ticks
+    measures 0 or one tick, not its time."""
+    seen = []
+    for _ in range(steps):
+        a = clock()
+        b = a
+        while b == a:
+            b = clock()
+        seen.append(b - a)
+    return min(seen)
+
+
+# A cell is timed only where it lasted at least this many of its clock's
+# ticks (its time then known to within 10%); a shorter one, 0 ns included,
+# cannot be timed on that clock and the verdicts say so.
+MIN_TICKS_PER_CELL = 10
+
+
+def ratio(num: float, den: float) -> float | None:
+    """num / den, or None where den is 0 (a cell its clock could not time)."""
+    return num / den if den else None
+
+
 def _cold_runs(plan: Plan) -> int:
     return plan.cold_runs if plan.cold_runs is not None else plan.runs
 
@@ -234,6 +261,7 @@ def memmap_model(plan: Plan) -> dict:
     times.update({name: [] for name, _fn in MEMMAP_LIMITS})
     flush_insn = None
     clock = _clock_ns(plan)
+    tick_ns = clock_tick_ns(clock) if plan.clock != "wall" else clock_tick_ns(time.monotonic_ns)
     evict_ns = []
     sweep = plan.evict == "sweep" and plan.sweep_bytes
 
@@ -264,19 +292,24 @@ def memmap_model(plan: Plan) -> dict:
     return {
         "descriptors": nr, "descriptor_size": size, "namespace_bytes": nr * 4096, "pgmap_type": "FS_DAX",
         "bytes": nr * size, "evict": plan.evict, "flush_insn": flush_insn, "clock": plan.clock,
-        "evict_ms_median": statistics.median(evict_ns) / 1e6,
+        "evict_ms_median": statistics.median(evict_ns) / 1e6, "clock_tick_ms": tick_ns / 1e6,
         "widest_nt_store": widest_nt_store(),
         "slow_ms": med["slow"], "template_cached_ms": med["template_cached"], "template_nt_ms": med["template_nt"],
         "template_movnti_ms": med["template_movnti"],
         "template_nt_compound_ms": med.get("template_nt_compound"), "nt_write_limit_ms": med["nt_write_limit"],
         "movnti_write_limit_ms": med["movnti_write_limit"],
-        "reduction_pct": 100.0 * (1 - med["template_nt"] / med["slow"]),
-        "movnti_reduction_pct": 100.0 * (1 - med["template_movnti"] / med["slow"]),
-        "template_nt_over_limit": med["template_nt"] / med["nt_write_limit"],
+        "reduction_pct": _shorter_pct(med["template_nt"], med["slow"]),
+        "movnti_reduction_pct": _shorter_pct(med["template_movnti"], med["slow"]),
+        "template_nt_over_limit": ratio(med["template_nt"], med["nt_write_limit"]),
         "runs_ms": {k: _stats(v) for k, v in times.items()},
         "per_run_ms": times,
         "seed": seeds.MEMMAP_REBIND_MS,
     }
+
+
+def _shorter_pct(t: float, base: float) -> float | None:
+    r = ratio(t, base)
+    return None if r is None else 100.0 * (1 - r)
 
 
 def store_forwarding_hazard(plan: Plan) -> dict:
@@ -358,18 +391,20 @@ def _page_variants(plan: Plan) -> list[tuple[str, str, str]]:
 
 
 def page_copy(plan: Plan) -> dict:
+    """Cold page copies, variants interleaved in each run. A cell its clock
+    timed at 0 ns has no speed: its run's ratios to memcpy are left out
+    (`unresolved_runs` counts them) and, with no timed run, its GB/s are None."""
     nbytes = plan.page_copy_bytes
     variants = _page_variants(plan)
-    gbps = {v[0]: [] for v in variants}
-    ratios = {v[0]: [] for v in variants}
+    ns_runs = {v[0]: [] for v in variants}
     flush_insn = None
     clock = _clock_ns(plan)
+    tick_ns = clock_tick_ns(clock)
     sweep = plan.evict == "sweep"
     evict_ns = []
     with native.Buffer(nbytes, fill=0x11) as src, native.Buffer(nbytes, fill=0x22) as dst, \
             native.Buffer(plan.sweep_size() if sweep else 4096, fill=0x33) as evict:
         for run in range(_cold_runs(plan) + 1):
-            base = None
             for name, method, drain in variants:
                 t = time.perf_counter_ns()
                 if sweep:
@@ -380,17 +415,20 @@ def page_copy(plan: Plan) -> dict:
                 evict_ns.append(time.perf_counter_ns() - t)
                 t0 = clock()
                 native.demotion_copy(dst, src, nbytes, name, method, drain)
-                ns = clock() - t0
                 if run:
-                    gbps[name].append(nbytes / ns)
-                    base = base if base is not None else nbytes / ns
-                    ratios[name].append((nbytes / ns) / base)
-    rows = [{"primitive": n, "nt": n.split("/")[0] in native.NT_PAGE_METHODS,
-             "drain": next(v[2] for v in variants if v[0] == n),
-             "gbps_min": min(g), "gbps_median": statistics.median(g),
-             "vs_memcpy_median": statistics.median(ratios[n]), "vs_memcpy_runs": ratios[n]} for n, g in gbps.items()]
+                    ns_runs[name].append(clock() - t0)
+    base = ns_runs[variants[0][0]]  # the first variant (memcpy) of each run
+    rows = []
+    for n, ns in ns_runs.items():
+        gbps = [nbytes / x for x in ns if x]
+        ratios = [b / x for x, b in zip(ns, base) if x and b]
+        rows.append({"primitive": n, "nt": n.split("/")[0] in native.NT_PAGE_METHODS,
+                     "drain": next(v[2] for v in variants if v[0] == n),
+                     "gbps_min": min(gbps) if gbps else None, "gbps_median": statistics.median(gbps) if gbps else None,
+                     "vs_memcpy_median": statistics.median(ratios) if ratios else None, "vs_memcpy_runs": ratios,
+                     "ns_runs": ns, "unresolved_runs": sum(not x or not b for x, b in zip(ns, base))})
     return {"bytes": nbytes, "folio_pages": native.FOLIO_PAGES, "cold": True, "evict": plan.evict,
-            "flush_insn": flush_insn, "clock": plan.clock, "runs": _cold_runs(plan),
+            "flush_insn": flush_insn, "clock": plan.clock, "clock_tick_ms": tick_ns / 1e6, "runs": _cold_runs(plan),
             "evict_ms_median": statistics.median(evict_ns) / 1e6, "rows": rows}
 
 

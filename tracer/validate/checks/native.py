@@ -56,10 +56,53 @@ def _interval(values: list[float]) -> dict:
             "min": min(values), "max": max(values)}
 
 
+def _untimed(cells: dict[str, list[float]], tick_ms: float | None) -> dict:
+    """The cells of a series its clock could not time: per variant, how many
+    runs measured under MIN_TICKS_PER_CELL ticks (0 ns included)."""
+    from nttrace.reference.measurements import MIN_TICKS_PER_CELL
+    floor = MIN_TICKS_PER_CELL * (tick_ms or 0)
+    return {name: sum(v <= 0 or v < floor for v in values) for name, values in cells.items()
+            if any(v <= 0 or v < floor for v in values)}
+
+
+def _untimed_verdict(series: str, title: str, what: str, untimed: dict, cells: dict, clock: dict,
+                     ev: dict) -> SeriesVerdict:
+    """NOISY, in words: which cells the clock (`clock`: its name and the
+    step it was seen to take) could not time. A cell of 0 ns on a clock that
+    steps in microseconds means the clock stood still during it (a kernel
+    whose TSC is marked unstable clamps the thread CPU clock between timer
+    ticks); short cells on a coarse clock are too few ticks to compare."""
+    from nttrace.reference.measurements import MIN_TICKS_PER_CELL
+    tick_ms = clock.get("tick_ms")
+    n = sum(len(v) for v in cells.values())
+    zero = sum(v <= 0 for values in cells.values() for v in values)
+    short = sum(untimed.values()) - zero
+    step = ("unknown" if not tick_ms else f"{tick_ms:.3g} ms" if tick_ms >= 1 else f"{1000 * tick_ms:.3g} us")
+    counted = [f"{zero} of {n} {what} cells measured 0 ns"] if zero else []
+    if short:
+        counted.append(f"{short} {'more ' if zero else f'of {n} {what} cells '}lasted under {MIN_TICKS_PER_CELL} "
+                       f"of its steps")
+    which = ", ".join(f"{k} {c}/{len(cells[k])}" for k, c in untimed.items())
+    words = (f"cannot be timed on this clock ({clock.get('name') or 'unknown'}, seen to step {step}): "
+             f"{' and '.join(counted)} ({which}); no verdict")
+    ev = dict(ev, untimed_cells=untimed, clock=clock.get("name"), clock_tick_ms=tick_ms,
+              min_ticks_per_cell=MIN_TICKS_PER_CELL)
+    return SeriesVerdict(series, title, NOISY, words, ev)
+
+
 def memmap_verdict(mm: dict) -> SeriesVerdict:
     """The zone-device template series: its NT template (8-byte MOVNTI, as
-    its memcpy_nontemporal() stores) against the slow path it replaces."""
+    its memcpy_nontemporal() stores) against the slow path it replaces.
+    A run its clock could not time (a cell of 0 ns, or of too few ticks)
+    gives no verdict, and says so."""
     runs = mm["per_run_ms"]
+    cells = {k: runs[k] for k in ("slow", "template_cached", "template_movnti", "template_nt", "movnti_write_limit")}
+    untimed = _untimed(cells, mm.get("clock_tick_ms"))
+    if untimed:
+        ev = {"descriptors": mm["descriptors"], "descriptor_size": mm["descriptor_size"], "bytes": mm["bytes"],
+              "per_run_ms": cells, "threshold_pct": MEMMAP_MIN_GAIN_PCT}
+        return _untimed_verdict("zone_device_template", "template series, memmap init", "memmap", untimed, cells,
+                                {"name": mm.get("clock"), "tick_ms": mm.get("clock_tick_ms")}, ev)
     movnti = _interval([100 * (1 - t / s) for t, s in zip(runs["template_movnti"], runs["slow"])])
     widest = _interval([100 * (1 - t / s) for t, s in zip(runs["template_nt"], runs["slow"])])
     cached = _interval([100 * (1 - t / s) for t, s in zip(runs["template_cached"], runs["slow"])])
@@ -108,10 +151,22 @@ def _copy_speed(ratio: float) -> str:
 def demotion_verdict(pc: dict) -> SeriesVerdict:
     """The NT demotion RFC: its page copy (MOVNTI + prefetchnta, the
     copy_mc_page_nt() shape, drained once per folio as v3's
-    folio_mc_copy_nt()) against memcpy, cold."""
+    folio_mc_copy_nt()) against memcpy, cold. A run its clock could not
+    time gives no verdict, and says so."""
     rows = {r["primitive"]: r for r in pc["rows"]}
-    ratios = {name: _interval(r["vs_memcpy_runs"]) for name, r in rows.items() if name != "memcpy"}
-    v3 = ratios["movnti_prefetchnta/per_folio"]
+    v3_name = "movnti_prefetchnta/per_folio"
+    if "ns_runs" in rows["memcpy"]:
+        cells = {n: [ns / 1e6 for ns in rows[n]["ns_runs"]] for n in ("memcpy", v3_name)}
+        untimed = _untimed(cells, pc.get("clock_tick_ms"))
+        if untimed:
+            ev = {"bytes": pc["bytes"], "folio_pages": pc["folio_pages"], "per_run_ms": cells,
+                  "threshold_vs_memcpy": COPY_PARITY}
+            return _untimed_verdict("nt_demotion", "NT demotion RFC, page copy", "page-copy", untimed, cells,
+                                    {"name": pc.get("clock"), "tick_ms": pc.get("clock_tick_ms")}, ev)
+    # a variant with no run its clock timed (see page_copy) has no ratio
+    ratios = {name: _interval(r["vs_memcpy_runs"]) for name, r in rows.items()
+              if name != "memcpy" and r["vs_memcpy_runs"]}
+    v3 = ratios[v3_name]
     widest = next((n for n in ("avx512_stream/per_folio", "avx2_stream/per_folio") if n in ratios), None)
     ev = {
         "bytes": pc["bytes"], "folio_pages": pc["folio_pages"],
@@ -165,6 +220,7 @@ def nt_benefit(ctx) -> CheckResult:
         "llc": llc.as_json(), "budget_bytes": plan.budget_bytes, "memmap_bytes": mm["bytes"],
         "page_copy_bytes": pc["bytes"], "runs": pc["runs"], "first_run_dropped": True,
         "clock": plan.clock,
+        "clock_tick_ms": {"memmap_model": mm["clock_tick_ms"], "page_copy": pc["clock_tick_ms"]},
         "evict_ms_per_cell": {"memmap_model": round(mm["evict_ms_median"], 3),
                               "page_copy": round(pc["evict_ms_median"], 3)},
         "cold": plan.cold_method(pc["flush_insn"]), "seconds": round(time.monotonic() - t0, 3)}}
