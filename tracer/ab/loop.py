@@ -204,5 +204,13 @@ def slot_state(state: dict, slot: int) -> dict:
 
 def why_failed(failure: dict) -> str:
     """A failed boot's line: its own why, or the kernel expected and found."""
-    return failure.get("why") or (f"expected {failure['expected']['release']}, "
-                                  f"found {failure['found']['release']}")
+    return failure.get("why") or expected_found(failure["expected"], failure["found"])
+
+
+def expected_found(expected: dict, found: dict) -> str:
+    """"expected R, found R'", with each kernel's build string where the
+    releases alone do not tell them apart (two builds of one release)."""
+    if expected["release"] != found["release"]:
+        return f"expected {expected['release']}, found {found['release']}"
+    return (f"expected {expected['release']} built {expected.get('build') or '?'}, "
+            f"found {found['release']} built {found.get('build') or '?'}")

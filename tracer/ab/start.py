@@ -10,6 +10,7 @@ loads and boots nothing.
 """
 from __future__ import annotations
 
+import importlib.util
 import math
 import os
 import random
@@ -102,6 +103,10 @@ def check_machine(args, ks: dict, cmdline: str, run=None) -> tuple[list[str], li
     else:
         missing.append(CapabilityError(f"ab start: systemd is not this machine's init (no {unit.SYSTEMD_RUNNING}); "
                                        "the loop runs from a systemd unit at each boot"))
+    if importlib.util.find_spec("numpy") is None:
+        missing.append(CapabilityError("ab start: the loop's A/B report needs numpy (Debian: apt install python3-numpy)"))
+    if importlib.util.find_spec("matplotlib") is None:
+        found.append("no matplotlib (python3-matplotlib): the report will be text, markdown and JSON, no HTML")
     try:
         if args.via == "kexec":
             boot.kexec_supported()

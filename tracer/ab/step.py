@@ -37,7 +37,7 @@ from typing import Callable
 
 from nttrace.kernel import boot_id
 from nttrace.ab import boot, kernels, schedule, store
-from nttrace.ab.loop import Loop, nttrace_identity, slot_state
+from nttrace.ab.loop import Loop, expected_found, nttrace_identity, slot_state
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
 
 # room a run needs (a validate --json report is well under 1 MiB) and a floor
@@ -192,7 +192,7 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
                   f"booting {expected['release']} again")
             return _boot(loop, sched, st, slot, m)
         return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
-                            f"expected {expected['release']}, found {running.release}")
+                            expected_found(expected, {"release": running.release, "build": running.build()}))
     st["consecutive_failures"] = 0
     _measure(loop, sched, st, slot, bid, m, lock)
     return _next(loop, sched, st, slots, m)

@@ -18,6 +18,7 @@ import io
 import statistics
 from pathlib import Path
 
+from nttrace.errors import CapabilityError
 from nttrace.validate import ab_text
 from nttrace.validate.baseline import side_conditions
 from nttrace.validate import evidence
@@ -36,7 +37,11 @@ def _svg(fig) -> str:
 
 
 def _pyplot():
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise CapabilityError("the HTML report's plots need matplotlib (Debian: apt install python3-matplotlib); "
+                              "--format text, markdown and json need nothing more") from None
     matplotlib.use("Agg")
     matplotlib.rcParams["svg.hashsalt"] = "nttrace"
     matplotlib.rcParams["svg.fonttype"] = "none"     # text stays text: smaller, and readable in the DOM

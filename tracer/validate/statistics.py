@@ -43,6 +43,8 @@ import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from nttrace.errors import CapabilityError
+
 ALPHA = 0.05
 POWER = 0.80
 SIMULATIONS = 2000
@@ -66,7 +68,10 @@ class Runs:
 
 
 def _np():
-    import numpy as np
+    try:
+        import numpy as np
+    except ImportError:
+        raise CapabilityError("the A/B's statistics need numpy (Debian: apt install python3-numpy)") from None
     return np
 
 
