@@ -1,6 +1,5 @@
 """CI wall time: every benchmarks/ci-*.json, one row each (newest first),
-the cached runs as a ratio to the newest cold run on their machine, and the
-slowest steps of the newest cached run. A new run is a new raw file
+the cached runs as a ratio to the newest cold run on their machine. A new run is a new raw file
 (`python3 benchmarks/ci_run.py [--cold] --json benchmarks/ci-COLD|CACHED-MACHINE-DATE-COMMIT.json`),
 nothing else."""
 from __future__ import annotations
@@ -45,12 +44,6 @@ def ci_runs(raw: dict) -> str:
                           f"x{r['wall_s'] / cold['wall_s']:.2f}")
     if ratios:
         rows += ["", "Cached / the newest cold run on the same machine: " + "; ".join(ratios) + "."]
-    if cached and cached[0].get("slowest"):
-        last = cached[0]
-        rows += ["", f"The slowest steps of the cached run of {last['commit'][:7]} (pytest `--durations`; a lab "
-                     "test's setup is its guest's boot and scenarios):", "", "| step | test | time |", "|---|---|--:|"]
-        rows += [f"| {d['when']} | `{d['test']}` | {mmss(d['s'])} |"
-                 for d in sorted(last["slowest"], key=lambda d: -d["s"])[:3]]
     rows += ["", "One run each. Command: `CI=true bash .ci/run` on a fresh clone, through "
                  "`python3 benchmarks/ci_run.py [--cold] --json FILE` (`--cold` empties the lab's caches first)."]
     return "\n".join(rows)

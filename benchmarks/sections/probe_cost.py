@@ -7,7 +7,7 @@ import statistics
 
 from ._format import run_name
 
-RAW = "probes-epyc-vm-2026-12-06-a3f1339.json"
+RAW = "probes-epyc-vm-2026-12-06-90799e5.json"
 ORDER_NAMES = {"probe": "probe", "empty": "empty", "clock_only": "clock"}
 
 
