@@ -444,3 +444,16 @@ def live_nt_revision() -> str:
     modes, _reasons = live_tracepoint_tables()
     found = sorted(set(modes) & set(NT_MODES))
     return NT_MODES[found[0]] if found else "none"
+
+
+def assert_excerpt(block: str, path: str, where: str) -> None:
+    """An example shown in a document is an excerpt of a recorded output:
+    its lines stand in the file at `path` in the same order ("..." marks what
+    is left out)."""
+    recorded = (REPO / path).read_text().splitlines()
+    at = 0
+    for line in block.splitlines():
+        if line.strip() == "...":
+            continue
+        assert line in recorded[at:], f"{where}'s excerpt of {path}: {line!r} is not in it (in this order)"
+        at = recorded.index(line, at) + 1

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, assert_excerpt
 
 BLOCK = re.compile(r"<!-- recorded: (\S+) -->\n```[a-z]*\n(.*?)\n```", re.S)
 PAGES = sorted((REPO / "docs").glob("*.md"))
@@ -18,10 +18,4 @@ def test_some_page_shows_a_recording():
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_each_recorded_example_is_an_excerpt_of_its_recording(page):
     for path, block in BLOCK.findall(page.read_text()):
-        recorded = (REPO / path).read_text().splitlines()
-        at = 0
-        for line in block.splitlines():
-            if line.strip() == "...":
-                continue
-            assert line in recorded[at:], f"{page.name}'s excerpt of {path}: {line!r} is not in it (in this order)"
-            at = recorded.index(line, at) + 1
+        assert_excerpt(block, path, page.name)

@@ -5,7 +5,7 @@ its lines stand in the golden file in the same order, so the README cannot
 show an output nttrace no longer prints."""
 import re
 
-from conftest import REPO
+from conftest import REPO, assert_excerpt
 
 README = REPO / "README.md"
 GOLDEN_BLOCK = re.compile(r"<!-- golden: (\S+) -->\n```[a-z]*\n(.*?)\n```", re.S)
@@ -21,13 +21,7 @@ def test_each_example_is_an_excerpt_of_its_golden_output():
     blocks = GOLDEN_BLOCK.findall(README.read_text())
     assert len(blocks) >= 2, "README shows a trace table and a validate excerpt"
     for path, block in blocks:
-        golden = (REPO / path).read_text().splitlines()
-        at = 0
-        for line in block.splitlines():
-            if line.strip() == "...":
-                continue
-            assert line in golden[at:], f"README's excerpt of {path}: {line!r} is not in it (in this order)"
-            at = golden.index(line, at) + 1
+        assert_excerpt(block, path, "README")
 
 
 def test_every_link_resolves():
