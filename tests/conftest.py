@@ -296,6 +296,17 @@ def pytest_sessionfinish(session, exitstatus):
         _PREBUILD.wait()
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    """A lab test's body runs inside the boot pool's host_work: never beside
+    the lab A/B's measuring boots (tests/lab_boots.py)."""
+    if room_of(item.path) != "lab" or "lab_boots" not in sys.modules:
+        yield
+        return
+    with sys.modules["lab_boots"].POOL.host_work():
+        yield
+
+
 def pytest_runtest_setup(item):
     for mark in item.iter_markers(name="needs"):
         for cap in mark.args:

@@ -20,13 +20,18 @@ when the pool widens, so it never shares the cores with the other tests. A
 guest that measures (`exclusive`: the A/B's boots) runs alone: after every
 other boot has taken its slot, holding all of the widened pool's slots, and
 after its `prepare` has waited for every kernel build to end, so that nothing
-the suite does compiles or emulates beside it.
+the suite does compiles or emulates beside it. Nor does a lab test's own
+body (test_kernel_build's injected builds run make and the compiler; others
+run nttrace on the host): conftest runs each lab test's body inside
+`POOL.host_work()`, the lock an exclusive boot holds while it measures, and
+a body lets go of it only while it waits for a boot (`result`).
 """
 from __future__ import annotations
 
 import os
 import subprocess
 import threading
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Callable
@@ -80,6 +85,8 @@ class BootPool:
         self.tmp = None                 # the session's TempPathFactory (conftest sets it): guests' result directories
         self.closed = False
         self.wide = threading.Event()   # set when a lab test first asks: the pool is widened
+        self.measuring = threading.Lock()   # held by an exclusive boot's run, and by a lab test's body
+        self.test_holds = False             # the test thread holds `measuring` (host_work)
 
     def register(self, boot: Boot) -> None:
         with self.lock:
@@ -98,9 +105,24 @@ class BootPool:
             need = self.parallel
         self.slots.acquire(rank, need)
         try:
+            if boot.exclusive:
+                with self.measuring:
+                    return self._run(boot, prepared)
             return self._run(boot, prepared)
         finally:
             self.slots.release(need)
+
+    @contextmanager
+    def host_work(self):
+        """Around a lab test's body (the test thread's): whatever it runs on
+        the host (a compiler, make, nttrace) is never beside an exclusive
+        boot's measurement."""
+        with self.measuring:
+            self.test_holds = True
+            try:
+                yield
+            finally:
+                self.test_holds = False
 
     def _run(self, boot: Boot, prepared):
         if self.closed:
@@ -163,7 +185,14 @@ class BootPool:
             self.start_wanted()
             if self.parallel > 1:
                 self.slots.release(self.parallel - 1)
-        return self.start(name).result()
+        future = self.start(name)
+        if not self.test_holds:
+            return future.result()
+        self.measuring.release()        # waiting is not loading the host: a measuring boot may run
+        try:
+            return future.result()
+        finally:
+            self.measuring.acquire()
 
 
 POOL = BootPool()

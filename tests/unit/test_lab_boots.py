@@ -161,6 +161,48 @@ def test_an_exclusive_boot_runs_alone_after_every_other_boot_idle_ones_included(
     assert all(e == "end" and n == "ab" for e, n in log[i + 1:]), log
 
 
+def test_a_lab_tests_body_and_an_exclusive_boot_never_overlap():
+    """A test body (host_work: it may compile or run nttrace on the host)
+    holds the exclusive boot off; the boot runs while the body waits for a
+    boot's result, and the body goes on only once the boot has measured.
+    The control: without host_work the exclusive boot starts at once."""
+    names = ["ab", "a"]
+    log, gates = [], {n: threading.Event() for n in names}
+    pool = _pool(names, log, gates, exclusive=("ab",))
+    asker = threading.Thread(target=pool.result, args=("a",))
+    asker.start()                       # a lab test asks: the pool widens; "ab" waits for "a"
+    assert _until(lambda: _running(log) == {"a"})
+    holding, asked = threading.Event(), {}
+
+    def body():
+        with pool.host_work():
+            holding.set()
+            time.sleep(0.3)                     # the test's own host work
+            log.append(("body-work", "test"))
+            asked["ab"] = pool.result("ab")     # waiting: the exclusive boot runs meanwhile
+            log.append(("body-after", "test"))
+
+    t = threading.Thread(target=body)
+    t.start()
+    assert holding.wait(5)
+    gates["a"].set()                    # "ab" may go now, but for the body
+    assert _until(lambda: ("body-work", "test") in log)
+    assert _until(lambda: _running(log) == {"ab"}), log   # the body waits in result(): the boot runs
+    time.sleep(0.2)
+    assert ("body-after", "test") not in log
+    gates["ab"].set()
+    t.join(10)
+    asker.join(10)
+    assert asked["ab"] == "ab"
+    assert log.index(("body-work", "test")) < log.index(("start", "ab")) < log.index(("end", "ab")) \
+        < log.index(("body-after", "test")), log
+    # the control: no test body holding it, an exclusive boot starts at once
+    log2, gates2 = [], {n: threading.Event() for n in ["ab"]}
+    pool2 = _pool(["ab"], log2, gates2, exclusive=("ab",))
+    gates2["ab"].set()
+    assert pool2.result("ab") == "ab" and ("start", "ab") in log2
+
+
 def test_a_session_without_a_lab_test_starts_no_boot(monkeypatch, tmp_path_factory):
     """The end of collection submits the wanted boots only when a lab test
     was selected: `make test-unit` (and -m "not lab") never starts a guest,
