@@ -129,3 +129,62 @@ def test_a_start_cut_while_its_first_boot_is_asked_for_leaves_nothing(tmp_path, 
         start.main(a)
     assert m_holder["sim"].finished == [False]                 # unit removed, nothing left loaded
     assert not (tmp_path / "ab" / "mine").exists()
+
+
+def _plan(tmp_path, name="mine"):
+    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    return start.plan(args(seed=1, name=name), Loop.named(name), ks, "root=x", "/usr/bin/nttrace")
+
+
+def test_two_starts_of_one_name_at_once_one_wins_and_the_other_leaves_it_alone(tmp_path, monkeypatch):
+    """Both pass check_input; the claim is taken under the state root's
+    lock by mkdir: one start makes the loop, the other exits 2 naming it,
+    and the winner's schedule and state are whole."""
+    import threading
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    sched = _plan(tmp_path)
+    gate, outcomes = threading.Barrier(2), []
+
+    def one():
+        gate.wait()
+        try:
+            start.claim(Loop.named("mine"), sched)
+            outcomes.append("claimed")
+        except UsageError as exc:
+            outcomes.append(str(exc))
+    threads = [threading.Thread(target=one) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert outcomes.count("claimed") == 1 and len(outcomes) == 2, outcomes
+    assert "a loop named mine exists" in next(o for o in outcomes if o != "claimed"), outcomes
+    loop = Loop.named("mine")
+    assert loop.schedule() == sched and loop.state()["state"] == "running"
+    assert oct(loop.dir.stat().st_mode & 0o777) == "0o700"
+
+
+def test_a_second_loop_is_refused_while_one_runs_and_allowed_once_it_has_ended(tmp_path, monkeypatch):
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    start.claim(Loop.named("first"), _plan(tmp_path, "first"))
+    with pytest.raises(UsageError, match=r"loop first is running \(one loop at a time\): `nttrace ab stop first`"):
+        start.claim(Loop.named("second"), _plan(tmp_path, "second"))
+    assert not Loop.named("second").dir.exists()
+    first = Loop.named("first")
+    st = first.state()
+    st["state"] = "stopped"
+    first.save_state(st)
+    start.claim(Loop.named("second"), _plan(tmp_path, "second"))
+    assert start.running_loops() == ["second"]
+
+
+def test_a_start_cut_before_its_schedule_blocks_no_other_loop(tmp_path, monkeypatch):
+    """kill -9 between mkdir and the schedule leaves a directory without
+    one: its name stays taken (the user is told where it is), but it is not a
+    running loop."""
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    (tmp_path / "ab" / "cut").mkdir(parents=True)
+    assert start.running_loops() == []
+    start.claim(Loop.named("other"), _plan(tmp_path, "other"))
+    with pytest.raises(UsageError, match="a loop named cut exists"):
+        start.claim(Loop.named("cut"), _plan(tmp_path, "cut"))

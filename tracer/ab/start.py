@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from nttrace.ab import boot, kernels, schedule, store, unit
-from nttrace.ab.loop import Loop, changeable_by_others, new_state, nttrace_exe, nttrace_identity
+from nttrace.ab.loop import Lock, Loop, changeable_by_others, new_state, nttrace_exe, nttrace_identity
 from nttrace.ab.step import FREE_FLOOR_BYTES, RUN_BYTES, Machine, begin, real_machine
 from nttrace.errors import EXIT_OK, CapabilityError, UsageError
 
@@ -50,9 +50,7 @@ def check_input(args) -> tuple[Loop, dict]:
     if args.runs < 1 or not 0 <= args.wait_quiet < math.inf or not 0 < args.validate_timeout < math.inf:
         raise UsageError("ab start: --runs and --validate-timeout must be positive, --wait-quiet not negative, "
                          "both finite numbers of seconds")
-    if loop.dir.exists():
-        raise UsageError(f"ab start: a loop named {args.name} exists ({loop.dir}); `nttrace ab status {args.name}`, "
-                         "or choose another NAME")
+    refuse_if_taken(loop)
     ks = {"base": kernels.resolve(args.base), "patched": kernels.resolve(args.patched)}
     if args.via == "reboot" and any("/" in k.spec for k in ks.values()):
         raise UsageError("ab start --via reboot: grub boots its own entries: give installed releases, not paths")
@@ -172,6 +170,54 @@ def boots_to_test() -> int:
     return next(n for n in range(2, 50) if statistics.smallest_p(n, n) <= statistics.ALPHA)
 
 
+def running_loops() -> list[str]:
+    """The loops under the state root whose state says running (a directory
+    with no schedule is a start cut short, not a loop)."""
+    out = []
+    for d in sorted(store.root().iterdir()) if store.root().is_dir() else []:
+        if d.is_dir() and store.NAME_RE.fullmatch(d.name) \
+                and (d / "schedule.json").exists() and Loop(d).state()["state"] == "running":
+            out.append(d.name)
+    return out
+
+
+def refuse_if_taken(loop: Loop) -> None:
+    """Exit 2 when the name is taken, or another loop runs."""
+    if loop.dir.exists():
+        raise UsageError(f"ab start: a loop named {loop.name} exists ({loop.dir}); `nttrace ab status {loop.name}`, "
+                         "or choose another NAME")
+    others = running_loops()
+    if others:
+        raise UsageError(f"ab start: loop {others[0]} is running (one loop at a time): "
+                         f"`nttrace ab stop {others[0]}` first")
+
+
+def claim(loop: Loop, sched: dict) -> None:
+    """Make the loop's directory with its schedule and state, as the one start
+    of it: under a lock on the state root, so that two starts at once cannot
+    both pass the checks; the name is taken by mkdir (one wins, the other is
+    told the name exists, and what the winner made is left alone), and no
+    second loop starts while one runs (each would kexec the machine into its
+    own kernels)."""
+    root = store.make_root()
+    with Lock(root / "start.lock"):
+        refuse_if_taken(loop)
+        try:
+            loop.dir.mkdir(mode=0o700)
+        except FileExistsError:          # made since the check: not under this lock (an older nttrace)
+            refuse_if_taken(loop)
+            raise
+        try:
+            os.chmod(loop.dir, 0o700)
+            store.write_json(loop.schedule_path, sched)
+            loop.save_state(new_state())
+        except BaseException as exc:      # a full disk, Ctrl-C: the directory goes
+            shutil.rmtree(loop.dir, ignore_errors=True)
+            if isinstance(exc, OSError):
+                raise CapabilityError(f"ab start: cannot install the loop: {exc}") from None
+            raise
+
+
 def main(args, machine: Machine | None = None) -> int:
     if os.geteuid() != 0 and not args.dry_run:
         raise CapabilityError("ab start: needs root (it installs a systemd unit and boots kernels)")
@@ -190,12 +236,9 @@ def main(args, machine: Machine | None = None) -> int:
             print(f"  would refuse: {exc}")
         print("dry run: nothing written, installed, loaded or booted")
         return missing[0].exit_code if missing else EXIT_OK
+    claim(loop, sched)                # exit 2 here leaves what another start made untouched
     try:
-        store.make_root()
-        store.make_private_dir(loop.dir)
         store.make_private_dir(loop.runs_dir)
-        store.write_json(loop.schedule_path, sched)
-        loop.save_state(new_state())
         unit.install(loop.name, unit_text)
     except BaseException as exc:      # a full disk, systemctl timing out, Ctrl-C: nothing left installed
         unit.remove(loop.name)

@@ -123,9 +123,10 @@ def step(loop: Loop, m: Machine | None = None) -> int:
 
 def begin(loop: Loop, m: Machine) -> int:
     """The first boot of a loop `ab start` has just written."""
-    sched, st = loop.schedule(), loop.state()
-    st["handled_boot_id"] = m.boot_id()
-    return _guarded(loop, st, m, lambda: _boot(loop, sched, st, schedule.from_json(sched["slots"])[0], m))
+    with loop.lock():         # an `ab stop` at once waits for the first boot's request, then ends the loop
+        sched, st = loop.schedule(), loop.state()
+        st["handled_boot_id"] = m.boot_id()
+        return _guarded(loop, st, m, lambda: _boot(loop, sched, st, schedule.from_json(sched["slots"])[0], m))
 
 
 def _guarded(loop: Loop, st: dict, m: Machine, go: Callable[[], int]) -> int:
