@@ -21,6 +21,11 @@ tests/lab/test_deb.py).
 6. A kernel without BTF (a tmpfs over /sys/kernel/btf, which systemd and
    nttrace both read): installed, enabled, the unit's start fails on its
    AssertPathExists, in the journal and in a status that names it; purged.
+7. A machine without the kernel headers bcc compiles against (what apt's
+   --no-install-recommends gives: linux-headers-amd64 is a Recommends; a
+   tmpfs over /usr/src hides them, and this kernel has no kheaders): bcc
+   works nowhere, so the daemon's start fails once, in one line that names
+   the headers package, and is not restarted; purged.
 
 Writes RESULTS/deb.json."""
 from __future__ import annotations
@@ -213,6 +218,33 @@ def main() -> dict:
         out["nobtf_left_after_purge"] = [path for path in PACKAGE_PATHS if Path(path).exists()]
     finally:
         sh("umount", "/sys/kernel/btf", check=False)
+
+    # 7. no kernel headers: /lib/modules/R/build points into /usr/src
+    sh("mount", "-t", "tmpfs", "-o", "size=1m", "nttrace-no-headers", "/usr/src")
+    try:
+        out["noheaders_install"] = apt_install_offline(first)
+        out["noheaders_status_after_install"] = dpkg_status()
+        caps = sh("/usr/bin/python3", "-c", "import json; from nttrace.probes import capabilities as c; "
+                  "print(json.dumps(c.bcc_compiles().as_json()))", check=False)
+        out["noheaders_nttrace_bcc"] = caps.stdout.strip() or caps.stderr[-1000:]
+        CONFIG.write_text(EDITED)
+        out["noheaders_perf_event_paranoid"] = PARANOID.read_text().strip()    # 2 since step 3: only bcc lacks
+        mark = cursor()
+        t0 = time.monotonic()
+        out["noheaders_enable_rc"] = sh("systemctl", "enable", "--now", "nttrace", check=False, timeout=300).returncode
+        out["noheaders_start_s"] = time.monotonic() - t0
+        time.sleep(12)   # past two RestartSec: a restart would have come by now
+        out["noheaders_state"] = prop("ActiveState")
+        out["noheaders_restarts"] = int(prop("NRestarts") or 0)
+        out["noheaders_journal"] = journal_since(mark)
+        out["noheaders_status"] = status_text()
+        p = sh("apt-get", "purge", "-y", "-q", "nttrace", check=False, env={"DEBIAN_FRONTEND": "noninteractive",
+                                                                             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+        out["noheaders_purge_rc"] = p.returncode
+        out["noheaders_left_after_purge"] = [path for path in PACKAGE_PATHS if Path(path).exists()]
+        out["noheaders_programs_after_purge"] = nttrace_programs()
+    finally:
+        sh("umount", "/usr/src", check=False)
     return out
 
 

@@ -197,3 +197,27 @@ def test_on_a_kernel_without_btf_the_start_fails_visibly_and_the_package_stays_r
     assert [e["message"] for e in r["nobtf_journal"]] == [
         "Assertion failed for nttrace.service - nttrace: eBPF/perf exporter for non-temporal-store memory paths."]
     assert r["nobtf_purge_rc"] == 0 and r["nobtf_left_after_purge"] == []
+
+
+def test_without_the_kernel_headers_bcc_needs_the_start_fails_once_naming_them(deb_lab):
+    """apt's --no-install-recommends leaves out linux-headers-amd64 (a
+    Recommends): bcc compiles nothing, so no probe attaches. The start fails
+    once, exit 3, in one journal line that names the headers package (the
+    loader's line says it attached nothing); no restart; the package purges."""
+    r = deb_lab[2].json("deb")
+    release = r["kernel"]
+    bcc = json.loads(r["noheaders_nttrace_bcc"])
+    assert bcc["available"] is False and f"linux-headers-{release}" in bcc["detail"], bcc
+    assert r["noheaders_install"]["rc"] == 0 and r["noheaders_status_after_install"].startswith("install ok installed")
+    assert r["noheaders_perf_event_paranoid"] == "2"      # the only thing missing is bcc's headers
+    said = [e["message"] for e in r["noheaders_journal"] if "no probe could attach" in e["message"]]
+    assert len(said) == 1 and said[0].startswith("nttrace: no probe could attach (migrate: bcc cannot compile"), \
+        r["noheaders_journal"]
+    assert f"linux-headers-{release}" in said[0], said[0]
+    assert any(e["message"].endswith("released): attached nothing") for e in r["noheaders_journal"]), \
+        r["noheaders_journal"]
+    assert r["noheaders_enable_rc"] != 0 and r["noheaders_start_s"] < 90, r
+    assert r["noheaders_state"] == "failed" and r["noheaders_restarts"] == 0, r["noheaders_status"]
+    assert "status=3" in r["noheaders_status"], r["noheaders_status"]
+    assert r["noheaders_purge_rc"] == 0 and r["noheaders_left_after_purge"] == [] \
+        and r["noheaders_programs_after_purge"] == []

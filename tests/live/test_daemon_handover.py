@@ -134,7 +134,7 @@ def test_the_daemon_maps_no_compiler_and_its_loader_is_gone(start):
     assert {"nttrace_migrate_start", "nttrace_migrate_done", "nttrace_reclaim_memcg_end"} <= names, names
     fds = {os.readlink(f) for f in Path(f"/proc/{d.proc.pid}/fd").iterdir() if f.exists()}
     assert "anon_inode:bpf-map" in fds and "anon_inode:[perf_event]" in fds, fds
-    assert "loader attached migrate, reclaim" in d.read_log()
+    assert "released): attached migrate, reclaim" in d.read_log()
     d.stop()
     assert detached_within(2.0) is not None, held_by()
 

@@ -98,8 +98,9 @@ class Daemon:
             names = list(self.cfg.probes)
             options = self.probe_options(names)
             loaded = loader.load(names, options, stop=lambda: self.requests.stop)
-            log.info("loader attached %s in %.2fs (its peak %.0f MiB, released)", ", ".join(names), loaded.seconds,
-                     loaded.peak_rss_kib / 1024)
+            attached = [n for n, h in loaded.probes.items() if h.status["status"] == "attached"]
+            log.info("loader ran %.2fs (its peak %.0f MiB, released): attached %s", loaded.seconds,
+                     loaded.peak_rss_kib / 1024, ", ".join(attached) or "nothing")
             caps = {k: Capability.from_json(v) for k, v in loaded.caps.items()}
             try:
                 self.tracer = Tracer(names, options, caps=caps, meta=KernelMetadata.from_json(loaded.meta),

@@ -75,7 +75,8 @@ def bcc_compiles() -> Capability:
         return Capability(True, BCC_WORKS)
     build = Path(f"/lib/modules/{os.uname().release}/build")
     try:
-        hint = "" if build.exists() else f"; {build} missing (run `make kernel-headers`)"
+        hint = "" if build.exists() else (f"; {build} missing: install the running kernel's headers (Debian: "
+                                          f"linux-headers-{os.uname().release}; in a checkout: `make kernel-headers`)")
     except OSError as exc:   # EACCES: a sandbox hides it (systemd's ProtectKernelModules=yes does)
         hint = f"; {build}: {exc.strerror} (is /lib/modules hidden by a sandbox, e.g. ProtectKernelModules=yes?)"
     return Capability(False, f"bcc cannot compile a program: {why}{hint}")
