@@ -38,7 +38,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from lab_checks import wait_until  # noqa: E402  (stdlib only: no nttrace in this interpreter)
+from lab_checks import wait_until, write_result  # noqa: E402  (stdlib only: no nttrace in this interpreter)
 
 RESULTS = Path(sys.argv[1])
 CONFIG = Path("/etc/nttrace/nttrace.toml")
@@ -249,9 +249,4 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        result = main()
-    except Exception as exc:  # noqa: BLE001 - the host reads the error
-        import traceback
-        result = {"error": f"{exc.__class__.__name__}: {exc}", "traceback": traceback.format_exc()}
-    (RESULTS / "deb.json").write_text(json.dumps(result, indent=1, default=str))
+    write_result(RESULTS / "deb.json", main)

@@ -15,7 +15,7 @@ import urllib.request
 from pathlib import Path
 
 from guest_scenarios import NTTRACE, RESULTS, sh  # noqa: E402  (same directory, same argv)
-from lab_checks import wait_until  # noqa: E402
+from lab_checks import wait_until, write_result  # noqa: E402
 import nttrace  # noqa: E402  (the wheel installed in the guest's venv)
 from nttrace.probes.copy import CopyProbe  # noqa: E402
 from nttrace.probes.migrate import MigrateProbe  # noqa: E402
@@ -140,9 +140,4 @@ def main() -> dict:
 
 
 if __name__ == "__main__":
-    try:
-        result = main()
-    except Exception as exc:  # noqa: BLE001 - the host reads the error
-        import traceback
-        result = {"error": f"{exc.__class__.__name__}: {exc}", "traceback": traceback.format_exc()}
-    (RESULTS / "systemd.json").write_text(json.dumps(result, indent=1, default=str))
+    write_result(RESULTS / "systemd.json", main)

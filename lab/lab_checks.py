@@ -1,10 +1,13 @@
 """Assertions the lab tests share (the stock guest and the lab's kernels),
-and the polling helper the host's and the guest's tests both use."""
+and the helpers the host's and the guest's scripts both use: polling, and a
+guest scenario's result file."""
 from __future__ import annotations
 
+import json
 import math
 import re
 import time
+from pathlib import Path
 
 
 def wait_until(pred, timeout: float, step: float = 0.2):
@@ -16,6 +19,18 @@ def wait_until(pred, timeout: float, step: float = 0.2):
             return v
         time.sleep(step)
     return None
+
+
+def write_result(path: Path, main) -> None:
+    """Run a guest scenario's main() and write what it returned, or the
+    error that stopped it with its traceback, to `path` as JSON: the host's
+    test reads either."""
+    try:
+        result = main()
+    except Exception as exc:  # noqa: BLE001 - the host reads the error
+        import traceback
+        result = {"error": f"{exc.__class__.__name__}: {exc}", "traceback": traceback.format_exc()}
+    Path(path).write_text(json.dumps(result, indent=1, default=str))
 
 
 def checks(report: dict) -> dict:
