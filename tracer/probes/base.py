@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import sys
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -281,10 +283,30 @@ def compile_flags() -> list[str]:
     return [f"-I{Probe.include_dir()}", "-Wno-macro-redefined", "-Wno-ignored-attributes"]
 
 
+@contextmanager
+def bcc_stdout_to_stderr():
+    """fd 1 is fd 2 inside: bcc writes some of its messages to standard
+    output (a missing kernel-headers directory: "Unable to find kernel
+    headers..."), where nttrace writes its JSON and tables. Found in the
+    lab's Debian guest without headers: `validate --json` began with that
+    line and no longer parsed."""
+    import ctypes
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        ctypes.CDLL(None).fflush(None)      # C stdio's buffer, to where it was meant to go
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def load_bpf(text: bytes, cflags: list[str] | None = None):
     """bcc's BPF(text=...), except that a constructor that fails part way
     (e.g. an fentry program that loads but will not attach) releases what it
-    had already loaded and attached, instead of leaving it to atexit."""
+    had already loaded and attached, instead of leaving it to atexit; and
+    that what bcc prints while it compiles goes to standard error."""
     import atexit
 
     from bcc import BPF
@@ -301,7 +323,8 @@ def load_bpf(text: bytes, cflags: list[str] | None = None):
                     pass
                 raise
 
-    return _Released(text=text, cflags=compile_flags() if cflags is None else cflags)
+    with bcc_stdout_to_stderr():
+        return _Released(text=text, cflags=compile_flags() if cflags is None else cflags)
 
 
 # What /proc/self/fd names a descriptor bcc opened: a perf event (kprobe,
