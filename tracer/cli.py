@@ -216,6 +216,8 @@ def _ab_parser(sub) -> None:
     s.add_argument("--dry-run", action="store_true", help="every check, print the plan; install and boot nothing")
     st = asub.add_parser("step", help="what the loop's unit runs at each boot (not for users)")
     st.add_argument("name", metavar="NAME")
+    st.add_argument("--ended", action="store_true",
+                    help="the unit's ExecStopPost: stop the loop if systemd ended the step ($SERVICE_RESULT)")
     ss = asub.add_parser("status", help="boot k of N, the kernel now, failed boots, time left")
     ss.add_argument("name", metavar="NAME")
     ss.add_argument("--json", action="store_true")

@@ -1,6 +1,8 @@
 """`ab status` mid-loop (boot k of N, the kernel now, failures, time left
 at the pace so far) and `ab stop` (state stopped, nothing pending, runs
 kept, and the next boot's step does nothing but make sure of it)."""
+import pytest
+
 from ab_loop_machine import DEFAULT, SimMachine, make_loop
 from nttrace.ab import status, step, stop, unit
 
@@ -63,7 +65,42 @@ def test_the_unit_runs_the_schedules_own_command_and_nothing_else(tmp_path):
     assert "\nExecStart=/opt/venv/bin/nttrace ab step mine\n" in text
     assert "\nType=oneshot\n" in text and "\nWantedBy=multi-user.target\n" in text
     assert f"ConditionPathExists={tmp_path}/mine/schedule.json" in text
-    assert [ln for ln in text.splitlines() if ln.startswith("Exec")] == ["ExecStart=/opt/venv/bin/nttrace ab step mine"]
+    assert [ln for ln in text.splitlines() if ln.startswith("Exec")] == [
+        "ExecStart=/opt/venv/bin/nttrace ab step mine", "ExecStopPost=/opt/venv/bin/nttrace ab step mine --ended"]
+
+
+@pytest.mark.parametrize("result,why", [
+    ("timeout", "systemd ended the step after the unit's TimeoutStartSec ("),
+    ("signal", "the step ended without finishing its own work (systemd says: signal, killed, KILL)")])
+def test_a_step_systemd_ended_stops_the_loop_from_execstoppost(tmp_path, result, why):
+    """The step hung past TimeoutStartSec (or was killed): it wrote nothing
+    after "measuring". ExecStopPost's `step --ended` finds the loop still
+    running and stops it as any fault does: failed with why, nothing left
+    enabled, runs kept; a step that ended well (success), or a loop the step
+    had stopped itself, is left as it is."""
+    loop = make_loop(tmp_path, rounds=2, seed=3)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    step.step(loop, m)                               # slot 1 measured, slot 2 asked
+    sim.reboot()
+    sim.finished.clear()
+
+    def hangs(argv, timeout):                        # systemd kills it mid-validate: nothing after
+        st = loop.state()
+        assert st["measuring"]
+        raise KeyboardInterrupt
+    m.validate = hangs
+    with pytest.raises(KeyboardInterrupt):
+        step.step(loop, m)
+    assert loop.state()["state"] == "running" and loop.state()["measuring"]
+    assert step.ended(loop, "success", m=m) == 0 and loop.state()["state"] == "running"   # not every stop
+    rc = step.ended(loop, result, "killed", "KILL", m=m)
+    st = loop.state()
+    assert rc != 0 and st["state"] == "failed" and st["why"].startswith(why), st["why"]
+    assert sim.finished == [False] and len(loop.runs()) == 1
+    assert step.ended(loop, result, m=m) == 0 and sim.finished == [False]    # stopped already: left as it is
 
 
 def test_the_unit_runs_on_a_settled_system_without_holding_up_the_boot_and_is_bounded(tmp_path):

@@ -2,6 +2,7 @@
 (the parser is in nttrace.cli)."""
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -24,6 +25,9 @@ def _main(args) -> int:
         return start.main(args)
     if what == "step":
         from nttrace.ab import step
+        if args.ended:
+            return step.ended(Loop.named(args.name), os.environ.get("SERVICE_RESULT", ""),
+                              os.environ.get("EXIT_CODE", ""), os.environ.get("EXIT_STATUS", ""))
         return step.step(Loop.named(args.name))
     if what == "status":
         from nttrace.ab import status

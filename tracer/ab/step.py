@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Callable
 
 from nttrace.kernel import boot_id
-from nttrace.ab import boot, kernels, schedule, store
+from nttrace.ab import boot, kernels, schedule, store, unit
 from nttrace.ab.loop import Loop, expected_found, nttrace_identity, slot_state
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -119,6 +119,31 @@ def step(loop: Loop, m: Machine | None = None) -> int:
         st["handled_boot_id"] = bid
         slots = schedule.from_json(sched["slots"])
         return _guarded(loop, st, m, lambda: _step(loop, sched, st, slots, bid, m, lock))
+
+
+def ended(loop: Loop, service_result: str, exit_code: str = "", exit_status: str = "",
+          m: Machine | None = None) -> int:
+    """The unit's ExecStopPost, after every step, with systemd's
+    $SERVICE_RESULT (systemd.exec(5)). "success": nothing to do. Otherwise
+    systemd ended the step (TimeoutStartSec passed, a signal, a core dump)
+    or it died outside its own fault handling; if the loop still says
+    running, it stops here as on any fault: failed, with why, nothing left
+    loaded or enabled, runs kept. Without this the loop would say running,
+    its unit enabled, until someone rebooted."""
+    if service_result in ("", "success"):
+        return EXIT_OK
+    sched = loop.schedule()
+    m = m or real_machine(loop, sched)
+    with loop.lock():
+        st = loop.state()
+        if st["state"] != "running":        # the step stopped the loop itself, or `ab stop` did
+            return EXIT_OK
+        if service_result == "timeout":
+            why = f"systemd ended the step after the unit's TimeoutStartSec ({unit.timeout_s(sched)} s)"
+        else:
+            how = ", ".join(x for x in (service_result, exit_code, exit_status) if x)
+            why = f"the step ended without finishing its own work (systemd says: {how})"
+        return _fail(loop, st, why, m)
 
 
 def begin(loop: Loop, m: Machine) -> int:

@@ -7,7 +7,9 @@ It is ordered After=multi-user.target: the checks run on a system whose
 services have started, and the boot does not wait for them (a target does
 not order itself after a unit it wants that is ordered after it), so a
 desktop or graphical.target comes up while validate runs. TimeoutStartSec
-bounds a step that hangs past its own bounds.
+bounds a step that hangs past its own bounds; ExecStopPost, the same
+command with --ended, runs after every step and stops the loop when systemd
+ended the step (that timeout, a signal), which the step itself cannot record.
 """
 from __future__ import annotations
 
@@ -64,6 +66,7 @@ def text(name: str, exe: str, state_root: Path, timeout: int) -> str:
             "\n[Service]\n"
             "Type=oneshot\n"
             f"ExecStart={shlex.join(command(exe, name))}\n"
+            f"ExecStopPost={shlex.join(command(exe, name) + ['--ended'])}\n"
             f"{env}"
             f"TimeoutStartSec={timeout}\n"
             "\n[Install]\n"
