@@ -96,6 +96,9 @@ def test_a_step_systemd_ended_stops_the_loop_from_execstoppost(tmp_path, result,
         step.step(loop, m)
     assert loop.state()["state"] == "running" and loop.state()["measuring"]
     assert step.ended(loop, "success", m=m) == 0 and loop.state()["state"] == "running"   # not every stop
+    sim.bid -= 1            # the boot before, whose step asked for this one: its shutdown killed it, as asked
+    assert step.ended(loop, "signal", "killed", "TERM", m=m) == 0 and loop.state()["state"] == "running"
+    sim.bid += 1
     rc = step.ended(loop, result, "killed", "KILL", m=m)
     st = loop.state()
     assert rc != 0 and st["state"] == "failed" and st["why"].startswith(why), st["why"]

@@ -124,12 +124,15 @@ def step(loop: Loop, m: Machine | None = None) -> int:
 def ended(loop: Loop, service_result: str, exit_code: str = "", exit_status: str = "",
           m: Machine | None = None) -> int:
     """The unit's ExecStopPost, after every step, with systemd's
-    $SERVICE_RESULT (systemd.exec(5)). "success": nothing to do. Otherwise
-    systemd ended the step (TimeoutStartSec passed, a signal, a core dump)
-    or it died outside its own fault handling; if the loop still says
-    running, it stops here as on any fault: failed, with why, nothing left
-    loaded or enabled, runs kept. Without this the loop would say running,
-    its unit enabled, until someone rebooted."""
+    $SERVICE_RESULT (systemd.exec(5)). "success": nothing to do; nor when
+    the step had asked for the next boot from this boot (the kexec or
+    reboot it asked for stops every service, the step too if it has not
+    exited yet: "signal", seen in the lab at every kexec). Otherwise systemd
+    ended the step before it finished (TimeoutStartSec passed, a kill) or it
+    died outside its own fault handling; if the loop still says running, it
+    stops here as on any fault: failed, with why, nothing left loaded or
+    enabled, runs kept. Without this the loop would say running, its unit
+    enabled, until someone rebooted."""
     if service_result in ("", "success"):
         return EXIT_OK
     sched = loop.schedule()
@@ -138,6 +141,8 @@ def ended(loop: Loop, service_result: str, exit_code: str = "", exit_status: str
         st = loop.state()
         if st["state"] != "running":        # the step stopped the loop itself, or `ab stop` did
             return EXIT_OK
+        if (st.get("booting") or {}).get("from_boot") == m.boot_id():
+            return EXIT_OK                  # the boot it asked for is under way
         if service_result == "timeout":
             why = f"systemd ended the step after the unit's TimeoutStartSec ({unit.timeout_s(sched)} s)"
         else:
@@ -324,7 +329,8 @@ def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) ->
     ss = slot_state(st, slot.slot)
     ss["attempts"] += 1
     ss["booted_at"] = round(m.clock(), 1)
-    st["booting"] = {"slot": slot.slot, "side": slot.side, "attempt": ss["attempts"], "at": ss["booted_at"]}
+    st["booting"] = {"slot": slot.slot, "side": slot.side, "attempt": ss["attempts"], "at": ss["booted_at"],
+                     "from_boot": m.boot_id()}     # asked from this boot: ended() knows the shutdown was asked
     _event(st, m, "boot", slot=slot.slot, side=slot.side, attempt=ss["attempts"])
     loop.save_state(st)       # before the boot: whatever happens next, the state says what was asked
     kernel = sched["kernels"][slot.side]
