@@ -121,6 +121,21 @@ def status_text() -> str:
     return sh("systemctl", "status", "--no-pager", "nttrace", check=False).stdout
 
 
+def failed_start(key: str) -> dict:
+    """`systemctl enable --now nttrace` where the start must fail: its exit
+    code and time, then (past two RestartSec: a restart would have come by
+    then) the unit's state, its restarts, its journal and its status, each
+    under KEY_."""
+    mark = cursor()
+    t0 = time.monotonic()
+    rc = sh("systemctl", "enable", "--now", "nttrace", check=False, timeout=300).returncode
+    seconds = time.monotonic() - t0
+    time.sleep(12)
+    return {f"{key}_enable_rc": rc, f"{key}_start_s": seconds, f"{key}_state": prop("ActiveState"),
+            f"{key}_restarts": int(prop("NRestarts") or 0), f"{key}_journal": journal_since(mark),
+            f"{key}_status": status_text()}
+
+
 def main() -> dict:
     first = next((RESULTS / "deb" / "install").glob("nttrace_*.deb"))
     second = next((RESULTS / "deb" / "upgrade").glob("nttrace_*.deb"))
@@ -140,15 +155,7 @@ def main() -> dict:
     # failure, said once, no restart loop
     CONFIG.write_text(EDITED)
     out["perf_event_paranoid"] = PARANOID.read_text().strip()
-    mark = cursor()
-    t0 = time.monotonic()
-    out["paranoid_enable_rc"] = sh("systemctl", "enable", "--now", "nttrace", check=False, timeout=300).returncode
-    out["paranoid_start_s"] = time.monotonic() - t0
-    time.sleep(12)   # past two RestartSec: a restart would have come by now
-    out["paranoid_state"] = prop("ActiveState")
-    out["paranoid_restarts"] = int(prop("NRestarts") or 0)
-    out["paranoid_journal"] = journal_since(mark)
-    out["paranoid_status"] = status_text()
+    out.update(failed_start("paranoid"))
     sh("systemctl", "reset-failed", "nttrace", check=False)
 
     # 3. the sysctl README.Debian asks for, then start
@@ -229,15 +236,7 @@ def main() -> dict:
         out["noheaders_nttrace_bcc"] = caps.stdout.strip() or caps.stderr[-1000:]
         CONFIG.write_text(EDITED)
         out["noheaders_perf_event_paranoid"] = PARANOID.read_text().strip()    # 2 since step 3: only bcc lacks
-        mark = cursor()
-        t0 = time.monotonic()
-        out["noheaders_enable_rc"] = sh("systemctl", "enable", "--now", "nttrace", check=False, timeout=300).returncode
-        out["noheaders_start_s"] = time.monotonic() - t0
-        time.sleep(12)   # past two RestartSec: a restart would have come by now
-        out["noheaders_state"] = prop("ActiveState")
-        out["noheaders_restarts"] = int(prop("NRestarts") or 0)
-        out["noheaders_journal"] = journal_since(mark)
-        out["noheaders_status"] = status_text()
+        out.update(failed_start("noheaders"))
         p = sh("apt-get", "purge", "-y", "-q", "nttrace", check=False, env={"DEBIAN_FRONTEND": "noninteractive",
                                                                              "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
         out["noheaders_purge_rc"] = p.returncode

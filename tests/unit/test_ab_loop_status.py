@@ -78,13 +78,7 @@ def test_a_step_systemd_ended_stops_the_loop_from_execstoppost(tmp_path, result,
     running and stops it as any fault does: failed with why, nothing left
     enabled, runs kept; a step that ended well (success), or a loop the step
     had stopped itself, is left as it is."""
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)                               # slot 1 measured, slot 2 asked
-    sim.reboot()
+    loop, sim, m = _at_slot_2(tmp_path, seed=3)
     sim.finished.clear()
 
     def hangs(argv, timeout):                        # systemd kills it mid-validate: nothing after
@@ -117,14 +111,21 @@ def test_the_unit_runs_on_a_settled_system_without_holding_up_the_boot_and_is_bo
     assert int(bound[0]) > sched["wait_quiet_s"] + sched["validate_timeout_s"]
 
 
-def test_status_while_validate_runs_says_this_boot_is_measured_and_which_comes_next(tmp_path, capsys):
-    loop = make_loop(tmp_path, rounds=2, seed=9)
+def _at_slot_2(tmp_path, seed: int):
+    """A 2-round loop whose slot 1 was measured and whose slot 2 has just
+    booted: (loop, sim, machine)."""
+    loop = make_loop(tmp_path, rounds=2, seed=seed)
     sim = SimMachine(loop)
     m = sim.machine()
     step.begin(loop, m)
     sim.reboot()
     step.step(loop, m)                    # slot 1 measured, slot 2 asked
     sim.reboot()
+    return loop, sim, m
+
+
+def test_status_while_validate_runs_says_this_boot_is_measured_and_which_comes_next(tmp_path, capsys):
+    loop, sim, m = _at_slot_2(tmp_path, seed=9)
     seen = {}
 
     def validate(argv, timeout):
