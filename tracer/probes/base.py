@@ -284,6 +284,19 @@ def compile_flags() -> list[str]:
 
 
 @contextmanager
+def fd_pointed_at(fd: int, target: int):
+    """Inside, descriptor `fd` writes where `target` does (bcc's C code
+    writes to fds 1 and 2 directly, past Python's streams); restored after."""
+    saved = os.dup(fd)
+    os.dup2(target, fd)
+    try:
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+@contextmanager
 def bcc_stdout_to_stderr():
     """fd 1 is fd 2 inside: bcc writes some of its messages to standard
     output (a missing kernel-headers directory: "Unable to find kernel
@@ -292,14 +305,11 @@ def bcc_stdout_to_stderr():
     line and no longer parsed."""
     import ctypes
     sys.stdout.flush()
-    saved = os.dup(1)
-    os.dup2(2, 1)
-    try:
-        yield
-    finally:
-        ctypes.CDLL(None).fflush(None)      # C stdio's buffer, to where it was meant to go
-        os.dup2(saved, 1)
-        os.close(saved)
+    with fd_pointed_at(1, 2):
+        try:
+            yield
+        finally:
+            ctypes.CDLL(None).fflush(None)      # C stdio's buffer, to where it was meant to go
 
 
 def load_bpf(text: bytes, cflags: list[str] | None = None):

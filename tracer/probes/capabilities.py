@@ -6,12 +6,14 @@ from __future__ import annotations
 import os
 import platform
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.perf import event_open as pe
 from nttrace.perf import memory_traffic
+from nttrace.probes.base import fd_pointed_at
 
 LINUX_CAPS = {"cap:sys_admin": 21, "cap:perfmon": 38, "cap:bpf": 39}
 LIVE_ONLY = "live-only probe; not evaluated for --sysroot"
@@ -128,18 +130,15 @@ def bcc_and_fentry(no_trampolines: str | None) -> tuple[Capability, Capability]:
     return bcc, _fentry_refused(why)
 
 
-class _quiet_stderr:
+@contextmanager
+def _quiet_stderr():
     """bcc's compiler writes diagnostics straight to fd 2; keep probes quiet."""
-
-    def __enter__(self):
-        self._saved = os.dup(2)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        with fd_pointed_at(2, devnull):
+            yield
+    finally:
         os.close(devnull)
-
-    def __exit__(self, *exc):
-        os.dup2(self._saved, 2)
-        os.close(self._saved)
 
 
 def uncore_pmus(sysroot: Sysroot) -> list[str]:
