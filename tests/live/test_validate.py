@@ -1,8 +1,11 @@
 """nttrace validate end to end on this host (--baseline of reports written
 by hand: tests/unit/test_validate_baseline.py)."""
 import json
-from pathlib import Path
+import os
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -201,9 +204,6 @@ def test_without_kernel_headers_validate_json_is_still_json_and_names_them():
     own (a tmpfs over /lib/modules/RELEASE): the output parses, the bcc
     capability says what to install, and bcc's line went to stderr or
     nowhere. The control: the same run with the headers in place has bcc."""
-    import os
-    import subprocess
-    import sys
     release = os.uname().release
     exe = Path(sys.executable).with_name("nttrace")
     script = 'mount -t tmpfs nttrace-no-headers "/lib/modules/$1" && exec "$2" validate --quick --json'

@@ -20,6 +20,15 @@ def args(**kw):
     return argparse.Namespace(**base)
 
 
+def _images(tmp_path) -> dict:
+    """{side: path} of two bzImages built for the test (ab_loop_machine.BUILDS)."""
+    return {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+
+
+def _kernels(tmp_path) -> dict:
+    return {side: kernels.resolve(image) for side, image in _images(tmp_path).items()}
+
+
 def test_the_loops_options_are_validates_own_flags():
     probes = ",".join(list(PROBES)[:2])          # any probes: their exercises are validate's
     assert start.validate_args(args()) == []
@@ -30,7 +39,7 @@ def test_the_loops_options_are_validates_own_flags():
 
 
 def test_the_plan_records_seed_order_kernels_and_nttrace(tmp_path):
-    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    ks = _kernels(tmp_path)
     plan = start.plan(args(seed=42, boots=5), Loop(tmp_path / "ab" / "mine"), ks, "root=/dev/sda1 ro", "/usr/bin/nttrace")
     assert plan["seed"] == 42 and plan["rounds"] == 5
     assert plan["slots"] == [s.as_json() for s in schedule.make(5, 42)]
@@ -50,7 +59,7 @@ def test_a_command_line_without_root_is_refused():
 
 def test_fewer_boots_than_a_test_needs_are_said_in_the_plan(tmp_path, capsys):
     assert start.boots_to_test() == 4          # README, "Reading an A/B": 4 runs a side at alpha 0.05
-    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    ks = _kernels(tmp_path)
     for boots, said in ((2, True), (4, False)):
         plan = start.plan(args(seed=1, boots=boots), Loop(tmp_path / "ab" / "mine"), ks, "root=x", "/usr/bin/nttrace")
         start.print_plan(plan, [])
@@ -73,7 +82,7 @@ def test_a_start_cut_while_installing_the_unit_leaves_nothing(tmp_path, monkeypa
     def install(*a, **k):
         raise fault
     monkeypatch.setattr(unit, "install", install)
-    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    images = _images(tmp_path)
     a = args(base=images["base"], patched=images["patched"], cmdline="root=/dev/vda", dry_run=False, boots=1)
     with pytest.raises(CapabilityError if isinstance(fault, Exception) else KeyboardInterrupt):
         start.main(a, machine=None)
@@ -82,7 +91,7 @@ def test_a_start_cut_while_installing_the_unit_leaves_nothing(tmp_path, monkeypa
 
 def test_the_plan_warns_when_the_code_the_unit_runs_as_root_is_writable_by_others(tmp_path, capsys):
     import os
-    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
+    ks = _kernels(tmp_path)
     exe = tmp_path / "nttrace"
     exe.write_text("#!/bin/sh\n")
     for mode in (0o755, 0o777):
@@ -100,7 +109,7 @@ def test_the_plan_warns_when_the_code_the_unit_runs_as_root_is_writable_by_other
 @pytest.mark.parametrize("value", [float("inf"), float("nan")])
 def test_a_bound_that_is_not_a_finite_number_is_bad_input(tmp_path, monkeypatch, field, value):
     monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
-    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    images = _images(tmp_path)
     with pytest.raises(UsageError, match="finite"):
         start.check_input(args(base=images["base"], patched=images["patched"], **{field: value}))
 
@@ -112,7 +121,7 @@ def test_a_start_cut_while_its_first_boot_is_asked_for_leaves_nothing(tmp_path, 
     monkeypatch.setattr(start.os, "geteuid", lambda: 0)
     monkeypatch.setattr(start, "check_machine", lambda *a, **k: ([], []))
     monkeypatch.setattr(unit, "install", lambda *a, **k: None)
-    images = {side: str(bzimage(tmp_path / side, BUILDS[side])) for side in schedule.SIDES}
+    images = _images(tmp_path)
     a = args(base=images["base"], patched=images["patched"], cmdline="root=/dev/vda", dry_run=False, boots=1)
 
     class Cut(SimMachine):
@@ -132,8 +141,7 @@ def test_a_start_cut_while_its_first_boot_is_asked_for_leaves_nothing(tmp_path, 
 
 
 def _plan(tmp_path, name="mine"):
-    ks = {side: kernels.resolve(str(bzimage(tmp_path / side, BUILDS[side]))) for side in schedule.SIDES}
-    return start.plan(args(seed=1, name=name), Loop.named(name), ks, "root=x", "/usr/bin/nttrace")
+    return start.plan(args(seed=1, name=name), Loop.named(name), _kernels(tmp_path), "root=x", "/usr/bin/nttrace")
 
 
 def test_two_starts_of_one_name_at_once_one_wins_and_the_other_leaves_it_alone(tmp_path, monkeypatch):
