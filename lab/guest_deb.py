@@ -46,6 +46,7 @@ CONFIG = Path("/etc/nttrace/nttrace.toml")
 # tracepoint probe alone (TCG compiles every probe slowly), no perf counters
 EDITED = 'listen = "0.0.0.0:9435"\nprobes = ["migrate"]\nperf = []\n'
 PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
+APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 UNITS = ("nttrace.service", "nttrace-validate.service", "nttrace-validate.timer")
 PACKAGE_PATHS = ("/lib/systemd/system/nttrace.service", "/lib/systemd/system/nttrace-validate.timer",
                  "/etc/nttrace", "/usr/lib/python3/dist-packages/nttrace", "/usr/bin/nttrace")
@@ -72,12 +73,29 @@ def apt_install_offline(deb: Path) -> dict:
     try:
         t0 = time.monotonic()
         p = sh("apt-get", "install", "-y", "-q", "-o", "Dpkg::Options::=--force-confold", str(deb), check=False,
-               env={"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+               env=APT_ENV)
         s = time.monotonic() - t0
     finally:
         sh("ip", "link", "set", nic(), "up")
         sh("ip", "route", "replace", "default", "via", "10.0.2.2", check=False)
     return {"rc": p.returncode, "s": s, "output": (p.stdout + p.stderr)[-4000:]}
+
+
+def apt_purge() -> subprocess.CompletedProcess:
+    return sh("apt-get", "purge", "-y", "-q", "nttrace", check=False, env=APT_ENV)
+
+
+def left_behind() -> list[str]:
+    """What of the package's paths exists (after a purge: nothing should)."""
+    return [path for path in PACKAGE_PATHS if Path(path).exists()]
+
+
+def installed_capability(expr: str) -> str:
+    """A capability (`expr` over nttrace.probes.capabilities as c) as the
+    installed package's nttrace finds it, as JSON; or its error's tail."""
+    p = sh("/usr/bin/python3", "-c", "import json; from nttrace.probes import capabilities as c; "
+           f"print(json.dumps({expr}.as_json()))", check=False)
+    return p.stdout.strip() or p.stderr[-1000:]
 
 
 def dpkg_status() -> str:
@@ -192,11 +210,10 @@ def main() -> dict:
     out["scrape_after_upgrade_ok"] = bool(body) and 'nttrace_probe_up{probe="migrate"' in body
 
     # 5. purge
-    p = sh("apt-get", "purge", "-y", "-q", "nttrace", check=False, env={"DEBIAN_FRONTEND": "noninteractive",
-                                                                         "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
+    p = apt_purge()
     out["purge"] = {"rc": p.returncode, "output": (p.stdout + p.stderr)[-3000:]}
     out["status_after_purge"] = dpkg_status()
-    out["left_after_purge"] = [path for path in PACKAGE_PATHS if Path(path).exists()]
+    out["left_after_purge"] = left_behind()
     out["unit_after_purge"] = sh("systemctl", "list-unit-files", "--no-legend", *UNITS, check=False).stdout.strip()
     out["enable_links_after_purge"] = sorted(str(p) for p in Path("/etc/systemd/system").rglob("*") if p.name in UNITS)
     wait_until(lambda: not nttrace_programs(), 5)
@@ -216,13 +233,9 @@ def main() -> dict:
         out["nobtf_assert"] = prop("AssertResult")
         out["nobtf_journal"] = journal_since(mark)
         out["nobtf_status"] = status_text()
-        caps = sh("/usr/bin/python3", "-c", "import json; from nttrace.probes import capabilities as c; "
-                  "print(json.dumps(c.report(live_probes=False)['btf'].as_json()))", check=False)
-        out["nobtf_nttrace_btf"] = caps.stdout.strip() or caps.stderr[-1000:]
-        p = sh("apt-get", "purge", "-y", "-q", "nttrace", check=False, env={"DEBIAN_FRONTEND": "noninteractive",
-                                                                             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-        out["nobtf_purge_rc"] = p.returncode
-        out["nobtf_left_after_purge"] = [path for path in PACKAGE_PATHS if Path(path).exists()]
+        out["nobtf_nttrace_btf"] = installed_capability("c.report(live_probes=False)['btf']")
+        out["nobtf_purge_rc"] = apt_purge().returncode
+        out["nobtf_left_after_purge"] = left_behind()
     finally:
         sh("umount", "/sys/kernel/btf", check=False)
 
@@ -231,16 +244,12 @@ def main() -> dict:
     try:
         out["noheaders_install"] = apt_install_offline(first)
         out["noheaders_status_after_install"] = dpkg_status()
-        caps = sh("/usr/bin/python3", "-c", "import json; from nttrace.probes import capabilities as c; "
-                  "print(json.dumps(c.bcc_compiles().as_json()))", check=False)
-        out["noheaders_nttrace_bcc"] = caps.stdout.strip() or caps.stderr[-1000:]
+        out["noheaders_nttrace_bcc"] = installed_capability("c.bcc_compiles()")
         CONFIG.write_text(EDITED)
         out["noheaders_perf_event_paranoid"] = PARANOID.read_text().strip()    # 2 since step 3: only bcc lacks
         out.update(failed_start("noheaders"))
-        p = sh("apt-get", "purge", "-y", "-q", "nttrace", check=False, env={"DEBIAN_FRONTEND": "noninteractive",
-                                                                             "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"})
-        out["noheaders_purge_rc"] = p.returncode
-        out["noheaders_left_after_purge"] = [path for path in PACKAGE_PATHS if Path(path).exists()]
+        out["noheaders_purge_rc"] = apt_purge().returncode
+        out["noheaders_left_after_purge"] = left_behind()
         out["noheaders_programs_after_purge"] = nttrace_programs()
     finally:
         sh("umount", "/usr/src", check=False)
