@@ -86,7 +86,7 @@ class BootPool:
         self.closed = False
         self.wide = threading.Event()   # set when a lab test first asks: the pool is widened
         self.measuring = threading.Lock()   # held by an exclusive boot's run, and by a lab test's body
-        self.test_holds = False             # the test thread holds `measuring` (host_work)
+        self.holder: int | None = None      # the thread in host_work, holding `measuring`
 
     def register(self, boot: Boot) -> None:
         with self.lock:
@@ -118,11 +118,11 @@ class BootPool:
         the host (a compiler, make, nttrace) is never beside an exclusive
         boot's measurement."""
         with self.measuring:
-            self.test_holds = True
+            self.holder = threading.get_ident()
             try:
                 yield
             finally:
-                self.test_holds = False
+                self.holder = None
 
     def _run(self, boot: Boot, prepared):
         if self.closed:
@@ -186,7 +186,7 @@ class BootPool:
             if self.parallel > 1:
                 self.slots.release(self.parallel - 1)
         future = self.start(name)
-        if not self.test_holds:
+        if self.holder != threading.get_ident():     # only the thread holding the lock lets go of it
             return future.result()
         self.measuring.release()        # waiting is not loading the host: a measuring boot may run
         try:
