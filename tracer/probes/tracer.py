@@ -181,11 +181,15 @@ class Tracer:
             time.sleep(max(0.0, timeout_ms / 1000 - (time.monotonic() - t0)))
 
     def records(self) -> list[dict]:
+        """The per-call records taken since the last call, in time order: the
+        per-CPU perf buffers deliver them CPU by CPU (a CI run saw a
+        compaction's calls come back as two per-CPU runs, the later first)."""
         out = []
         with self._lock:
             for name, p in self.probes.items():
                 if self.attached(name):
                     out.extend(p.records())
+        out.sort(key=lambda r: r["ts_ns"])
         return out
 
     def snapshot(self, summarise: bool = True) -> dict:
