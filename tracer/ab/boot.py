@@ -2,12 +2,15 @@
 
 --via kexec: `kexec -l IMAGE --initrd=INITRD --command-line=CMDLINE`, then
 `systemctl --no-block kexec` (services stop as for a reboot; no firmware).
---via reboot: `grub-reboot ENTRY` (grub's one-shot next_entry, consumed by
-the next boot whatever happens), then `systemctl --no-block reboot`: the
-firmware runs and initialises every device.
+Under lockdown (Secure Boot) the kernel refuses kexec_load, so the image is
+loaded with `kexec -s` (kexec_file_load, which checks its signature).
+--via reboot: the bootloader's one-shot entry (bootloader.py: grub-reboot or
+grub2-reboot ENTRY for grub, `bootctl set-oneshot ID` for systemd-boot),
+consumed by the next boot whatever happens, then `systemctl --no-block
+reboot`: the firmware runs and initialises every device.
 
-"Default" means nothing pending: no kexec kernel loaded, no one-shot grub
-entry; the next boot, of any kind, is the machine's default kernel.
+"Default" means nothing pending: no kexec kernel loaded, no one-shot entry;
+the next boot, of any kind, is the machine's default kernel.
 
 Every command goes through `run` (subprocess.run by default) so the checks
 and the boot are the same code in the tests, with the commands recorded.
@@ -19,6 +22,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from nttrace.ab import bootloader
 from nttrace.errors import CapabilityError, UsageError
 
 VIAS = ("kexec", "reboot")
@@ -70,12 +74,17 @@ def kexec_loaded(path: Path = KEXEC_LOADED) -> bool:
         return False
 
 
-def kexec_load_cmd(kernel: dict, cmdline: str) -> list[str]:
-    return ["kexec", "-l", kernel["image"], *([f"--initrd={kernel['initrd']}"] if kernel.get("initrd") else []),
+def kexec_file_load(root: Path = Path("/")) -> bool:
+    """Load with kexec_file_load (`kexec -s`): lockdown refuses kexec_load."""
+    return bootloader.lockdown(root) in ("integrity", "confidentiality")
+
+
+def kexec_load_cmd(kernel: dict, cmdline: str, file_load: bool = False) -> list[str]:
+    return ["kexec", "-l", *(["-s"] if file_load else []), kernel["image"], *([f"--initrd={kernel['initrd']}"] if kernel.get("initrd") else []),
             f"--command-line={cmdline}"]
 
 
-def check_kexec(kernels: list[dict], cmdline: str, run=_run) -> list[str]:
+def check_kexec(kernels: list[dict], cmdline: str, run=_run, root: Path = Path("/")) -> list[str]:
     """Each kernel loads (kexec -l) and is unloaded again (kexec -u); returns
     what it did. A kernel already loaded by someone else is theirs: refused."""
     if kexec_loaded():
@@ -88,15 +97,18 @@ def check_kexec(kernels: list[dict], cmdline: str, run=_run) -> list[str]:
     except OSError:
         pass
     done = []
+    file_load = kexec_file_load(root)
     for k in kernels:
-        p = run(kexec_load_cmd(k, cmdline))
+        p = run(kexec_load_cmd(k, cmdline, file_load))
         if p.returncode != 0:
             run(["kexec", "-u"])
-            raise CapabilityError(f"ab start: kexec cannot load {k['image']}: {_last_line(p)}")
+            why = (f" (lockdown {bootloader.lockdown(root)}: kexec_file_load takes only images signed by a key "
+                   "the kernel trusts)" if file_load else "")
+            raise CapabilityError(f"ab start: kexec cannot load {k['image']}: {_last_line(p)}{why}")
         u = run(["kexec", "-u"])
         if u.returncode != 0:
             raise CapabilityError(f"ab start: kexec -u failed after loading {k['image']}: {_last_line(u)}")
-        done.append(f"kexec -l {k['image']}: loads (unloaded again)")
+        done.append(f"kexec -l {'-s ' if file_load else ''}{k['image']}: loads (unloaded again)")
     return done
 
 
@@ -106,31 +118,11 @@ def grub_cfg() -> Path | None:
 
 
 def grub_reboot_binary() -> str | None:
-    return shutil.which("grub-reboot") or shutil.which("grub2-reboot")
+    return bootloader.grub_reboot_binary()
 
 
 def grub_cannot_save_env(grub_dir: Path, run=_run) -> str | None:
-    """Why grub itself cannot clear its one-shot entry at boot, or None (also
-    where grub-probe cannot tell). Grub's save_env writes grubenv only on a
-    plain disk or partition and a filesystem without checksums: not on LVM,
-    RAID or encryption, not on btrfs or ZFS."""
-    probe = shutil.which("grub-probe") or shutil.which("grub2-probe")
-    if not probe:
-        return None
-    found = {}
-    for target in ("fs", "abstraction"):
-        try:
-            p = run([probe, f"--target={target}", str(grub_dir)])
-        except (OSError, subprocess.SubprocessError):
-            return None
-        if p.returncode != 0:
-            return None
-        found[target] = p.stdout.strip()
-    if found["abstraction"]:
-        return f"{grub_dir} is on {found['abstraction']}"
-    if found["fs"] in ("btrfs", "zfs"):
-        return f"{grub_dir} is on {found['fs']}"
-    return None
+    return bootloader.grub_cannot_save_env(grub_dir, run)
 
 
 def check_grub(run=_run) -> tuple[str, Path]:
@@ -156,50 +148,41 @@ def check_grub(run=_run) -> tuple[str, Path]:
 
 def grub_entry(cfg_text: str, release: str) -> str:
     """The grub-reboot argument ('submenu-id>entry-id') of the release's
-    normal (not recovery) entry in a grub.cfg; UsageError where none."""
-    stack: list[tuple[int, str]] = []       # (depth inside, submenu id)
-    depth = 0
-    id_re = re.compile(r"\$menuentry_id_option\s+'([^']+)'")
-    for line in cfg_text.splitlines():
-        s = line.strip()
-        m = id_re.search(s)
-        if s.startswith("submenu") and m:
-            stack.append((depth + 1, m.group(1)))
-        elif s.startswith("menuentry") and m:
-            title = s.split("'")[1] if "'" in s else s
-            if f"Linux {release}" in title and "recovery" not in title.lower() \
-                    and re.search(rf"Linux {re.escape(release)}(?![\w.+-])", title):
-                return ">".join([sid for _d, sid in stack] + [m.group(1)])
-        depth += s.count("{") - s.count("}")
-        while stack and stack[-1][0] > depth:
-            stack.pop()
-    raise UsageError(f"ab start --via reboot: grub.cfg has no entry for Linux {release} (run update-grub)")
+    normal (not recovery) entry in a Debian grub.cfg; UsageError where none."""
+    return bootloader.grub_entry_id(cfg_text, release)
 
 
 # -- the actions ---------------------------------------------------------------
 class Booter:
     """Boots a kernel next, or clears everything pending (the default kernel
-    next). `run` executes a command; the tests pass one that records."""
+    next). `run` executes a command; the tests pass one that records, and a
+    `root` laid out as a machine (/sys, /boot, the ESP)."""
 
-    def __init__(self, via: str, run=_run):
+    def __init__(self, via: str, run=_run, root: Path = Path("/")):
         if via not in VIAS:
             raise UsageError(f"--via {via}: kexec or reboot")
         self.via = via
         self.run = run
+        self.root = root
 
     def _must(self, cmd: list[str]) -> None:
         p = self.run(cmd)
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd[:2])} failed: {_last_line(p)}")
 
-    def boot(self, kernel: dict, cmdline: str, grub_entry_id: str | None = None) -> None:
+    def boot(self, kernel: dict, cmdline: str, entry: str | None = None) -> None:
+        """Boot `kernel` next: by kexec with `cmdline`, or by the bootloader's
+        one-shot `entry` (start recorded it) and a reboot."""
         if self.via == "kexec":
-            self._must(kexec_load_cmd(kernel, cmdline))
+            self._must(kexec_load_cmd(kernel, cmdline, kexec_file_load(self.root)))
             self._must(["systemctl", "--no-block", "kexec"])
         else:
-            if not grub_entry_id:
-                raise RuntimeError(f"no grub entry recorded for {kernel.get('release') or kernel['image']}")
-            self._must([grub_reboot_binary() or "grub-reboot", grub_entry_id])
+            if not entry:
+                raise RuntimeError(f"no boot entry recorded for {kernel.get('release') or kernel['image']}")
+            loader = bootloader.detect(self.root)
+            if loader.kind == "unknown":
+                raise RuntimeError(f"cannot set a one-shot boot entry: {loader.how}")
+            self._must(loader.oneshot_cmd(entry))
             self._must(["systemctl", "--no-block", "reboot"])
 
     def _try(self, cmd: list[str]) -> str | None:
@@ -211,18 +194,21 @@ class Booter:
         return None if p.returncode == 0 else _last_line(p)
 
     def clear(self) -> list[str]:
-        """Nothing pending: unload kexec, remove grub's one-shot entry. Returns
-        what it did; a line starting NOT_CLEARED for what it could not do."""
+        """Nothing pending: unload kexec, remove the bootloader's one-shot
+        entry. Returns what it did; a line starting NOT_CLEARED for what it
+        could not do."""
         done = []
-        if kexec_loaded():
+        if kexec_loaded(bootloader.under(self.root, KEXEC_LOADED)):
             why = self._try(["kexec", "-u"]) if shutil.which("kexec") else "no kexec on PATH"
             done.append("kexec -u" if why is None else f"{NOT_CLEARED}a kexec kernel stays loaded (kexec -u: {why})")
         if self.via == "reboot":
-            cfg = grub_cfg()
-            if cfg is not None:
-                why = self._try(["grub-editenv", str(cfg.with_name("grubenv")), "unset", "next_entry"])
-                done.append("grub-editenv unset next_entry" if why is None else
-                            f"{NOT_CLEARED}grub's one-shot entry may stay set (grub-editenv: {why})")
+            loader = bootloader.detect(self.root)
+            cmd = loader.clear_cmd()
+            if cmd is not None:
+                what = "grub-editenv unset next_entry" if loader.kind != "systemd-boot" else 'bootctl set-oneshot ""'
+                why = self._try(cmd)
+                done.append(what if why is None else
+                            f"{NOT_CLEARED}the {loader.kind} one-shot entry may stay set ({Path(cmd[0]).name}: {why})")
         return done
 
     def reboot_default(self) -> None:

@@ -11,10 +11,18 @@ version string, "R (builder@host) #1 SMP ...". The running kernel's is in
 /proc/version, "Linux version R (builder@host) (compiler) #1 SMP ...": the
 two agree on the release, the builder and everything from " #" on. A kernel
 rebuilt with the same release has a new "#n" or date there, and a new hash.
+
+Beside the image, a kernel brings its module tree /lib/modules/R (hashed
+like the image: a `make modules_install` between boots is another build),
+its config (/boot/config-R, or the .config of the tree a bzImage path was
+built in, or a `config` file beside it) and its headers
+(/lib/modules/R/build, which bcc compiles against). Every path is read
+under ROOT so the tests lay out a machine in a directory.
 """
 from __future__ import annotations
 
 import hashlib
+import os
 import platform
 import re
 import struct
@@ -23,7 +31,9 @@ from pathlib import Path
 
 from nttrace.errors import UsageError
 
+ROOT = Path("/")
 BOOT = Path("/boot")
+MODULES = Path("/lib/modules")
 HEADER_MAGIC_AT = 0x202
 VERSION_POINTER_AT = 0x20E
 
@@ -48,6 +58,10 @@ class Kernel:
     build: str           # Build.text() of the image
     sha256: str
     initrd_sha256: str | None = None
+    modules_dir: str | None = None       # /lib/modules/R where there is one
+    modules_sha256: str | None = None    # modules_sha256() of it at start
+    config: str | None = None            # the kernel's config file
+    headers: str | None = None           # /lib/modules/R/build where it holds include/
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -93,8 +107,59 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def resolve(spec: str, boot: Path = BOOT) -> Kernel:
+def under(root: Path, path: Path) -> Path:
+    """`path` (absolute on the machine) as seen under `root`; "/" is the machine itself."""
+    return root / path.relative_to("/") if path.is_absolute() else root / path
+
+
+def resolve_link(root: Path, path: Path, hops: int = 8) -> Path:
+    """`path` under `root` with its symbolic links followed inside `root`: an
+    absolute link (/lib/modules/R/build -> /usr/src/linux-headers-R) means
+    root/usr/src/..., not the test host's own /usr/src."""
+    for _ in range(hops):
+        if not path.is_symlink():
+            return path
+        target = Path(os.readlink(path))
+        path = under(root, target) if target.is_absolute() else path.parent / target
+    return path
+
+
+def modules_sha256(tree: Path) -> str:
+    """sha256 over a module tree's files: each regular file's path (relative
+    to the tree) and contents, each symbolic link's path and target, in
+    sorted order. The top-level build/ and source/ links (the headers) are
+    not the modules and are left out."""
+    h = hashlib.sha256()
+    for dirpath, dirnames, filenames in os.walk(tree):
+        rel_dir = Path(dirpath).relative_to(tree)
+        if rel_dir == Path("."):
+            dirnames[:] = [d for d in dirnames if d not in ("build", "source")]
+            filenames = [f for f in filenames if f not in ("build", "source")]
+        dirnames.sort()
+        for name in sorted(filenames + [d for d in dirnames if (Path(dirpath) / d).is_symlink()]):
+            p = Path(dirpath) / name
+            rel = str(rel_dir / name).encode()
+            if p.is_symlink():
+                h.update(b"L" + rel + b"\0" + os.readlink(p).encode() + b"\0")
+            elif p.is_file():
+                h.update(b"F" + rel + b"\0" + sha256(p).encode() + b"\0")
+    return h.hexdigest()
+
+
+def find_config(image: Path, release: str, root: Path, installed: bool) -> Path | None:
+    """The kernel's config: /boot/config-R for an installed release; for a
+    bzImage path the one beside it (a `config` file, or the .config of the
+    tree arch/*/boot/bzImage was built in), else /boot/config-R."""
+    near = [] if installed else [image.with_name("config"), image.with_name(".config")]
+    if not installed and len(image.parents) > 3 and image.parents[2].name == "arch":
+        near.append(image.parents[3] / ".config")
+    return next((p for p in [*near, under(root, BOOT) / f"config-{release}"] if p.is_file()), None)
+
+
+def resolve(spec: str, boot: Path | None = None, root: Path | None = None) -> Kernel:
     """The Kernel a KERNEL argument names; UsageError (exit 2) where none."""
+    root = root if root is not None else ROOT
+    boot = boot if boot is not None else under(root, BOOT)
     if "/" not in spec:
         image = boot / f"vmlinuz-{spec}"
         if not image.is_file():
@@ -118,8 +183,16 @@ def resolve(spec: str, boot: Path = BOOT) -> Kernel:
         raise UsageError(f"{image}: its version string {text!r} is not 'R (builder@host) #...'") from None
     if "/" not in spec and build.release != spec:
         raise UsageError(f"{image}: its version string says release {build.release}, not {spec}")
+    mods = under(root, MODULES) / build.release
+    have_mods = mods.is_dir()
+    headers = resolve_link(root, mods / "build")
+    config = find_config(image, build.release, root, "/" not in spec)
     return Kernel(spec, str(image), initrd_path, build.release, build.text(), sha256(image),
-                  sha256(Path(initrd_path)) if initrd_path else None)
+                  sha256(Path(initrd_path)) if initrd_path else None,
+                  modules_dir=str(mods) if have_mods else None,
+                  modules_sha256=modules_sha256(mods) if have_mods else None,
+                  config=str(config) if config else None,
+                  headers=str(mods / "build") if (headers / "include").is_dir() else None)
 
 
 @dataclass(frozen=True)
@@ -146,7 +219,8 @@ def is_running(kernel: Kernel | dict, running: Running) -> bool:
 
 
 def changed(kernel: dict) -> str | None:
-    """Why the image (or initrd) recorded as `kernel` is no longer that file, or None."""
+    """Why the image, initrd or module tree recorded as `kernel` is no longer
+    what the loop started with, or None."""
     for path, recorded in ((kernel["image"], kernel["sha256"]), (kernel.get("initrd"), kernel.get("initrd_sha256"))):
         if not path:
             continue
@@ -156,4 +230,73 @@ def changed(kernel: dict) -> str | None:
             return f"{path} is gone ({exc.strerror})"
         if recorded and now != recorded:
             return f"{path} changed since the loop started (sha256 {recorded[:12]} -> {now[:12]}): no mixed builds"
+    tree, recorded = kernel.get("modules_dir"), kernel.get("modules_sha256")
+    if tree and recorded:
+        if not Path(tree).is_dir():
+            return f"the module tree {tree} is gone"
+        now = modules_sha256(Path(tree))
+        if now != recorded:
+            return (f"the module tree {tree} changed since the loop started (sha256 {recorded[:12]} -> {now[:12]}; "
+                    "modules installed again?): no mixed builds")
     return None
+
+
+def module_name(path: str) -> str:
+    """'kernel/drivers/scsi/sd_mod.ko.xz' -> 'sd_mod' (the kernel treats - and _ alike)."""
+    return Path(path.strip()).name.split(".ko", 1)[0].replace("-", "_")
+
+
+def builtin_modules(kernel: dict) -> set[str] | None:
+    """The modules built into the kernel (its modules.builtin), None where the
+    kernel has no module tree to say."""
+    tree = kernel.get("modules_dir")
+    try:
+        text = (Path(tree) / "modules.builtin").read_text(errors="replace") if tree else None
+    except OSError:
+        return None
+    return None if text is None else {module_name(line) for line in text.splitlines() if line.strip()}
+
+
+def loadable_modules(kernel: dict) -> set[str]:
+    """The modules the kernel's tree holds as loadable (its modules.dep)."""
+    tree = kernel.get("modules_dir")
+    try:
+        dep = (Path(tree) / "modules.dep").read_text(errors="replace") if tree else ""
+    except OSError:
+        return set()
+    return {module_name(line.split(":", 1)[0]) for line in dep.splitlines() if ":" in line}
+
+
+def has_module(kernel: dict, name: str) -> bool:
+    """`name` is built into the kernel (modules.builtin) or is a module of its
+    tree (modules.dep, or a .ko* file where depmod has not run)."""
+    want = name.replace("-", "_")
+    if want in (builtin_modules(kernel) or set()) or want in loadable_modules(kernel):
+        return True
+    tree = kernel.get("modules_dir")
+    return bool(tree) and any(module_name(p.name) == want for p in Path(tree).rglob("*.ko*"))
+
+
+def read_config(path: str | Path) -> dict[str, str]:
+    """A kernel config's settings: {"CONFIG_X": value as written}; options
+    `# CONFIG_X is not set` are left out (not set = absent)."""
+    out = {}
+    for line in Path(path).read_text(errors="replace").splitlines():
+        m = re.match(r"(CONFIG_\w+)=(.*)$", line.strip())
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def config_value(kernel: dict, option: str) -> str | None:
+    """'y', 'm', the string or number (quotes removed), or None where the
+    option is not set or the kernel has no config."""
+    if not kernel.get("config"):
+        return None
+    try:
+        value = read_config(kernel["config"]).get(option)
+    except OSError:
+        return None
+    if value is not None and len(value) >= 2 and value[0] == value[-1] == '"':
+        value = value[1:-1]
+    return value
