@@ -89,10 +89,18 @@ def test_a_boot_by_kexec_loads_then_asks_systemd(monkeypatch):
                       ["systemctl", "--no-block", "kexec"]]
 
 
-def test_a_boot_by_reboot_sets_grubs_one_shot_entry(monkeypatch):
-    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "grub-reboot")
+def grub_root(tmp_path):
+    """A machine whose /boot/grub/grub.cfg is GRUB_CFG (Debian's grub)."""
+    (tmp_path / "boot/grub").mkdir(parents=True)
+    (tmp_path / "boot/grub/grub.cfg").write_text(GRUB_CFG)
+    return tmp_path
+
+
+def test_a_boot_by_reboot_sets_grubs_one_shot_entry(monkeypatch, tmp_path):
+    monkeypatch.setattr(boot.bootloader, "grub_reboot_binary", lambda: "grub-reboot")
     r = Recorder()
-    boot.Booter("reboot", run=r).boot({"image": "/boot/vmlinuz-6.12.0"}, "", "gnulinux-advanced-1>gnulinux-6.12.0-x")
+    boot.Booter("reboot", run=r, root=grub_root(tmp_path)).boot({"image": "/boot/vmlinuz-6.12.0"}, "",
+                                                                "gnulinux-advanced-1>gnulinux-6.12.0-x")
     assert r.cmds == [["grub-reboot", "gnulinux-advanced-1>gnulinux-6.12.0-x"], ["systemctl", "--no-block", "reboot"]]
 
 
@@ -127,22 +135,23 @@ def test_a_kernel_without_kexec_is_exit_3(tmp_path):
 
 
 def test_clearing_says_so_when_a_kexec_kernel_or_grubs_one_shot_entry_could_not_be_cleared(monkeypatch, tmp_path):
-    monkeypatch.setattr(boot, "kexec_loaded", lambda: True)
+    monkeypatch.setattr(boot, "kexec_loaded", lambda *path: True)
     monkeypatch.setattr(boot.shutil, "which", lambda name: f"/sbin/{name}")
-    (tmp_path / "grub.cfg").write_text(GRUB_CFG)
-    monkeypatch.setattr(boot, "GRUB_CFGS", (tmp_path / "grub.cfg",))
-    ok = boot.Booter("reboot", run=Recorder()).clear()
+    root = grub_root(tmp_path)
+    r = Recorder()
+    ok = boot.Booter("reboot", run=r, root=root).clear()
     assert ok == ["kexec -u", "grub-editenv unset next_entry"]
-    bad = boot.Booter("reboot", run=Recorder(fail_on="-")).clear()
+    assert r.cmds[1] == ["/sbin/grub-editenv", str(root / "boot/grub/grubenv"), "unset", "next_entry"]
+    bad = boot.Booter("reboot", run=Recorder(fail_on="-"), root=root).clear()
     assert len(bad) == 2 and all(line.startswith(boot.NOT_CLEARED) for line in bad)
     assert "Cannot load image" in bad[0] and boot.all_cleared(ok) and not boot.all_cleared(bad)
 
 
-def test_a_reboot_without_a_grub_entry_is_refused_not_sent_to_grub_reboot(monkeypatch):
-    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "grub-reboot")
+def test_a_reboot_without_a_grub_entry_is_refused_not_sent_to_grub_reboot(monkeypatch, tmp_path):
+    monkeypatch.setattr(boot.bootloader, "grub_reboot_binary", lambda: "grub-reboot")
     r = Recorder()
-    with pytest.raises(RuntimeError, match="no grub entry"):
-        boot.Booter("reboot", run=r).boot({"image": "/boot/vmlinuz-6.12.0", "release": "6.12.0"}, "", None)
+    with pytest.raises(RuntimeError, match="no boot entry recorded for 6.12.0"):
+        boot.Booter("reboot", run=r, root=grub_root(tmp_path)).boot({"image": "/boot/vmlinuz-6.12.0", "release": "6.12.0"}, "", None)
     assert r.cmds == []
 
 

@@ -267,8 +267,8 @@ class Loader:
 
     def _grub_default(self) -> dict:
         text = self.cfg.read_text(errors="replace")
-        values = [v for v in re.findall(r"^\s*set\s+default=[\"']?([^\"'\s]*)", text, re.M)
-                  if v not in ("${next_entry}", "$next_entry")]
+        values = ["".join(m) for m in re.findall(r"^\s*set\s+default=(?:\"([^\"]*)\"|'([^']*)'|(\S*))", text, re.M)]
+        values = [v for v in values if v not in ("${next_entry}", "$next_entry")]
         if not values:
             ref, how = "0", f"{self.cfg} sets no default: grub boots entry 0"
         elif values[0] in ("${saved_entry}", "$saved_entry"):
