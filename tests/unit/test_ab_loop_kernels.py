@@ -102,3 +102,90 @@ def test_an_initrd_changed_is_named(tmp_path):
     k_before = dict(k)
     del k_before["initrd_sha256"]                  # a schedule written before initrds were hashed
     assert kernels.changed(k_before) is None
+
+
+# -- the module tree, config and headers a kernel brings ---------------------------------
+def _installed(root, release="7.2.13-nt", build=BUILDS["patched"]):
+    """An installed kernel under root: /boot/vmlinuz-R and config-R, /lib/modules/R with a
+    module, modules.builtin, modules.dep, and build/ linked (absolute, as packages do) to
+    /usr/src/linux-headers-R."""
+    (root / "boot").mkdir(parents=True, exist_ok=True)
+    bzimage(root / "boot" / f"vmlinuz-{release}", build)
+    (root / "boot" / f"config-{release}").write_text(
+        'CONFIG_LOCALVERSION="-nt"\nCONFIG_DEBUG_INFO_BTF=y\nCONFIG_I6300ESB_WDT=m\nCONFIG_HZ=250\n'
+        "# CONFIG_KEXEC is not set\n")
+    mods = root / "lib/modules" / release
+    (mods / "kernel/drivers/watchdog").mkdir(parents=True)
+    (mods / "kernel/drivers/watchdog/i6300esb.ko.xz").write_bytes(b"module v1")
+    (mods / "modules.dep").write_text("kernel/drivers/watchdog/i6300esb.ko.xz:\n")
+    (mods / "modules.builtin").write_text("kernel/drivers/watchdog/softdog.ko\nkernel/fs/ext4/ext4.ko\n")
+    (root / "usr/src" / f"linux-headers-{release}/include").mkdir(parents=True)
+    (mods / "build").symlink_to(f"/usr/src/linux-headers-{release}")
+    return mods
+
+
+def test_an_installed_kernel_brings_its_module_tree_config_and_headers(tmp_path):
+    mods = _installed(tmp_path)
+    k = kernels.resolve("7.2.13-nt", root=tmp_path)
+    assert k.modules_dir == str(mods) and len(k.modules_sha256) == 64
+    assert k.config == str(tmp_path / "boot/config-7.2.13-nt") and k.headers == str(mods / "build")
+    kd = k.as_json()
+    assert kernels.config_value(kd, "CONFIG_LOCALVERSION") == "-nt" and kernels.config_value(kd, "CONFIG_HZ") == "250"
+    assert kernels.config_value(kd, "CONFIG_DEBUG_INFO_BTF") == "y" and kernels.config_value(kd, "CONFIG_KEXEC") is None
+    assert kernels.has_module(kd, "i6300esb") and kernels.has_module(kd, "softdog") and kernels.has_module(kd, "ext4")
+    assert not kernels.has_module(kd, "iTCO_wdt")
+    # headers: build/ must hold include/, read under the root (not this host's /usr/src)
+    import shutil
+    shutil.rmtree(tmp_path / "usr/src/linux-headers-7.2.13-nt/include")
+    assert kernels.resolve("7.2.13-nt", root=tmp_path).headers is None
+
+
+def test_a_module_without_depmod_is_found_by_its_file(tmp_path):
+    mods = _installed(tmp_path)
+    (mods / "modules.dep").unlink()
+    kd = kernels.resolve("7.2.13-nt", root=tmp_path).as_json()
+    assert kernels.has_module(kd, "i6300esb") and not kernels.has_module(kd, "wdat_wdt")
+
+
+def test_a_module_tree_rebuilt_between_boots_is_named(tmp_path):
+    mods = _installed(tmp_path)
+    kd = kernels.resolve("7.2.13-nt", root=tmp_path).as_json()
+    assert kernels.changed(kd) is None
+    # the headers are not the modules: a headers package updated leaves the hash alone
+    (tmp_path / "usr/src/linux-headers-7.2.13-nt/include/new.h").write_text("x")
+    assert kernels.changed(kd) is None
+    (mods / "kernel/drivers/watchdog/i6300esb.ko.xz").write_bytes(b"module v2")     # make modules_install again
+    why = kernels.changed(kd)
+    assert why.startswith(f"the module tree {mods} changed since the loop started") and "no mixed builds" in why
+    (mods / "kernel/drivers/watchdog/i6300esb.ko.xz").write_bytes(b"module v1")
+    assert kernels.changed(kd) is None
+    (mods / "kernel/drivers/watchdog/extra.ko").write_bytes(b"")                     # a module added
+    assert "changed since" in kernels.changed(kd)
+
+
+def test_a_bzimage_paths_config_is_the_one_beside_it(tmp_path):
+    # a build tree: arch/x86/boot/bzImage and the tree's .config
+    tree = tmp_path / "linux"
+    (tree / "arch/x86/boot").mkdir(parents=True)
+    image = bzimage(tree / "arch/x86/boot/bzImage", BUILDS["patched"])
+    (tree / ".config").write_text("CONFIG_DEBUG_INFO_BTF=y\n")
+    root = tmp_path / "root"
+    (root / "boot").mkdir(parents=True)
+    (root / "boot/config-7.2.13-nt").write_text("CONFIG_DEBUG_INFO_BTF=n\n")
+    k = kernels.resolve(str(image), root=root)
+    assert k.config == str(tree / ".config") and k.modules_dir is None and k.modules_sha256 is None
+    # the lab's kernels: bzImage with `config` beside it
+    lab = tmp_path / "lab"
+    lab.mkdir()
+    bzimage(lab / "bzImage", BUILDS["patched"])
+    (lab / "config").write_text("CONFIG_X=y\n")
+    assert kernels.resolve(str(lab / "bzImage"), root=root).config == str(lab / "config")
+    # neither: the installed release's /boot/config-R; and its module tree where installed
+    other = tmp_path / "other"
+    other.mkdir()
+    bzimage(other / "vmlinuz", BUILDS["patched"])
+    (root / "lib/modules/7.2.13-nt").mkdir(parents=True)
+    k = kernels.resolve(str(other / "vmlinuz"), root=root)
+    assert k.config == str(root / "boot/config-7.2.13-nt") and k.modules_dir == str(root / "lib/modules/7.2.13-nt")
+    (root / "boot/config-7.2.13-nt").unlink()
+    assert kernels.resolve(str(other / "vmlinuz"), root=root).config is None
