@@ -177,3 +177,16 @@ def test_reboot_where_grub_cannot_clear_its_one_shot_entry_at_boot_is_exit_3(mon
         boot.check_grub(run=probe)
     assert e.value.exit_code == 3 and refused in str(e.value) and "\n" not in str(e.value)
     assert "grub cannot clear its one-shot entry" in str(e.value)
+
+
+def test_under_lockdown_each_kernel_is_tried_with_kexec_file_load(monkeypatch, tmp_path):
+    # lockdown refuses kexec_load: the check loads with -s, as the boots will, and names lockdown when that fails
+    monkeypatch.setattr(boot, "kexec_loaded", lambda *path: False)
+    (tmp_path / "sys/kernel/security").mkdir(parents=True)
+    (tmp_path / "sys/kernel/security/lockdown").write_text("none [integrity] confidentiality\n")
+    r = Recorder()
+    assert boot.check_kexec([{"image": "/b/nt"}], "root=x", run=r, root=tmp_path) == \
+        ["kexec -l -s /b/nt: loads (unloaded again)"]
+    assert r.cmds[0] == ["kexec", "-l", "-s", "/b/nt", "--command-line=root=x"]
+    with pytest.raises(CapabilityError, match="Cannot load image .lockdown integrity: kexec_file_load takes only"):
+        boot.check_kexec([{"image": "/b/nt"}], "root=x", run=Recorder(fail_on="/b/nt"), root=tmp_path)

@@ -18,7 +18,7 @@ from test_ab_bootloader import LOADER, debian_grub, efivar, pe_image, sdboot, ut
 BASE, PATCHED = "6.12.0", "6.12.0-nt"
 BUILD = "{r} (builder@host) #1 SMP PREEMPT_DYNAMIC Sat Nov 28 10:00:00 UTC 2026"
 CONFIG = ("CONFIG_LOCALVERSION=\"{local}\"\nCONFIG_MODULES=y\nCONFIG_DEBUG_INFO_BTF=y\nCONFIG_KEXEC=y\n"
-          "CONFIG_KEXEC_FILE=y\nCONFIG_EXT4_FS={ext4}\nCONFIG_BLK_DEV_SD={sd}\nCONFIG_SATA_AHCI=y\n"
+          "CONFIG_KEXEC_FILE=y\nCONFIG_KEXEC_SIG=y\nCONFIG_EXT4_FS={ext4}\nCONFIG_BLK_DEV_SD={sd}\nCONFIG_SATA_AHCI=y\n"
           "# CONFIG_NT_STORES is not set\n")
 SCSI = "devices/pci0000:00/0000:00:1f.2/ata1/host0/target0:0:0/0:0:0:0"
 
@@ -240,6 +240,14 @@ def test_lockdown_blocks_kexec_of_an_unsigned_kernel_and_says_what_to_do(tmp_pat
     assert "lockdown is integrity" in said[0] and "the patched kernel" in said[0] and "not signed" in said[0]
     assert "sbsign" in said[0] and "--via reboot" in said[0]
     assert any("the base kernel is signed; kexec -s loads it" in f for f in pf.found)
+    # a loop kernel that, locked down in turn, could not kexec_file_load the next one
+    pe_image(root / "boot" / f"vmlinuz-{PATCHED}", signed=True)
+    cfg = root / "boot" / f"config-{PATCHED}"
+    cfg.write_text(cfg.read_text().replace("CONFIG_KEXEC_SIG=y\n", ""))
+    pf = preflight.check(ks(root), "kexec", root)
+    assert refusals(pf, CapabilityError) == []
+    said = refusals(pf)
+    assert len(said) == 1 and "the patched kernel 6.12.0-nt is built without CONFIG_KEXEC_SIG" in said[0]
 
 
 def test_secure_boot_with_lockdown_unreadable_still_names_the_unsigned_kernel(tmp_path):

@@ -223,7 +223,10 @@ def check_initrd(side: str, k: dict, root: Path, pf: Preflight) -> None:
             pf.found.append(f"{side} {r}: no initrd, and no modules.builtin to tell whether root's drivers are built in")
         return
     drivers = disk_drivers(root, device)
-    need = [fstype.replace("-", "_")] + (drivers or [])
+    fs = fstype.replace("-", "_")
+    if fs in ("ext2", "ext3") and fs not in builtin | loadable:
+        fs = "ext4"                      # CONFIG_EXT4_USE_FOR_EXT2: the ext4 driver mounts them
+    need = [fs] + (drivers or [])
     as_modules = [m for m in need if m in loadable and m not in builtin]
     if as_modules:
         pf.refuse(UsageError(f"{who}, and mounting root ({device}, {fstype}) needs {', '.join(as_modules)}, "
@@ -267,6 +270,13 @@ def check_signing(kd: dict, via: str, root: Path, pf: Preflight) -> None:
     if via == "kexec" and (locked or (sb and ld is None)):
         why = ld_text if locked else f"{sb_text}, and the lockdown mode cannot be read (no {bootloader.LOCKDOWN})"
         for side, k in kd.items():
+            lacks = [o for o in ("CONFIG_KEXEC_FILE", "CONFIG_KEXEC_SIG") if k.get("config")
+                     and kernels.config_value(k, o) != "y"]
+            if lacks:      # the loop kernel, locked down in turn, must kexec_file_load the next and check its signature
+                pf.refuse(UsageError(
+                    f"ab start --via kexec: {why}, and the {side} kernel {k['release']} is built without "
+                    f"{' and '.join(lacks)}: locked down in turn, it could not load the loop's next kernel; rebuild "
+                    "it with CONFIG_KEXEC_FILE=y and CONFIG_KEXEC_SIG=y, or use --via reboot"))
             signed = bootloader.pe_signed(Path(k["image"]))
             if not signed:
                 pf.refuse(CapabilityError(
