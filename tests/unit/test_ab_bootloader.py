@@ -187,6 +187,8 @@ def test_systemd_boot_named_by_loaderinfo_wins_over_grub_leftovers(tmp_path):
     assert any("grub is not driven" in n for n in ld.notes)
     assert ld.entry_for("6.12.0-nt") == f"{MACHINE_ID}-6.12.0-nt.conf"
     assert ld.oneshot_cmd("x.conf") == ["bootctl", "set-oneshot", "x.conf"]
+    assert ld.clear_cmd() is None                  # no LoaderEntryOneShot: nothing pending
+    efivar(tmp_path, "LoaderEntryOneShot", LOADER, utf16("x.conf"))
     assert ld.clear_cmd() == ["bootctl", "set-oneshot", ""]
     d = ld.default()
     assert (d["loader"], d["release"]) == ("systemd-boot", "6.1.0-57-amd64")
@@ -280,6 +282,8 @@ def test_a_reboot_boot_uses_the_loader_in_charge(tmp_path, monkeypatch):
     b.boot({"image": "/x"}, "", f"{MACHINE_ID}-6.12.0-nt.conf")
     assert r.cmds == [["bootctl", "set-oneshot", f"{MACHINE_ID}-6.12.0-nt.conf"], ["systemctl", "--no-block", "reboot"]]
     r.cmds.clear()
+    assert b.clear() == [] and r.cmds == []          # no one-shot entry pending (LoaderEntryOneShot unset)
+    efivar(sd, "LoaderEntryOneShot", LOADER, utf16(f"{MACHINE_ID}-6.12.0-nt.conf"))
     assert b.clear() == ['bootctl set-oneshot ""'] and r.cmds == [["bootctl", "set-oneshot", ""]]
     bad = boot.Booter("reboot", run=Recorder(fail=True), root=sd).clear()
     assert len(bad) == 1 and bad[0].startswith(boot.NOT_CLEARED) and "Failed to set one-shot" in bad[0]

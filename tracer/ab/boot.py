@@ -23,6 +23,7 @@ import subprocess
 from pathlib import Path
 
 from nttrace.ab import bootloader
+from nttrace.ab.kernels import under
 from nttrace.errors import CapabilityError, UsageError
 
 VIAS = ("kexec", "reboot")
@@ -198,7 +199,7 @@ class Booter:
         entry. Returns what it did; a line starting NOT_CLEARED for what it
         could not do."""
         done = []
-        if kexec_loaded(bootloader.under(self.root, KEXEC_LOADED)):
+        if kexec_loaded(under(self.root, KEXEC_LOADED)):
             why = self._try(["kexec", "-u"]) if shutil.which("kexec") else "no kexec on PATH"
             done.append("kexec -u" if why is None else f"{NOT_CLEARED}a kexec kernel stays loaded (kexec -u: {why})")
         if self.via == "reboot":

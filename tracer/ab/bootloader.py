@@ -26,9 +26,11 @@ import fnmatch
 import re
 import shutil
 import struct
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nttrace.ab.kernels import under
 from nttrace.errors import CapabilityError, UsageError
 
 EFIVARS = Path("/sys/firmware/efi/efivars")
@@ -39,10 +41,6 @@ GRUB_DIRS = (Path("/boot/grub"), Path("/boot/grub2"))
 ESP_DIRS = (Path("/efi"), Path("/boot/efi"), Path("/boot"))     # where loader/ is, systemd-boot's order
 BLS_DIRS = (Path("/boot/loader/entries"),)                     # what grub's blscfg reads
 NO_SAVE_ENV = ("btrfs", "zfs")
-
-
-def under(root: Path, path: Path) -> Path:
-    return root / path.relative_to("/")
 
 
 # -- EFI variables, Secure Boot, lockdown ------------------------------------------
@@ -287,10 +285,10 @@ class Loader:
         return {"entry": ref, "release": item.release, "how": f"{how} ('{item.title}')"}
 
     def _sdboot_default(self) -> dict:
-        oneshot_var = efivar_text(self.root, "LoaderEntryDefault")
+        efi_default = efivar_text(self.root, "LoaderEntryDefault")      # bootctl set-default: beats loader.conf
         pattern, how = None, ""
-        if oneshot_var:
-            pattern, how = oneshot_var, f"the EFI variable LoaderEntryDefault is {oneshot_var}"
+        if efi_default:
+            pattern, how = efi_default, f"the EFI variable LoaderEntryDefault is {efi_default}"
         elif self.loader_conf and self.loader_conf.is_file():
             for line in self.loader_conf.read_text(errors="replace").splitlines():
                 k, _, v = line.strip().partition(" ")
@@ -325,10 +323,11 @@ class Loader:
         raise RuntimeError(f"--via reboot: {self.how}")
 
     def clear_cmd(self) -> list[str] | None:
+        """The command that removes a pending one-shot entry; None where none is pending or possible."""
         if self.kind in ("grub", "grub-bls") and self.cfg is not None:
             return [shutil.which("grub-editenv") or shutil.which("grub2-editenv") or "grub-editenv",
                     str(self.cfg.with_name("grubenv")), "unset", "next_entry"]
-        if self.kind == "systemd-boot":
+        if self.kind == "systemd-boot" and efivar(self.root, "LoaderEntryOneShot", LOADER_GUID) is not None:
             return ["bootctl", "set-oneshot", ""]
         return None
 
@@ -402,7 +401,6 @@ def grub_cannot_save_env(grub_dir: Path, run) -> str | None:
     where grub-probe cannot tell). Grub's save_env writes grubenv only on a
     plain disk or partition and a filesystem without checksums: not on LVM,
     RAID or encryption, not on btrfs or ZFS."""
-    import subprocess
     probe = shutil.which("grub-probe") or shutil.which("grub2-probe")
     if not probe:
         return None

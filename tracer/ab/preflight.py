@@ -148,7 +148,7 @@ def check_kernel(side: str, k: dict, via: str, pf: Preflight) -> None:
 def root_mount(root: Path) -> tuple[str, str] | None:
     """(device, filesystem type) of / in /proc/mounts; the last one mounted wins."""
     try:
-        text = bootloader.under(root, PROC_MOUNTS).read_text()
+        text = kernels.under(root, PROC_MOUNTS).read_text()
     except OSError:
         return None
     found = None
@@ -164,7 +164,7 @@ def disk_drivers(root: Path, device: str) -> list[str] | None:
     /sys/class/block/DEV (a partition's disk is its parent), then the disk's
     device and each parent device that has a driver. None where sysfs does
     not say."""
-    node = bootloader.under(root, SYS_BLOCK) / Path(device).name
+    node = kernels.under(root, SYS_BLOCK) / Path(device).name
     if not node.exists():
         return None
     disk = node.resolve()
@@ -175,7 +175,7 @@ def disk_drivers(root: Path, device: str) -> list[str] | None:
         return None
     out = []
     d = dev.resolve()
-    sys_root = bootloader.under(root, Path("/sys")).resolve()
+    sys_root = kernels.under(root, Path("/sys")).resolve()
     while d != sys_root and sys_root in d.parents:
         drv = d / "driver"
         if drv.exists():
@@ -187,7 +187,7 @@ def disk_drivers(root: Path, device: str) -> list[str] | None:
 
 def root_arg(root: Path) -> str | None:
     try:
-        words = bootloader.under(root, PROC_CMDLINE).read_text().split()
+        words = kernels.under(root, PROC_CMDLINE).read_text().split()
     except OSError:
         return None
     return next((w[len("root="):] for w in reversed(words) if w.startswith("root=")), None)
