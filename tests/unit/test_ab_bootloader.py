@@ -342,3 +342,18 @@ def test_kexec_loads_with_kexec_file_load_under_lockdown(tmp_path):
     r = Recorder()
     boot.Booter("kexec", run=r, root=tmp_path).boot({"image": "/b/nt"}, "root=x")
     assert r.cmds[0] == ["kexec", "-l", "-s", "/b/nt", "--command-line=root=x"]
+
+
+def test_a_grub_entry_is_found_by_its_linux_line_where_its_title_does_not_name_the_release():
+    cfg = """\
+menuentry 'Lab kernel (patched)' --class gnu-linux --id 'lab-nt' {
+	linux	/boot/vmlinuz-7.2.13-nt root=/dev/vda ro
+}
+menuentry 'Lab kernel (patched, recovery)' --id 'lab-nt-recovery' {
+	linux	/boot/vmlinuz-7.2.13-nt root=/dev/vda ro single
+}
+"""
+    assert bootloader.grub_entry_id(cfg, "7.2.13-nt") == "lab-nt"
+    assert bootloader.grub_entry_id(DEBIAN_GRUB_CFG, "6.1.0-57-amd64") == "gnulinux-simple-1234"
+    with pytest.raises(UsageError, match="no entry for Linux 7.2.13 "):
+        bootloader.grub_entry_id(cfg, "7.2.13")

@@ -37,6 +37,7 @@ def install(root: Path, release: str, initrd=True, builtin=("ext4", "sd_mod", "a
         (boot / f"initrd.img-{release}").write_bytes(b"initrd " + release.encode())
     mods = root / "lib/modules" / release
     paths = {"ext4": "kernel/fs/ext4/ext4.ko", "sd_mod": "kernel/drivers/scsi/sd_mod.ko",
+             "virtio_blk": "kernel/drivers/block/virtio_blk.ko", "virtio_pci": "kernel/drivers/virtio/virtio_pci.ko",
              "ahci": "kernel/drivers/ata/ahci.ko", "i6300esb": "kernel/drivers/watchdog/i6300esb.ko"}
     mods.mkdir(parents=True, exist_ok=True)
     (mods / "modules.builtin").write_text("".join(paths[m] + "\n" for m in builtin))
@@ -269,3 +270,39 @@ def test_secure_boot_refuses_a_reboot_into_an_unsigned_kernel(tmp_path, monkeypa
     assert len(said) == 1 and "firmware and shim boot only signed kernels" in said[0] and "mokutil" in said[0]
     efivar(root, "SecureBoot", bootloader.GLOBAL_GUID, b"\x00")
     assert refusals(preflight.check(ks(root), "reboot", root), CapabilityError) == []
+
+
+def virtio_disk(root: Path) -> None:
+    """A virtio disk as sysfs shows it: vda's device is virtio1 (driver
+    virtio_blk) on PCI function 0000:00:04.0 (driver virtio-pci, module
+    virtio_pci); the root filesystem ext4 on the whole disk."""
+    (root / "proc").mkdir(exist_ok=True)
+    (root / "proc/mounts").write_text("/dev/vda / ext4 rw,relatime 0 0\n")
+    (root / "proc/cmdline").write_text("root=/dev/vda ro console=ttyS0\n")
+    sys = root / "sys"
+    pci = sys / "devices/pci0000:00/0000:00:04.0"
+    (pci / "virtio1/block/vda").mkdir(parents=True)
+    os.symlink("../../../virtio1", pci / "virtio1/block/vda/device")
+    for drv, mod, bus, dev in (("virtio_blk", "virtio_blk", "virtio", pci / "virtio1"),
+                               ("virtio-pci", "virtio_pci", "pci", pci)):
+        d = sys / "bus" / bus / "drivers" / drv
+        d.mkdir(parents=True)
+        (sys / "module" / mod).mkdir(parents=True)
+        os.symlink(os.path.relpath(sys / "module" / mod, d), d / "module")
+        os.symlink(os.path.relpath(d, dev), dev / "driver")
+    (sys / "class/block").mkdir(parents=True)
+    os.symlink(os.path.relpath(pci / "virtio1/block/vda", sys / "class/block"), sys / "class/block/vda")
+
+
+@pytest.mark.parametrize("builtin, refused", [(("ext4", "virtio_blk", "virtio_pci"), None),
+                                              (("ext4",), "needs virtio_blk, virtio_pci")])
+def test_a_virtio_root_disk_without_an_initrd(tmp_path, builtin, refused):
+    root = tmp_path / "root"
+    install(root, BASE)
+    install(root, PATCHED, initrd=False, builtin=builtin,
+            loadable=tuple(m for m in ("virtio_blk", "virtio_pci") if m not in builtin))
+    virtio_disk(root)
+    debian_grub(root)
+    assert preflight.disk_drivers(root, "/dev/vda") == ["virtio_blk", "virtio_pci"]
+    said = refusals(preflight.check(ks(root), "kexec", root))
+    assert said == [] if refused is None else (len(said) == 1 and refused in said[0])

@@ -166,7 +166,7 @@ def grub_menu(cfg_text: str) -> list[Item]:
     current: Item | None = None           # the menuentry whose body this line is in
     current_depth = 0
     depth = 0
-    id_re = re.compile(r"\$menuentry_id_option\s+'([^']+)'")
+    id_re = re.compile(r"(?:\$menuentry_id_option|--id)\s+'([^']+)'")
     for line in cfg_text.splitlines():
         s = line.strip()
         m = id_re.search(s)
@@ -192,18 +192,22 @@ def grub_menu(cfg_text: str) -> list[Item]:
 
 def grub_entry_id(cfg_text: str, release: str) -> str:
     """The grub-reboot argument ('submenu-id>entry-id') of the release's
-    normal (not recovery) entry in a Debian grub.cfg; UsageError where none."""
-    def walk(items: list[Item], path: list[str]) -> str | None:
+    normal (not recovery) entry in a Debian grub.cfg: the entry titled
+    "..., with Linux R" (Debian, Ubuntu), else the one whose linux line boots
+    vmlinuz-R; UsageError where none."""
+    def walk(items: list[Item], path: list[str], match) -> str | None:
         for it in items:
             if it.children is not None:
-                found = walk(it.children, path + [it.id or it.title])
+                found = walk(it.children, path + [it.id or it.title], match)
                 if found:
                     return found
-            elif it.id and "recovery" not in it.title.lower() \
-                    and re.search(rf"Linux {re.escape(release)}(?![\w.+-])", it.title):
+            elif it.id and "recovery" not in it.title.lower() and match(it):
                 return ">".join(path + [it.id])
         return None
-    found = walk(grub_menu(cfg_text), [])
+
+    menu = grub_menu(cfg_text)
+    found = walk(menu, [], lambda it: re.search(rf"Linux {re.escape(release)}(?![\w.+-])", it.title)) \
+        or walk(menu, [], lambda it: it.release == release)
     if not found:
         raise UsageError(f"ab start --via reboot: grub.cfg has no entry for Linux {release} (run update-grub)")
     return found
