@@ -249,7 +249,7 @@ def check_default(loader: bootloader.Loader, kd: dict, pf: Preflight) -> None:
         pf.found.append(f"the bootloader's default entry is not known: {d['how']}; a reset boots what it boots")
         return
     patched = kd["patched"]["release"]
-    if d["release"] == patched:
+    if d["release"] == patched and patched != kd["base"]["release"]:     # one release for both: refused as a pair
         fix = {"systemd-boot": "bootctl set-default ID (or loader.conf's default)"}.get(
             loader.kind, "grub-set-default ENTRY (with GRUB_DEFAULT=saved), or GRUB_DEFAULT and update-grub")
         pf.refuse(UsageError(f"ab start: the bootloader's default entry boots the patched kernel {patched} "
