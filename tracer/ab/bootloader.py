@@ -424,6 +424,22 @@ def grub_cannot_save_env(grub_dir: Path, run) -> str | None:
     return None
 
 
+def check_grub_oneshot(cfg: Path, exe: str, run) -> None:
+    """grub.cfg honours the one-shot entry (reads next_entry) and grub can
+    clear it at boot (save_env on grubenv); or exit 3."""
+    try:
+        text = cfg.read_text(errors="replace")
+    except OSError as exc:
+        raise CapabilityError(f"ab start --via reboot: cannot read {cfg}: {exc.strerror}") from None
+    if "next_entry" not in text:
+        raise CapabilityError(f"ab start --via reboot: {cfg} does not read grub's next_entry, so "
+                              f"{Path(exe).name} would not boot the entry once")
+    why = grub_cannot_save_env(cfg.parent, run)
+    if why:
+        raise CapabilityError(f"ab start --via reboot: grub cannot clear its one-shot entry at boot ({why}): a "
+                              "kernel that fails to boot would be booted again and again; use --via kexec")
+
+
 def check_reboot(loader: Loader, releases: dict[str, str], run) -> tuple[list[str], dict[str, str]]:
     """The loader can boot each release once and then its default again:
     (what was found, {side: one-shot entry}); CapabilityError (exit 3) where
@@ -437,14 +453,7 @@ def check_reboot(loader: Loader, releases: dict[str, str], run) -> tuple[list[st
         if not exe:
             raise CapabilityError(f"ab start --via reboot: grub boots this machine ({loader.how}) but there is no "
                                   "grub-reboot or grub2-reboot on PATH")
-        text = loader.cfg.read_text(errors="replace")
-        if "next_entry" not in text:
-            raise CapabilityError(f"ab start --via reboot: {loader.cfg} does not read grub's next_entry, so "
-                                  f"{Path(exe).name} would not boot the entry once")
-        why = grub_cannot_save_env(loader.cfg.parent, run)
-        if why:
-            raise CapabilityError(f"ab start --via reboot: grub cannot clear its one-shot entry at boot ({why}): a "
-                                  "kernel that fails to boot would be booted again and again; use --via kexec")
+        check_grub_oneshot(loader.cfg, exe, run)
         found.append(f"grub ({loader.how}): one-shot entries by {Path(exe).name}")
     else:
         if not shutil.which("bootctl"):
