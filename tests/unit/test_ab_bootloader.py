@@ -357,3 +357,13 @@ menuentry 'Lab kernel (patched, recovery)' --id 'lab-nt-recovery' {
     assert bootloader.grub_entry_id(DEBIAN_GRUB_CFG, "6.1.0-57-amd64") == "gnulinux-simple-1234"
     with pytest.raises(UsageError, match="no entry for Linux 7.2.13 "):
         bootloader.grub_entry_id(cfg, "7.2.13")
+
+
+def test_systemd_boots_entry_id_is_the_file_name_in_lower_case_less_its_boot_counter(tmp_path):
+    # systemd-boot lower-cases each entry's id and drops the boot-counting suffix (+LEFT-DONE) from it
+    loader = sdboot(tmp_path, default="Debian-6.12.0-NT.conf", releases=())
+    (loader / "entries" / "Debian-6.12.0-NT+3-0.conf").write_text("title Debian\nversion 6.12.0-nt\n"
+                                                                   "linux /debian/6.12.0-nt/linux\n")
+    ld = bootloader.detect(tmp_path)
+    assert ld.entry_for("6.12.0-nt") == "debian-6.12.0-nt.conf"
+    assert ld.default()["release"] == "6.12.0-nt"

@@ -9,7 +9,7 @@ Three loaders are driven:
       an entry of each /boot/loader/entries/*.conf; the entry's id is the
       file name less .conf, and `grub2-reboot ID` sets next_entry as above;
   systemd-boot: entries in loader/entries/*.conf on the ESP (or /boot);
-      `bootctl set-oneshot ID` (ID the file name) sets the EFI variable
+      `bootctl set-oneshot ID` (ID the file name in lower case) sets the EFI variable
       LoaderEntryOneShot, which systemd-boot consumes at the next boot.
 Which one is in charge: the EFI variable LoaderInfo (systemd-boot writes its
 name and version there at every boot) beats what lies on the disk, where
@@ -149,6 +149,13 @@ def bls_sorted(entries: list[Entry]) -> list[Entry]:
     return sorted(entries, key=lambda e: (version_key(e.version or e.release or ""), e.id), reverse=True)
 
 
+def sdboot_id(file_name: str) -> str:
+    """systemd-boot's id of an entry file: its name, lower case, less a boot
+    counter ("+LEFT[-DONE]" before .conf), which is what its one-shot and
+    default variables are matched against."""
+    return re.sub(r"\+\d+(-\d+)?(?=\.conf$)", "", file_name).lower()
+
+
 @dataclass
 class Item:
     """A grub menu item: a menuentry (release from its linux line) or a submenu."""
@@ -229,7 +236,7 @@ class Loader:
         out = []
         for d in self.entry_dirs:
             for p in sorted(d.glob("*.conf")) if d.is_dir() else []:
-                out.append(bls_entry(p, p.name if self.kind == "systemd-boot" else p.stem))
+                out.append(bls_entry(p, sdboot_id(p.name) if self.kind == "systemd-boot" else p.stem))
         return bls_sorted(out)
 
     def grub_items(self) -> list[Item]:
@@ -306,6 +313,7 @@ class Loader:
         if not pattern:
             return {"how": "systemd-boot: no default in loader.conf nor LoaderEntryDefault; it picks by its own "
                            "order: cannot tell what a reset boots"}
+        pattern = pattern.lower()
         found = [e for e in self.entries() if fnmatch.fnmatchcase(e.id, pattern)
                  or fnmatch.fnmatchcase(e.id[:-len(".conf")], pattern)]
         if not found:
