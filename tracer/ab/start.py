@@ -237,6 +237,8 @@ def estimate(args, boot_m: dict) -> dict:
 
 def duration(secs: float) -> str:
     secs = float(secs)
+    if secs < 10:
+        return f"{secs:.1f} s"
     if secs < 90:
         return f"{secs:.0f} s"
     if secs < 90 * 60:
