@@ -100,8 +100,12 @@ def check_room(loop: Loop, boots: int) -> int:
     return need
 
 
-def check_machine(args, ks: dict, cmdline: str, run=None) -> tuple[list[str], list[CapabilityError]]:
-    """Exit-3 checks: what they found (a line each) and what is missing."""
+def check_machine(args, ks: dict, cmdline: str, run=None, bootloader_checked: bool = False
+                  ) -> tuple[list[str], list[CapabilityError]]:
+    """Exit-3 checks: what they found (a line each) and what is missing.
+    bootloader_checked: the preflight found the --via reboot one-shot
+    entries itself (grub with Debian or BLS entries, systemd-boot), so
+    grub's own check is not made here."""
     found, missing = [], []
     if os.geteuid() != 0:
         missing.append(CapabilityError("ab start: needs root (it installs a systemd unit and boots kernels)"))
@@ -120,7 +124,7 @@ def check_machine(args, ks: dict, cmdline: str, run=None) -> tuple[list[str], li
             boot.kexec_binary()
             if not missing:         # loading kernels needs root; a refused start loads nothing
                 found += boot.check_kexec([k.as_json() for k in ks.values()], cmdline, **({"run": run} if run else {}))
-        else:
+        elif not bootloader_checked:
             _exe, cfg = boot.check_grub()
             text = cfg.read_text(errors="replace")
             found += [f"grub entry {boot.grub_entry(text, k.release)} ({cfg})" for k in ks.values()]
@@ -141,7 +145,9 @@ def plan(args, loop: Loop, ks: dict, cmdline: str, exe: str, reset_plan: dict | 
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     slots = schedule.make(args.boots, seed)
     grub_entries = None
-    if args.via == "reboot":
+    if args.via == "reboot" and getattr(pre, "entries", None):
+        grub_entries = dict(pre.entries)        # the bootloader's one-shot entries, as the preflight found them
+    elif args.via == "reboot":
         cfg = boot.grub_cfg()
         text = cfg.read_text(errors="replace") if cfg else ""
         grub_entries = {}
@@ -416,7 +422,8 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
     pre = preflight_check(ks, args.via)
     reset_plan = reset.plan_reset(args, ks, args.via)
     reset_found, reset_refusals = reset.check(reset_plan, ks)
-    found, missing = check_machine(args, ks, with_added(cmdline, reset_plan))
+    found, missing = check_machine(args, ks, with_added(cmdline, reset_plan),
+                                   bootloader_checked=getattr(pre, "entries", None) is not None)
     refusals = missing + list(pre.refusals) + reset_refusals     # what this machine cannot do first
     if refusals and not args.dry_run:
         raise refusals[0]
