@@ -99,6 +99,8 @@ def test_the_watchdog_is_found_through_sysfs_its_module_through_the_drivers_link
                              "kexec_s": 300}
     assert r["text"] == ("a panic reboots after 10 s (panic=10); a hang is reset by i6300ESB timer (/dev/watchdog0) "
                          "after 60 s (300 s from a kexec until the next kernel's systemd pets it)")
+    assert r["not_covered"] == ["a hang after the next kernel's watchdog driver has loaded and before its systemd "
+                                "arms the watchdog again (a driver may stop the timer when it loads, as i6300esb does)"]
     assert reset.system_conf_text("mine", r["watchdog"]).splitlines()[1:] == \
         ["[Manager]", "RuntimeWatchdogSec=60", "RebootWatchdogSec=600", "KExecWatchdogSec=300"]
 

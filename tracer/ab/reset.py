@@ -17,7 +17,8 @@ A hang: the machine's hardware watchdog (/sys/class/watchdog/watchdogN,
 /dev/watchdogN), armed through systemd with a drop-in
 /etc/systemd/system.conf.d/nttrace-ab-NAME.conf: RuntimeWatchdogSec (systemd
 pets it while the machine runs), KExecWatchdogSec (left running across a
-kexec, so a kernel that hangs before its systemd starts is reset),
+kexec, so a kernel that hangs before its watchdog driver loads is reset; a
+driver may stop the timer when it loads, and systemd arms it again),
 RebootWatchdogSec (a reboot that hangs). systemd 252 re-reads these three on
 `systemctl daemon-reload` (systemd-system.conf(5); the manager applies its
 watchdog settings at each reload since v246); WatchdogDevice= is read only
@@ -182,6 +183,9 @@ def plan_reset(args, ks: dict, via: str, root: Path | None = None) -> dict:
     else:
         text += f"; NO WATCHDOG: a hang needs a hand on the power button ({NO_WATCHDOG_FLAG})"
     not_covered = []
+    if via == "kexec" and watchdog:
+        not_covered.append("a hang after the next kernel's watchdog driver has loaded and before its systemd arms the "
+                           "watchdog again (a driver may stop the timer when it loads, as i6300esb does)")
     if via == "reboot":
         not_covered.append("a panic before systemd-sysctl runs at a --via reboot boot reboots only where the grub "
                            "entry's own command line says panic="
