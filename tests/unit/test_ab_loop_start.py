@@ -433,3 +433,13 @@ def test_via_reboot_takes_the_one_shot_entries_the_preflight_found(tmp_path, mon
     sched = start.plan(args(via="reboot", seed=1), Loop(tmp_path / "ab" / "mine"), ks, "", "/usr/bin/nttrace",
                        None, pre)
     assert sched["grub_entries"] == entries
+
+
+def test_the_start_help_names_the_watchdog_and_the_prompts_flags():
+    from conftest import run_nttrace
+    h = run_nttrace("ab", "start", "--help")
+    text = " ".join(h.stdout.split())
+    assert h.returncode == 0
+    assert "--no-watchdog run without a hardware watchdog (required where the machine has none)" in text
+    assert "--yes, -y start without asking before the first reboot (required without a terminal)" in text
+    assert "(exit code as the real start's)" in text
