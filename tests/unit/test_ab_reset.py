@@ -251,3 +251,23 @@ def test_removing_the_unit_disarms_the_reset_path(tmp_path):
     assert not list((root / "etc").rglob("*nttrace-ab-mine*"))
     assert done[0].startswith("disabled and removed") and len(done) == 3
     assert (root / "proc/sys/kernel/panic").read_text() == "0\n"
+
+
+@pytest.mark.needs("systemd-analyze")
+def test_systemd_reads_the_drop_ins_where_they_are_written(tmp_path):
+    """systemd's own view of the tmp root (systemd-analyze --root cat-config):
+    the watchdog's drop-in is among system.conf's, the panic settings among
+    sysctl.d's; after disarm neither is."""
+    root = machine(tmp_path, watchdogs=[ESB])
+    reset.arm("mine", reset.plan_reset(args(), {}, "kexec", root), root, Systemctl())
+
+    def cat(what):
+        p = subprocess.run(["systemd-analyze", f"--root={root}", "cat-config", what], capture_output=True, text=True)
+        return p.stdout
+    manager = cat("systemd/system.conf")
+    assert f"# {root}/etc/systemd/system.conf.d/nttrace-ab-mine.conf" in manager
+    assert "KExecWatchdogSec=300" in manager.splitlines()
+    sysctl = cat("sysctl.d")
+    assert f"# {root}/etc/sysctl.d/90-nttrace-ab-mine.conf" in sysctl and "kernel.panic = 10" in sysctl.splitlines()
+    reset.disarm("mine", root, Systemctl())
+    assert "nttrace-ab-mine" not in cat("systemd/system.conf") + cat("sysctl.d")
