@@ -54,17 +54,17 @@ BENCH_EXAMPLES = """examples:
   nttrace bench overhead --work demotion    # demotion throughput (needs a lower memory tier and cgroup v2)
 """
 AB_EXAMPLES = """examples:
-  nttrace ab start mine --base 6.12.0 --patched 6.12.0-nt --boots 8 --rebind namespace0.0
-                                        # 8 boots of each, kexec between them, memmap init timed at each
-  nttrace ab start mine --base 6.12.0 --patched /src/linux/arch/x86/boot/bzImage --boots 4 --dry-run
-                                        # every check, the schedule and the commands; nothing installed
-  nttrace ab start mine --base 6.12.0 --patched 6.12.0-nt --boots 8 --via reboot --check 'native.*'
-                                        # through the firmware (grub-reboot), only the native checks
+  nttrace ab start mine --base 6.12.0-base --patched 6.12.0-nt --boots 8 --rebind namespace0.0 --dry-run
+                                        # every check, the plan, its time, its reset, what it changes; nothing done
+  nttrace ab start mine --base 6.12.0-base --patched 6.12.0-nt --boots 8 --rebind namespace0.0
+                                        # 8 boots of each, kexec between them; asks before the first reboot
+  nttrace ab start mine --base 6.12.0-base --patched 6.12.0-nt --boots 8 --via reboot --check 'native.*' --yes
+                                        # through the firmware (the bootloader's one-shot entry), without asking
   nttrace ab status mine                # boot k of N, the kernel now, failed boots, time left
-  nttrace ab stop mine                  # end now: unit removed, default kernel next, runs kept
+  nttrace ab stop mine                  # end now: unit and watchdog removed, default kernel next, runs kept
   nttrace ab report mine --format html > mine.html   # the A/B of the runs so far (text, markdown, json, html)
   nttrace ab report mine --out mine-report          # every format into a directory
-(docs/ab-loop.md: what happens at each boot, the faults, the state directory)
+(docs/ab-loop.md: what a machine needs, what happens at each boot, the faults, the state directory)
 """
 DAEMON_EXAMPLES = """examples:
   nttrace daemon                                  # Prometheus metrics on 127.0.0.1:9435
@@ -213,7 +213,14 @@ def _ab_parser(sub) -> None:
                    help="at each boot, wait up to S seconds for a quiet host (default 600; 0: do not wait)")
     s.add_argument("--validate-timeout", type=float, default=7200, metavar="S",
                    help="bound on each boot's validate run (default 7200)")
-    s.add_argument("--dry-run", action="store_true", help="every check, print the plan; install and boot nothing")
+    s.add_argument("--no-watchdog", action="store_true",
+                   help="run without a hardware watchdog (required where the machine has none): a kernel that hangs "
+                        "at a boot then needs a hand on the power button")
+    s.add_argument("--yes", "-y", action="store_true",
+                   help="start without asking before the first reboot (required without a terminal)")
+    s.add_argument("--dry-run", action="store_true",
+                   help="every check, print the plan and every refusal; install and boot nothing "
+                        "(exit code as the real start's)")
     st = asub.add_parser("step", help="what the loop's unit runs at each boot (not for users)")
     st.add_argument("name", metavar="NAME")
     st.add_argument("--ended", action="store_true",

@@ -1,17 +1,26 @@
 """`nttrace ab start`: everything checked before the first reboot, then the
-schedule written, the unit installed and enabled, the first kernel booted.
+schedule written, the unit installed and enabled, the reset path armed, the
+first kernel booted.
 
-Order: the input (exit 2: NAME, N, the kernels, the namespace, the exercises,
-the command line, the room on the disk), then what the machine must have
-(exit 3: root, systemd as init, kexec-tools and both kernels loading with
-`kexec -l` for --via kexec, grub for --via reboot). Nothing is written until
-every check passed. --dry-run does every check, prints the plan and installs,
-loads and boots nothing.
+Order: the input (exit 2 at once: NAME, N, the kernels, the namespace, the
+exercises, the command line, the room on the disk); then the refusals a plan
+can be printed beside, in this order: what the machine must have (exit 3:
+root, systemd as init, kexec-tools and both kernels loading with `kexec -l`
+for --via kexec, grub for --via reboot), the kernels' preflight
+(nttrace.ab.preflight: the two kernels distinguishable, each with its own
+modules and headers, the bootloader's default; exit 2, or 3 for lockdown and
+Secure Boot) and the reset path (nttrace.ab.reset: a watchdog or
+--no-watchdog, exit 3; each kernel with the watchdog's driver, exit 2). A
+real start raises the first of them;
+--dry-run prints the plan and every one as "would refuse", and exits with the
+first one's code. Nothing is written until every check passed, and without
+--yes the user is asked before the first reboot.
 """
 from __future__ import annotations
 
 import importlib.util
 import math
+import re
 import os
 import random
 import shutil
@@ -20,7 +29,7 @@ import sys
 import time
 from pathlib import Path
 
-from nttrace.ab import boot, kernels, schedule, store, unit
+from nttrace.ab import boot, kernels, reset, schedule, store, unit
 from nttrace.ab.loop import Lock, Loop, changeable_by_others, new_state, nttrace_exe, nttrace_identity
 from nttrace.ab.step import FREE_FLOOR_BYTES, RUN_BYTES, Machine, begin, real_machine
 from nttrace.errors import EXIT_OK, CapabilityError, UsageError
@@ -91,8 +100,12 @@ def check_room(loop: Loop, boots: int) -> int:
     return need
 
 
-def check_machine(args, ks: dict, cmdline: str, run=None) -> tuple[list[str], list[CapabilityError]]:
-    """Exit-3 checks: what they found (a line each) and what is missing."""
+def check_machine(args, ks: dict, cmdline: str, run=None, bootloader_checked: bool = False
+                  ) -> tuple[list[str], list[CapabilityError]]:
+    """Exit-3 checks: what they found (a line each) and what is missing.
+    bootloader_checked: the preflight found the --via reboot one-shot
+    entries itself (grub with Debian or BLS entries, systemd-boot), so
+    grub's own check is not made here."""
     found, missing = [], []
     if os.geteuid() != 0:
         missing.append(CapabilityError("ab start: needs root (it installs a systemd unit and boots kernels)"))
@@ -111,29 +124,145 @@ def check_machine(args, ks: dict, cmdline: str, run=None) -> tuple[list[str], li
             boot.kexec_binary()
             if not missing:         # loading kernels needs root; a refused start loads nothing
                 found += boot.check_kexec([k.as_json() for k in ks.values()], cmdline, **({"run": run} if run else {}))
-        else:
+        elif not bootloader_checked:
             _exe, cfg = boot.check_grub()
             text = cfg.read_text(errors="replace")
             found += [f"grub entry {boot.grub_entry(text, k.release)} ({cfg})" for k in ks.values()]
-    except CapabilityError as exc:
+    except (CapabilityError, UsageError) as exc:
         missing.append(exc)
     return found, missing
 
 
-def plan(args, loop: Loop, ks: dict, cmdline: str, exe: str) -> dict:
+def with_added(cmdline: str, reset_plan: dict | None) -> str:
+    """The command line the loop kernels boot with: the user's, and the
+    panic settings it did not set (--via kexec)."""
+    added = (reset_plan or {}).get("cmdline_added") or []
+    return " ".join([cmdline, *added]).strip() if cmdline else cmdline
+
+
+def plan(args, loop: Loop, ks: dict, cmdline: str, exe: str, reset_plan: dict | None = None,
+         pre=None, estimate: dict | None = None) -> dict:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     slots = schedule.make(args.boots, seed)
     grub_entries = None
-    if args.via == "reboot":
-        text = boot.grub_cfg().read_text(errors="replace")
-        grub_entries = {side: boot.grub_entry(text, k.release) for side, k in ks.items()}
+    if args.via == "reboot" and getattr(pre, "entries", None):
+        grub_entries = dict(pre.entries)        # the bootloader's one-shot entries, as the preflight found them
+    elif args.via == "reboot":
+        cfg = boot.grub_cfg()
+        text = cfg.read_text(errors="replace") if cfg else ""
+        grub_entries = {}
+        for side, k in ks.items():
+            try:
+                grub_entries[side] = boot.grub_entry(text, k.release)
+            except UsageError:
+                grub_entries[side] = None       # the machine check and the preflight say why
+    default_boot = dict(getattr(pre, "default_boot", None) or {})
+    default_kernel = default_boot.get("release")
+    default_note = None
+    if not default_kernel:
+        default_kernel = os.uname().release
+        default_note = (f"the bootloader's default entry could not be read ({default_boot.get('how') or 'not read'}); "
+                        f"taken to be the running kernel {default_kernel}")
     return {"name": loop.name, "created": round(time.time(), 1), "seed": seed, "rounds": args.boots,
             "slots": [s.as_json() for s in slots], "kernels": {side: k.as_json() for side, k in ks.items()},
-            "via": args.via, "cmdline": cmdline, "grub_entries": grub_entries,
+            "via": args.via, "cmdline": with_added(cmdline, reset_plan), "grub_entries": grub_entries,
             "validate_args": validate_args(args), "rebind": args.rebind, "max_failures": args.max_failures,
             "wait_quiet_s": args.wait_quiet, "validate_timeout_s": args.validate_timeout,
-            "default_kernel": os.uname().release,
+            "default_kernel": default_kernel, "default_kernel_note": default_note,
+            "reset": reset_plan,
+            "preflight": {"config_diff": list(getattr(pre, "config_diff", None) or []), "default_boot": default_boot},
+            "estimate": estimate,
             "nttrace": {"exe": exe, **nttrace_identity()}}
+
+
+# -- the time a loop takes ---------------------------------------------------------
+_SPAN_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "min": 60.0, "h": 3600.0, "d": 86400.0}
+
+
+def parse_timespan(text: str) -> float | None:
+    """systemd's '1min 2.511s', '712ms' in seconds; None where it is not one."""
+    total, seen = 0.0, False
+    for word in text.split():
+        m = re.fullmatch(r"([\d.]+)(us|ms|s|min|h|d)", word)
+        if not m:
+            return None
+        total += float(m.group(1)) * _SPAN_UNITS[m.group(2)]
+        seen = True
+    return total if seen else None
+
+
+def parse_analyze_time(text: str) -> dict[str, float]:
+    """`systemd-analyze time`'s parts: {"firmware": s, "loader": s, "kernel": s,
+    "initrd": s, "userspace": s} (those it names)."""
+    line = next((ln for ln in text.splitlines() if ln.startswith("Startup finished in ")), "")
+    parts = {}
+    for m in re.finditer(r"((?:[\d.]+(?:us|ms|s|min|h|d)\s*)+)\((\w+)\)", line):
+        secs = parse_timespan(m.group(1))
+        if secs is not None:
+            parts[m.group(2)] = secs
+    return parts
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+
+
+def measured_boot(via: str, run=_run, proc: Path = Path("/proc")) -> dict:
+    """This machine's own boot time, as this boot measured it: {"boot_s":
+    seconds or None, "how": where it comes from}. --via kexec skips the
+    firmware and the loader, so their parts are left out. Neither counts the
+    shutdown before the boot (not measured)."""
+    try:
+        p = run(["systemd-analyze", "time"])
+        parts = parse_analyze_time(p.stdout) if p.returncode == 0 else {}
+    except (OSError, subprocess.SubprocessError):
+        parts = {}
+    if parts:
+        used = [k for k in ("firmware", "loader", "kernel", "initrd", "userspace")
+                if k in parts and (via == "reboot" or k not in ("firmware", "loader"))]
+        return {"boot_s": round(sum(parts[k] for k in used), 1),
+                "how": f"measured: this boot's {' + '.join(used)} (systemd-analyze time)"}
+    try:
+        start_ticks = int((proc / "1/stat").read_text().rsplit(")", 1)[1].split()[19])
+        secs = start_ticks / os.sysconf("SC_CLK_TCK")
+        return {"boot_s": round(secs, 1),
+                "how": "measured: this boot's kernel until init started (/proc/1/stat); userspace not measured"}
+    except (OSError, ValueError, IndexError):
+        return {"boot_s": None, "how": "not measured (no systemd-analyze time, no /proc/1/stat)"}
+
+
+def estimate(args, boot_m: dict) -> dict:
+    """Per boot and in all: the measured boot time and the two bounds."""
+    bounds = float(args.wait_quiet) + float(args.validate_timeout)
+    per = (boot_m["boot_s"] or 0.0) + bounds
+    n = 2 * args.boots
+    return {**boot_m, "wait_quiet_max_s": float(args.wait_quiet), "validate_max_s": float(args.validate_timeout),
+            "per_boot_max_s": round(per, 1), "boots": n, "total_max_s": round(n * per, 1),
+            "boots_measured_s": round(n * boot_m["boot_s"], 1) if boot_m["boot_s"] is not None else None}
+
+
+def duration(secs: float) -> str:
+    secs = float(secs)
+    if secs < 10:
+        return f"{secs:.1f} s"
+    if secs < 90:
+        return f"{secs:.0f} s"
+    if secs < 90 * 60:
+        return f"{secs / 60:.0f} min"
+    h, m = divmod(round(secs / 60), 60)
+    return f"{h} h" + (f" {m} min" if m else "")
+
+
+def time_lines(e: dict) -> list[str]:
+    boot_part = (f"{duration(e['boot_s'])} to boot ({e['how']})" if e["boot_s"] is not None
+                 else f"the boot itself ({e['how']})")
+    return [f"time per boot: {boot_part} + up to {duration(e['wait_quiet_max_s'])} waiting for a quiet host "
+            f"(--wait-quiet) + up to {duration(e['validate_max_s'])} of validate (--validate-timeout): at most "
+            f"{duration(e['per_boot_max_s'])}; the wait and validate are bounds, their real time is known after "
+            "the first run (`nttrace ab status`)",
+            f"time in all: {e['boots']} boots, at most {duration(e['total_max_s'])}"
+            + (f", of which the boots themselves about {duration(e['boots_measured_s'])}"
+               if e["boots_measured_s"] is not None else "")]
 
 
 def print_plan(sched: dict, checked: list[str], out=None) -> None:
@@ -147,10 +276,37 @@ def print_plan(sched: dict, checked: list[str], out=None) -> None:
               + (f" + {k[side]['initrd']}" if k[side]["initrd"] else "") + f"  sha256 {k[side]['sha256'][:16]}",
               file=out)
     print(f"  command line: {sched['cmdline'] or '(the grub entry)'}", file=out)
+    r = sched.get("reset")
+    if r:
+        if r["cmdline_added"]:
+            print(f"    added by nttrace: {' '.join(r['cmdline_added'])}", file=out)
+        if r.get("kept"):
+            print(f"    kept, the command line's own: {' '.join(r['kept'])} (the user's value wins)", file=out)
+        print(f"  reset: {r['text']}", file=out)
+        for line in r.get("not_covered", []):
+            print(f"    not covered: {line}", file=out)
+    how = ((sched.get("preflight") or {}).get("default_boot") or {}).get("how")
+    print(f"  default kernel: {sched['default_kernel']}"
+          + (f" ({how})" if how and not sched.get("default_kernel_note") else "")
+          + ": every reset and the loop's end boot it", file=out)
+    if sched.get("default_kernel_note"):
+        print(f"    note: {sched['default_kernel_note']}", file=out)
+    diff = (sched.get("preflight") or {}).get("config_diff") or []
+    if diff:
+        print(f"  the kernels' configs differ in {len(diff)} line(s):", file=out)
+        for line in diff[:DIFF_SHOWN]:
+            print(f"    {line}", file=out)
+        if len(diff) > DIFF_SHOWN:
+            print(f"    ... and {len(diff) - DIFF_SHOWN} more (schedule.json, \"preflight\")", file=out)
+    if sched.get("estimate"):
+        for line in time_lines(sched["estimate"]):
+            print(f"  {line}", file=out)
     print(f"  seed {sched['seed']}; order (B base, P patched): {schedule.order_text(slots)}", file=out)
     print(f"  at each boot: {' '.join(['nttrace', 'validate', '--json', *sched['validate_args']])}", file=out)
     print(f"  unit: {unit.unit_name(sched['name'])} -> {' '.join(unit.command(sched['nttrace']['exe'], sched['name']))}",
           file=out)
+    for line in changes(sched):
+        print(f"  will change: {line}", file=out)
     for line in checked:
         print(f"  checked: {line}", file=out)
     others = changeable_by_others(sched["nttrace"]["exe"])
@@ -161,7 +317,26 @@ def print_plan(sched: dict, checked: list[str], out=None) -> None:
     testable = boots_to_test()
     if sched["rounds"] < testable:
         print(f"  note: {sched['rounds']} boot(s) a side cannot test a change: the exact test across boots needs "
-              f"{testable} a side (README, \"Reading an A/B\"); the report will say so", file=out)
+              f"{testable} a side (docs/ab.md, \"Reading an A/B\"); the report will say so", file=out)
+
+
+DIFF_SHOWN = 12
+
+
+def changes(sched: dict) -> list[str]:
+    """What the loop changes on the machine, a line each; all of it undone
+    when the loop ends."""
+    out = [f"{unit.UNIT_DIR / unit.unit_name(sched['name'])}: installed and enabled (runs at each boot)"]
+    if sched.get("reset"):
+        out += reset.changes(sched["name"], sched["reset"])
+    if sched["via"] == "kexec":
+        out.append("at each boot the next kernel is loaded (kexec -l) and booted (systemctl kexec)")
+    else:
+        out.append("at each boot grub's one-shot entry is set (grub-reboot) and the machine reboots")
+    if sched.get("reset") and sched["reset"]["cmdline_added"]:
+        out.append(f"the loop kernels' command line gains {' '.join(sched['reset']['cmdline_added'])}")
+    out.append("all of it undone when the loop ends (complete, `nttrace ab stop`, a fault)")
+    return out
 
 
 def boots_to_test() -> int:
@@ -218,30 +393,63 @@ def claim(loop: Loop, sched: dict) -> None:
             raise
 
 
-def main(args, machine: Machine | None = None) -> int:
+def preflight_check(ks: dict, via: str):
+    """The kernels' preflight (nttrace.ab.preflight.check): found lines,
+    refusals, the configs' differences, the bootloader's default."""
+    from nttrace.ab import preflight
+    return preflight.check(ks, via)
+
+
+def confirm(sched: dict, stdin=None, out=None) -> bool:
+    """Ask on the terminal before the first reboot: y or yes starts."""
+    stdin, out = stdin or sys.stdin, out or sys.stdout
+    first = schedule.from_json(sched["slots"])[0]
+    k = sched["kernels"][first.side]
+    print(f"start loop {sched['name']} and {'kexec' if sched['via'] == 'kexec' else 'reboot'} into the {first.side} "
+          f"kernel {k['release']} now? [y/N] ", end="", file=out, flush=True)
+    answer = stdin.readline()
+    return answer.strip().lower() in ("y", "yes")
+
+
+def main(args, machine: Machine | None = None, stdin=None) -> int:
+    stdin = stdin or sys.stdin
     if os.geteuid() != 0 and not args.dry_run:
         raise CapabilityError("ab start: needs root (it installs a systemd unit and boots kernels)")
+    asks = not args.dry_run and not getattr(args, "yes", False)
     loop, ks = check_input(args)
     cmdline = command_line(args)
     need = check_room(loop, args.boots)
-    found, missing = check_machine(args, ks, cmdline)
-    if missing and not args.dry_run:
-        raise missing[0]
+    pre = preflight_check(ks, args.via)
+    reset_plan = reset.plan_reset(args, ks, args.via)
+    reset_found, reset_refusals = reset.check(reset_plan, ks)
+    found, missing = check_machine(args, ks, with_added(cmdline, reset_plan),
+                                   bootloader_checked=getattr(pre, "entries", None) is not None)
+    refusals = missing + list(pre.refusals) + reset_refusals     # what this machine cannot do first
+    if refusals and not args.dry_run:
+        raise refusals[0]
+    if asks and not stdin.isatty():
+        raise UsageError("ab start: no terminal to ask on before the first reboot: pass --yes "
+                         "(read the plan with --dry-run first)")
     exe = nttrace_exe()
-    sched = plan(args, loop, ks, cmdline, exe)
+    sched = plan(args, loop, ks, cmdline, exe, reset_plan, pre, estimate(args, measured_boot(args.via)))
     unit_text = unit.text(loop.name, exe, store.root(), unit.timeout_s(sched))     # exit 2 before anything is written
-    print_plan(sched, [f"room for {2 * args.boots} runs ({need >> 20} MiB)"] + found)
+    print_plan(sched, [f"room for {2 * args.boots} runs ({need >> 20} MiB)"] + list(pre.found) + reset_found + found)
     if args.dry_run:
-        for exc in missing:
+        for exc in refusals:
             print(f"  would refuse: {exc}")
         print("dry run: nothing written, installed, loaded or booted")
-        return missing[0].exit_code if missing else EXIT_OK
+        return refusals[0].exit_code if refusals else EXIT_OK
+    if asks and not confirm(sched, stdin):
+        print("not started: nothing written, installed, loaded or booted")
+        return EXIT_OK
     claim(loop, sched)                # exit 2 here leaves what another start made untouched
     try:
         store.make_private_dir(loop.runs_dir)
         unit.install(loop.name, unit_text)
-    except BaseException as exc:      # a full disk, systemctl timing out, Ctrl-C: nothing left installed
-        unit.remove(loop.name)
+        for line in reset.arm(loop.name, reset_plan):
+            print(line)
+    except BaseException as exc:      # a full disk, systemctl timing out, Ctrl-C: nothing left installed or armed
+        unit.remove(loop.name)        # disarms too
         shutil.rmtree(loop.dir, ignore_errors=True)
         if isinstance(exc, (OSError, RuntimeError, subprocess.SubprocessError)):
             raise CapabilityError(f"ab start: cannot install the loop: {exc}") from None

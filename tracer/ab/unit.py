@@ -10,6 +10,9 @@ desktop or graphical.target comes up while validate runs. TimeoutStartSec
 bounds a step that hangs past its own bounds; ExecStopPost, the same
 command with --ended, runs after every step and stops the loop when systemd
 ended the step (that timeout, a signal), which the step itself cannot record.
+Removing the unit also disarms the loop's reset path (nttrace.ab.reset: the
+watchdog's and the panic settings' drop-ins), so no way of ending a loop
+leaves them behind.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import shlex
 import subprocess
 from pathlib import Path
 
-from nttrace.ab import store
+from nttrace.ab import reset, store
 from nttrace.errors import UsageError
 
 UNIT_DIR = Path("/etc/systemd/system")
@@ -93,8 +96,10 @@ def install(name: str, unit_text: str, unit_dir: Path = UNIT_DIR, systemctl=_sys
     return path
 
 
-def remove(name: str, unit_dir: Path = UNIT_DIR, systemctl=_systemctl) -> list[str]:
-    """Disable and delete the unit (whatever is there); returns what it did."""
+def remove(name: str, unit_dir: Path = UNIT_DIR, systemctl=_systemctl, root: Path | None = None) -> list[str]:
+    """Disable and delete the unit (whatever is there) and disarm the loop's
+    reset path (its watchdog and sysctl drop-ins, nttrace.ab.reset): every
+    way a loop ends goes through here. Returns what it did."""
     done = []
     path = unit_dir / unit_name(name)
     if path.exists():
@@ -102,7 +107,7 @@ def remove(name: str, unit_dir: Path = UNIT_DIR, systemctl=_systemctl) -> list[s
         path.unlink()
         systemctl(["daemon-reload"])
         done.append(f"disabled and removed {path}")
-    return done
+    return done + reset.disarm(name, root, systemctl)
 
 
 def installed(name: str, unit_dir: Path = UNIT_DIR) -> bool:

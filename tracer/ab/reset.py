@@ -1,0 +1,338 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What brings the machine back when a loop kernel panics or hangs: the
+loop's reset path, planned and checked by `ab start`, armed for the loop's
+lifetime and disarmed with its unit.
+
+A panic: the kernel's own settings, as a kernel tester sets them (panic=10:
+reboot 10 s after a panic; oops=panic, softlockup_panic=1, hung_task_panic=1:
+an oops, a soft lockup or a hung task is a panic). With --via kexec they are
+added to the command line each loop kernel boots with, unless the user's
+command line already sets them (the user's value wins). A /etc/sysctl.d
+drop-in sets the same for every boot while the loop lasts (--via reboot
+boots, whose command line is the grub entry's, get them once
+systemd-sysctl has run; a panic before that is the entry's own panic= or
+the watchdog's).
+
+A hang: the machine's hardware watchdog (/sys/class/watchdog/watchdogN,
+/dev/watchdogN), armed through systemd with a drop-in
+/etc/systemd/system.conf.d/nttrace-ab-NAME.conf: RuntimeWatchdogSec (systemd
+pets it while the machine runs), KExecWatchdogSec (left running across a
+kexec, so a kernel that hangs before its watchdog driver loads is reset; a
+driver may stop the timer when it loads, and systemd arms it again),
+RebootWatchdogSec (a reboot that hangs). systemd 252 re-reads these three on
+`systemctl daemon-reload` (systemd-system.conf(5); the manager applies its
+watchdog settings at each reload since v246); WatchdogDevice= is read only
+when the manager starts, so a device other than /dev/watchdog0 is applied
+with `systemctl daemon-reexec`. Each loop kernel must have the watchdog's
+driver (built in or a module), or nothing in it pets the watchdog and every
+boot of it ends in a reset. Where there is no watchdog the loop runs only
+with --no-watchdog: a hang then needs a hand on the power button.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from nttrace.ab import boot, kernels, store
+from nttrace.errors import CapabilityError, UsageError
+
+PANIC_S = 10
+# (command-line parameter, its value, the sysctl it sets, that sysctl's value)
+PANIC_SETTINGS = (("panic", str(PANIC_S), "kernel.panic", str(PANIC_S)),
+                  ("oops", "panic", "kernel.panic_on_oops", "1"),
+                  ("softlockup_panic", "1", "kernel.softlockup_panic", "1"),
+                  ("hung_task_panic", "1", "kernel.hung_task_panic", "1"))
+RUNTIME_S = 60        # systemd pets it every 30 s; a hung machine resets within a minute
+KEXEC_S = 300         # from the kexec until the next kernel's systemd pets it: a boot's kernel, initrd, fsck
+REBOOT_S = 600        # systemd's own default: a reboot whose last phase hangs
+SOFTWARE_WATCHDOGS = ("softdog",)      # a kernel timer: gone at a kexec or a hard hang
+NO_WATCHDOG_FLAG = "--no-watchdog"
+MARK = "# nttrace-ab "
+ROOT = Path("/")      # where the machine's /sys, /proc, /dev and /etc are (a laid-out tree in the tests)
+
+
+def system_conf(name: str, root: Path | None = None) -> Path:
+    return (root or ROOT) / "etc/systemd/system.conf.d" / f"nttrace-ab-{store.check_name(name)}.conf"
+
+
+def sysctl_conf(name: str, root: Path | None = None) -> Path:
+    return (root or ROOT) / "etc/sysctl.d" / f"90-nttrace-ab-{store.check_name(name)}.conf"
+
+
+# -- the panic settings --------------------------------------------------------
+def set_on(cmdline: str) -> dict[str, str]:
+    """{parameter: value} of the panic settings a command line already sets,
+    as the parameter or as its sysctl.kernel.* form."""
+    words = {}
+    for w in cmdline.split():
+        key, _, value = w.partition("=")
+        words[key] = value
+    out = {}
+    for param, _v, sysctl, _sv in PANIC_SETTINGS:
+        for key in (param, f"sysctl.{sysctl}"):
+            if key in words:
+                out[param] = f"{key}={words[key]}"
+    return out
+
+
+def _panic_text(kept: dict[str, str], via: str) -> str:
+    """How a panic ends, in words."""
+    if "panic" in kept:
+        value = kept["panic"].partition("=")[2]
+        try:
+            n = int(value)
+        except ValueError:
+            return f"a panic does what the command line's {kept['panic']} says"
+        if n == 0:
+            return f"a panic does not reboot ({kept['panic']}, the command line's)"
+        if n < 0:
+            return f"a panic reboots at once ({kept['panic']}, the command line's)"
+        return f"a panic reboots after {n} s ({kept['panic']}, the command line's)"
+    how = f"panic={PANIC_S}" if via == "kexec" else f"kernel.panic={PANIC_S} once sysctl has run"
+    return f"a panic reboots after {PANIC_S} s ({how})"
+
+
+# -- the watchdog --------------------------------------------------------------
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def _int(text: str | None) -> int | None:
+    try:
+        return int(text) if text is not None else None
+    except ValueError:
+        return None
+
+
+def watchdogs(root: Path | None = None) -> list[dict]:
+    """The machine's watchdogs, watchdog0 first: each one's sysfs facts (its
+    driver and the module that provides it, through the device's links)."""
+    root = root or ROOT
+    cls = root / "sys/class/watchdog"
+    out = []
+    entries = sorted(cls.glob("watchdog*"), key=lambda p: _int(p.name[len("watchdog"):]) or 0) if cls.is_dir() else []
+    for d in entries:
+        if _int(d.name[len("watchdog"):]) is None:
+            continue
+        drv = d / "device" / "driver"
+        driver = drv.resolve().name if drv.exists() else None
+        module_link = drv / "module"
+        module = module_link.resolve().name if module_link.exists() else driver
+        out.append({"device": f"/dev/{d.name}", "present": (root / "dev" / d.name).exists(),
+                    "identity": _read(d / "identity") or d.name, "driver": driver, "module": module,
+                    "timeout_s": _int(_read(d / "timeout")), "max_timeout_s": _int(_read(d / "max_timeout")),
+                    "nowayout": _read(d / "nowayout") == "1"})
+    return out
+
+
+def pick_watchdog(found: list[dict]) -> tuple[dict | None, list[str]]:
+    """The hardware watchdog the loop arms (/dev/watchdog0, systemd's own
+    default, where it is one) and why any other was passed over."""
+    notes, usable = [], []
+    for w in found:
+        if not w["present"]:
+            notes.append(f"{w['device']} ({w['identity']}) is in sysfs but has no device node")
+        elif (w["module"] or "") in SOFTWARE_WATCHDOGS or (w["driver"] or "") in SOFTWARE_WATCHDOGS:
+            notes.append(f"{w['device']} is {w['identity']}, a kernel timer (softdog): it does not last through "
+                         "a kexec or a hard hang; not a reset")
+        elif not w["module"]:
+            notes.append(f"{w['device']} ({w['identity']}): no driver named in sysfs")
+        else:
+            usable.append(w)
+    return (usable[0] if usable else None), notes
+
+
+def _bounded(want: int, w: dict) -> int:
+    """A timeout the hardware can take (its max_timeout where sysfs says)."""
+    return min(want, w["max_timeout_s"]) if w.get("max_timeout_s") else want
+
+
+# -- the plan ------------------------------------------------------------------
+def plan_reset(args, ks: dict, via: str, root: Path | None = None) -> dict:
+    """sched["reset"]: the command-line additions, the sysctl drop-in's
+    settings, the watchdog and the one line saying what resets the machine."""
+    root = root or ROOT
+    if via == "kexec":
+        user = args.cmdline if getattr(args, "cmdline", None) is not None \
+            else boot.default_cmdline(_read(root / "proc/cmdline") or "")
+    else:       # the grub entries' command line: this boot's is the best knowledge of it
+        user = _read(root / "proc/cmdline") or ""
+    kept = set_on(user)
+    cmdline_added = [f"{p}={v}" for p, v, _s, _sv in PANIC_SETTINGS if p not in kept] if via == "kexec" else []
+    sysctl = {s: sv for p, _v, s, sv in PANIC_SETTINGS if p not in kept}
+    no_watchdog = bool(getattr(args, "no_watchdog", False))
+    found = watchdogs(root)
+    chosen, passed_over = pick_watchdog(found)
+    watchdog = None
+    if chosen and not no_watchdog:
+        watchdog = {"device": chosen["device"], "identity": chosen["identity"], "driver": chosen["driver"],
+                    "module": chosen["module"], "nowayout": chosen["nowayout"],
+                    "runtime_s": _bounded(RUNTIME_S, chosen), "reboot_s": _bounded(REBOOT_S, chosen),
+                    "kexec_s": _bounded(KEXEC_S, chosen)}
+    text = _panic_text(kept, via)
+    if watchdog:
+        text += (f"; a hang is reset by {watchdog['identity']} ({watchdog['device']}) after {watchdog['runtime_s']} s"
+                 + (f" ({watchdog['kexec_s']} s from a kexec until the next kernel's systemd pets it)"
+                    if via == "kexec" else ""))
+    elif chosen:
+        text += f"; NO WATCHDOG ({NO_WATCHDOG_FLAG}: {chosen['device']} left alone): a hang needs a hand on the power button"
+    else:
+        text += f"; NO WATCHDOG: a hang needs a hand on the power button ({NO_WATCHDOG_FLAG})"
+    not_covered = []
+    if via == "kexec" and watchdog:
+        not_covered.append("a hang after the next kernel's watchdog driver has loaded and before its systemd arms the "
+                           "watchdog again (a driver may stop the timer when it loads, as i6300esb does)")
+    if via == "reboot":
+        not_covered.append("a panic before systemd-sysctl runs at a --via reboot boot reboots only where the grub "
+                           "entry's own command line says panic="
+                           + (", else the watchdog where the firmware leaves it running" if watchdog else ""))
+        if watchdog:
+            not_covered.append("a hang between the firmware and systemd's start at a --via reboot boot: the "
+                               "firmware's reset usually stops the watchdog")
+    return {"cmdline_added": cmdline_added, "kept": sorted(kept.values()), "sysctl": sysctl, "watchdog": watchdog,
+            "acknowledged_no_watchdog": no_watchdog, "passed_over": passed_over,
+            "watchdogs_found": [w["device"] for w in found], "not_covered": not_covered, "text": text}
+
+
+def check(reset: dict, ks: dict) -> tuple[list[str], list[Exception]]:
+    """What start found of the reset path (a line each) and its refusals:
+    no watchdog and no --no-watchdog (exit 3), a loop kernel without the
+    watchdog's driver (exit 2)."""
+    found, refusals = [], []
+    for line in reset.get("passed_over", []):
+        found.append(f"watchdog passed over: {line}")
+    w = reset["watchdog"]
+    if w is None:
+        if not reset["acknowledged_no_watchdog"]:
+            refusals.append(CapabilityError(
+                "ab start: this machine has no hardware watchdog (/sys/class/watchdog): a kernel that hangs at a "
+                f"boot stays hung until someone power-cycles it; pass {NO_WATCHDOG_FLAG} to run the loop so"))
+        return found, refusals
+    for side, k in ks.items():
+        kd = k if isinstance(k, dict) else k.as_json()
+        if kernels.has_module(kd, w["module"]):
+            found.append(f"the {side} kernel {kd['release']} has the watchdog's driver {w['module']}")
+        else:
+            refusals.append(UsageError(
+                f"ab start: the {side} kernel {kd['release']} has no {w['module']} (the driver of {w['identity']}, "
+                f"{w['device']}), built in or as a module: nothing in it would pet the watchdog, so every boot of it "
+                f"would end in a reset; build it with that driver, or pass {NO_WATCHDOG_FLAG}"))
+    if w["nowayout"]:
+        found.append(f"{w['device']} has nowayout set: once armed it cannot be stopped; when the loop ends systemd "
+                     "keeps petting it until the next boot")
+    return found, refusals
+
+
+def system_conf_text(name: str, w: dict) -> str:
+    return (f"# written by `nttrace ab start {name}`; removed when the loop ends (docs/ab-loop.md)\n"
+            + (f"{MARK}nowayout\n" if w.get("nowayout") else "")
+            + "[Manager]\n"
+            f"RuntimeWatchdogSec={w['runtime_s']}\n"
+            f"RebootWatchdogSec={w['reboot_s']}\n"
+            f"KExecWatchdogSec={w['kexec_s']}\n"
+            + (f"WatchdogDevice={w['device']}\n" if w["device"] != "/dev/watchdog0" else ""))
+
+
+def sysctl_path(root: Path, key: str) -> Path:
+    return root / "proc/sys" / key.replace(".", "/")
+
+
+def changes(name: str, reset: dict) -> list[str]:
+    """What arm() changes on the machine, a line each (the plan's)."""
+    out = []
+    w = reset["watchdog"]
+    if w:
+        out.append(f"{system_conf(name)}: RuntimeWatchdogSec={w['runtime_s']} RebootWatchdogSec={w['reboot_s']} "
+                   f"KExecWatchdogSec={w['kexec_s']}"
+                   + (f" WatchdogDevice={w['device']} (systemctl daemon-reexec)" if w["device"] != "/dev/watchdog0"
+                      else " (systemctl daemon-reload)"))
+    if reset["sysctl"]:
+        out.append(f"{sysctl_conf(name)}: " + " ".join(f"{k}={v}" for k, v in reset["sysctl"].items())
+                   + " (set now; the values before are put back when the loop ends)")
+    return out
+
+
+# -- arm and disarm ------------------------------------------------------------
+def _systemctl(args: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=120)
+
+
+def arm(name: str, reset: dict, root: Path | None = None, systemctl=_systemctl) -> list[str]:
+    """Write the drop-ins and apply them; returns what it did. RuntimeError
+    where systemd does not take the watchdog's settings (the caller then
+    disarms). A setting this kernel has no sysctl for (hung_task_panic
+    without CONFIG_DETECT_HUNG_TASK) is said and left out."""
+    root = root or ROOT
+    done = []
+    if reset["sysctl"]:
+        before = {k: _read(sysctl_path(root, k)) for k in reset["sysctl"]}
+        path = sysctl_conf(name, root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store.write_atomic(path, f"# written by `nttrace ab start {name}`; removed when the loop ends "
+                                 "(docs/ab-loop.md)\n"
+                           + "".join(f"{MARK}before {k}={v}\n" for k, v in before.items() if v is not None)
+                           + "".join(f"{k} = {v}\n" for k, v in reset["sysctl"].items()))
+        path.chmod(0o644)
+        for k, v in reset["sysctl"].items():
+            if before[k] is not None:
+                sysctl_path(root, k).write_text(v + "\n")
+        done.append(f"wrote {path} and set " + " ".join(f"{k}={v}" for k, v in reset["sysctl"].items()
+                                                         if before[k] is not None)
+                    + "".join(f"; no {sysctl_path(Path('/'), k)} in this kernel" for k in reset["sysctl"]
+                              if before[k] is None))
+    w = reset["watchdog"]
+    if w:
+        path = system_conf(name, root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store.write_atomic(path, system_conf_text(name, w))
+        path.chmod(0o644)
+        how = "daemon-reload" if w["device"] == "/dev/watchdog0" else "daemon-reexec"
+        p = systemctl([how])
+        if p.returncode != 0:
+            raise RuntimeError(f"systemctl {how} after writing {path}: {(p.stderr or '').strip()[-200:]}")
+        done.append(f"wrote {path} (systemctl {how}): {w['device']} armed, {w['runtime_s']} s")
+    return done
+
+
+def disarm(name: str, root: Path | None = None, systemctl=_systemctl) -> list[str]:
+    """Remove the drop-ins (whatever is there) and undo them: the sysctl
+    values from before the loop put back, systemd told its watchdog settings
+    are gone (but for a nowayout watchdog, which systemd keeps petting until
+    the next boot rather than let it reset the machine). Returns what it did."""
+    root = root or ROOT
+    done = []
+    path = sysctl_conf(name, root)
+    text = _read(path)
+    if text is not None:
+        restored = []
+        for line in text.splitlines():
+            m = re.fullmatch(re.escape(MARK) + r"before ([\w.]+)=(.*)", line)
+            if m:
+                try:
+                    sysctl_path(root, m.group(1)).write_text(m.group(2) + "\n")
+                    restored.append(f"{m.group(1)}={m.group(2)}")
+                except OSError as exc:
+                    done.append(f"could not put back {m.group(1)}={m.group(2)} ({exc.strerror})")
+        path.unlink(missing_ok=True)
+        done.append(f"removed {path}" + (f" and put back {' '.join(restored)}" if restored else ""))
+    path = system_conf(name, root)
+    text = _read(path)
+    if text is not None:
+        path.unlink(missing_ok=True)
+        if f"{MARK}nowayout" in text.splitlines():
+            done.append(f"removed {path}; the watchdog (nowayout) stays petted by systemd until the next boot")
+        else:
+            how = "daemon-reexec" if "WatchdogDevice=" in text else "daemon-reload"
+            try:
+                p = systemctl([how])
+                ok = p.returncode == 0
+                why = (p.stderr or "").strip()[-200:]
+            except (OSError, subprocess.SubprocessError) as exc:
+                ok, why = False, str(exc)
+            done.append(f"removed {path} (systemctl {how}: the watchdog is systemd's own again)" if ok else
+                        f"removed {path}; systemctl {how} failed ({why}): the watchdog stays armed until the next boot")
+    return done
