@@ -34,7 +34,8 @@ from pathlib import Path
 
 import pytest
 
-from nttrace.daemon.process import NTTRACE, free_port
+from nttrace.bench.daemon_process import NTTRACE
+from nttrace.daemon.process import free_port
 from nttrace.probes.memmap import MemmapProbe
 from nttrace.probes.migrate import MigrateProbe
 
