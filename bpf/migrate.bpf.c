@@ -27,7 +27,7 @@
  * arrives with the caches cold from migrating pages): each program touches
  * one in-flight slot and at most one per-CPU row, reads ctx fields directly,
  * and calls no helper but the clock and the task id. Array lookups are
- * inlined by the verifier; the hash lookups of earlier versions were not.
+ * inlined by the verifier; hash lookups are not.
  *
  * Rows are indexed mode * NTTRACE_REASONS + reason, with both bounds from the
  * running kernel's enums (NTTRACE_MODES, NTTRACE_REASONS); out-of-range

@@ -41,8 +41,8 @@ MAX_CONNECTIONS = 1024
 # A request refused for its credentials (401) or because every bcrypt slot
 # was taken (429) is answered after this long: no work is queued for it (its
 # thread sleeps), but a client that retries at once makes one attempt a
-# second a connection, not hundreds: measured, 512 connections retrying at
-# once held the GIL enough to put an authorised scrape's p99 at 1.2 s. The
+# second a connection, not hundreds (512 connections retrying at once hold
+# the GIL enough to put an authorised scrape's p99 at 1.2 s, measured). The
 # delay is drawn from [1, 2) s, so that retries do not come back in step.
 REFUSED_AUTH_DELAY_S = (1.0, 2.0)
 

@@ -94,9 +94,9 @@ class WebConfigSource:
             # new.read was taken before each file was read (load()): a file
             # replaced while they were read (a rotation renaming its files
             # one by one) differs from it, so the next connection reads
-            # again. Taken after the read, it recorded a new file whose old
-            # content was loaded, never to read it again: seen in CI, a
-            # rotation whose users stayed the old ones.
+            # again. Taken after the read, it would record a new file whose
+            # old content was loaded and never read it again: a rotation
+            # whose users stay the old ones.
             if (new.tls is None) != (self._config.tls is None):
                 log.warning("web config: TLS turned %s by %s", "on" if new.tls else "off", self.path)
             self._config, self._seen = new, _by_path(new.read)

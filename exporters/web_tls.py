@@ -13,17 +13,15 @@ SANs; versions; cipher suites; curves).
 Where Python's ssl module cannot do what a key asks, building fails with
 one line that says so (RequestClientCert and RequireAnyClientCert: Python
 verifies every client certificate it asks for). `curve_preferences`:
-Python 3.11's ssl sets one curve (set_ecdh_curve); every listed curve is
-set, in order, through OpenSSL's SSL_CTX_set1_groups_list on the context
-(checked to be the context's own before use); where that cannot be done, a
-list of more than one curve is refused with one line saying so, never cut
-to its first.
+a Python whose ssl has SSLContext.set_groups sets every listed curve, in
+order; on any other (3.11's) ssl sets one curve (set_ecdh_curve), so one
+curve works and a list of more is refused with one line saying so, never
+cut to its first.
 """
 from __future__ import annotations
 
 import os
 import ssl
-import sys
 import tempfile
 
 from nttrace.errors import UsageError
@@ -197,56 +195,26 @@ def tls_context(tls: dict, where: str, base: str) -> tuple[ssl.SSLContext | None
     return ctx, tuple(sans)
 
 
-
-_SSL_CTRL_SET_GROUPS_LIST = 92     # OpenSSL's SSL_CTX_set1_groups_list() is this SSL_CTX_ctrl()
-
-
-def _ssl_ctx_pointer(ctx: ssl.SSLContext):
-    """The SSL_CTX* of a Python SSLContext and the libssl that made it, or
-    (None, why). CPython's context object holds the pointer right after its
-    object header; it is taken only once SSL_CTX_get_options through that
-    pointer agrees with ctx.options, before and after setting a test bit."""
-    import ctypes
-    import ctypes.util
-    try:
-        lib = ctypes.CDLL(ctypes.util.find_library("ssl") or "libssl.so.3")
-        lib.SSL_CTX_get_options.restype = ctypes.c_uint64
-        lib.SSL_CTX_get_options.argtypes = [ctypes.c_void_p]
-        lib.SSL_CTX_ctrl.restype = ctypes.c_long
-        lib.SSL_CTX_ctrl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_void_p]
-        lib.OpenSSL_version.restype = ctypes.c_char_p
-        lib.OpenSSL_version.argtypes = [ctypes.c_int]
-    except (OSError, AttributeError) as exc:
-        return None, None, f"libssl not reachable ({exc})"
-    if lib.OpenSSL_version(0).decode() != ssl.OPENSSL_VERSION:
-        return None, None, "the libssl found is not the one Python's ssl uses"
-    if sys.implementation.name != "cpython" or not (3, 8) <= sys.version_info[:2] <= (3, 14):
-        return None, None, "not a CPython whose context layout is known (3.8-3.14)"
-    pointer = ctypes.c_void_p.from_address(id(ctx) + object.__basicsize__).value
-    if not pointer or lib.SSL_CTX_get_options(pointer) != int(ctx.options):
-        return None, None, "the SSL_CTX of Python's context could not be found"
-    ctx.options ^= ssl.OP_NO_TICKET
-    same = lib.SSL_CTX_get_options(pointer) == int(ctx.options)
-    ctx.options ^= ssl.OP_NO_TICKET
-    if not same:
-        return None, None, "the SSL_CTX of Python's context could not be found"
-    return pointer, lib, None
+# OpenSSL's group names -> the EC curve names set_ecdh_curve takes
+EC_CURVE_NAMES = {"P-256": "prime256v1", "P-384": "secp384r1", "P-521": "secp521r1"}
 
 
 def set_groups(ctx: ssl.SSLContext, groups: list[str]) -> str | None:
-    """Set every curve in `groups` on ctx, in order; None, or why not (then
-    one curve alone is set with set_ecdh_curve, more are refused)."""
-    if hasattr(ctx, "set_groups"):         # a Python whose ssl sets the list itself
+    """Set the curves `groups` (OpenSSL's group names) on ctx, in order;
+    None, or why they cannot be. A Python whose ssl has
+    SSLContext.set_groups sets the list; any other sets one curve
+    (set_ecdh_curve), and a list of more is refused, not cut to its first."""
+    if hasattr(ctx, "set_groups"):
         try:
             ctx.set_groups(":".join(groups))
             return None
         except (ssl.SSLError, ValueError) as exc:
             return f"OpenSSL refused {':'.join(groups)}: {exc}"
-    pointer, lib, why = _ssl_ctx_pointer(ctx)
-    if pointer is not None and lib.SSL_CTX_ctrl(pointer, _SSL_CTRL_SET_GROUPS_LIST, 0, ":".join(groups).encode()) == 1:
-        return None
-    if len(groups) == 1:
-        ctx.set_ecdh_curve({"P-256": "prime256v1", "P-384": "secp384r1", "P-521": "secp521r1"}.get(groups[0], groups[0]))
-        return None
-    return (f"Python's ssl sets one curve and OpenSSL's group list could not be set ({why or 'refused'}); "
-            "list one curve")
+    if len(groups) > 1:
+        return (f"this Python's ssl sets one curve, not a list of {len(groups)} (it has no "
+                "SSLContext.set_groups); list one curve")
+    try:
+        ctx.set_ecdh_curve(EC_CURVE_NAMES.get(groups[0], groups[0]))
+    except (ssl.SSLError, ValueError) as exc:
+        return f"this Python's ssl cannot set {groups[0]} alone ({exc})"
+    return None

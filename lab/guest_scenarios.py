@@ -269,7 +269,7 @@ def exercise_daemon_probes() -> None:
 
 def daemon():
     """Serve on the forwarded port until the host has scraped (or 300 s)."""
-    from nttrace.daemon.process import DaemonProcess
+    from nttrace.bench.daemon_process import DaemonProcess
     work = Path("/tmp/daemon")
     work.mkdir(exist_ok=True)
     d = DaemonProcess(work, config_text=daemon_config("0.0.0.0:9435"))
@@ -301,7 +301,7 @@ def daemon_stops():
     running after 10 s has its threads' kernel stacks read (where it waits)
     and is given 300 s before it is killed. A benchmark, not a CI scenario."""
     import signal
-    from nttrace.daemon.process import DaemonProcess, kernel_stacks
+    from nttrace.bench.daemon_process import DaemonProcess, kernel_stacks
     m = re.search(r"nttrace\.daemon_stops=(\d+)", Path("/proc/cmdline").read_text())
     runs = []
     for i in range(int(m.group(1)) if m else 5):

@@ -498,8 +498,9 @@ def _build(variant: Variant, timeout: float) -> Kernel:
         # (the build tree's objects, of the last tree that built, stay)
         shutil.rmtree(work / "src", ignore_errors=True)
         raise
-    # Files an earlier build of this tree patched, and this one may not: their
-    # pristine copies are older than the objects built from the patched ones.
+    # Files the previous build of this tree patched (recorded in `previous`),
+    # and this one may not: their pristine copies are older than the objects
+    # built from the patched ones, so each is touched to be rebuilt.
     earlier = json.loads(previous.read_text()) if previous.exists() else []
     for rel in sorted(set(touched) | set(earlier)):
         if (work / "src" / rel).exists():

@@ -2,7 +2,7 @@
 test_lab.py and the lab kernels of test_lab_kernels.py.
 
 A guest is single-threaded QEMU TCG: one core of the two. The lab's tests
-run last (conftest orders them so); their guests start booting as soon as
+run last (plugin_rooms orders them so); their guests start booting as soon as
 collection ends, one at a time while the rest of the suite runs on the other
 core, then two at a time once a lab test asks for one (NTTRACE_LAB_PARALLEL
 sets that number; 1 boots one at a time throughout). NTTRACE_LAB_EARLY=0
@@ -22,7 +22,7 @@ other boot has taken its slot, holding all of the widened pool's slots, and
 after its `prepare` has waited for every kernel build to end, so that nothing
 the suite does compiles or emulates beside it. Nor does a lab test's own
 body (test_kernel_build's injected builds run make and the compiler; others
-run nttrace on the host): conftest runs each lab test's body inside
+run nttrace on the host): plugin_lab runs each lab test's body inside
 `POOL.host_work()`, the lock an exclusive boot holds while it measures, and
 a body lets go of it only while it waits for a boot (`result`).
 """
@@ -82,7 +82,7 @@ class BootPool:
         self.lock = threading.Lock()
         self.slots = _Slots(1)          # one while other tests run; widened when a lab test asks
         self.executor: ThreadPoolExecutor | None = None
-        self.tmp = None                 # the session's TempPathFactory (conftest sets it): guests' result directories
+        self.tmp = None                 # the session's TempPathFactory (plugin_lab sets it): guests' result directories
         self.closed = False
         self.wide = threading.Event()   # set when a lab test first asks: the pool is widened
         self.measuring = threading.Lock()   # held by an exclusive boot's run, and by a lab test's body

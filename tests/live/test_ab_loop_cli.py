@@ -1,5 +1,6 @@
 """`nttrace ab` on this host, through the installed command: the dry run of
-a start with a real kernel image, and every refusal a start makes before
+a start with a kernel image (conftest's kernel_image: a bzImage's setup
+header, made by the suite, so no test waits for one), and every refusal a start makes before
 anything is written (its help and its unit: tests/unit/test_ab_loop_command.py). Never a real start on a host that could
 boot from it: a start that passes the checks reboots the machine, so the
 start that is run for real here runs only where systemd is not init (the
@@ -14,16 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CAPABILITIES, one_line_error, run_nttrace
+from conftest import one_line_error, run_nttrace
 from nttrace.ab import schedule, unit
 from unprivileged import DROP, staged_nttrace
 
 UNIT_GLOB = "nttrace-ab-*.service"
 NTTRACE = Path(sys.executable).with_name("nttrace")      # what run_nttrace runs
-
-
-def kernel_image() -> str:
-    return CAPABILITIES["kernel-image"]()[1]
 
 
 @pytest.fixture
@@ -41,10 +38,10 @@ def start(env, *args, timeout=120):
     return run_nttrace("ab", "start", *args, env=env, timeout=timeout)
 
 
-@pytest.mark.needs("root", "kernel-image")
-def test_a_dry_run_reads_the_kernels_prints_the_plan_and_writes_nothing(ab_env):
+@pytest.mark.needs("root")
+def test_a_dry_run_reads_the_kernels_prints_the_plan_and_writes_nothing(ab_env, kernel_image):
     env, state = ab_env
-    image = kernel_image()
+    image = str(kernel_image)
     p = start(env, "dry", "--base", image, "--patched", image, "--boots", "3", "--seed", "7",
               "--cmdline", "root=/dev/vda ro", "--check", "env.*", "--dry-run")
     out = p.stdout
@@ -74,10 +71,10 @@ def test_a_dry_run_reads_the_kernels_prints_the_plan_and_writes_nothing(ab_env):
     assert not state.exists()
 
 
-@pytest.mark.needs("root", "kernel-image")
-def test_a_dry_run_without_kexec_tools_says_so(ab_env, tmp_path):
+@pytest.mark.needs("root")
+def test_a_dry_run_without_kexec_tools_says_so(ab_env, tmp_path, kernel_image):
     env, _state = ab_env
-    image = kernel_image()
+    image = str(kernel_image)
     bare = tmp_path / "bin"
     bare.mkdir()
     env = dict(env, PATH=str(bare))
@@ -92,10 +89,10 @@ def test_a_dry_run_without_kexec_tools_says_so(ab_env, tmp_path):
         assert any("built without CONFIG_KEXEC" in r for r in refusals)
 
 
-@pytest.mark.needs("root", "kernel-image")
-def test_bad_input_is_one_line_exit_2_and_nothing_written(ab_env):
+@pytest.mark.needs("root")
+def test_bad_input_is_one_line_exit_2_and_nothing_written(ab_env, kernel_image):
     env, state = ab_env
-    image = kernel_image()
+    image = str(kernel_image)
     cases = [
         (["x", "--base", "no-such-release-0", "--patched", image, "--boots", "2"], "unknown kernel 'no-such-release-0'"),
         (["x", "--base", image, "--patched", "/nonexistent/bzImage", "--boots", "2"], "no file /nonexistent/bzImage"),
@@ -118,21 +115,21 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(ab_env):
     assert not state.exists()
 
 
-@pytest.mark.needs("root", "kernel-image")
-def test_a_name_that_exists_is_refused_and_left_as_it_was(ab_env):
+@pytest.mark.needs("root")
+def test_a_name_that_exists_is_refused_and_left_as_it_was(ab_env, kernel_image):
     env, state = ab_env
     (state / "mine").mkdir(parents=True)
     (state / "mine" / "schedule.json").write_text("{}")
-    image = kernel_image()
+    image = str(kernel_image)
     p = start(env, "mine", "--base", image, "--patched", image, "--boots", "2", "--cmdline", "root=/dev/vda")
     assert p.returncode == 2 and "a loop named mine exists" in one_line_error(p)
     assert (state / "mine" / "schedule.json").read_text() == "{}"
 
 
-@pytest.mark.needs("root", "kernel-image", "no-systemd-init")
-def test_a_start_where_systemd_is_not_init_is_exit_3_and_installs_nothing(ab_env):
+@pytest.mark.needs("root", "no-systemd-init")
+def test_a_start_where_systemd_is_not_init_is_exit_3_and_installs_nothing(ab_env, kernel_image):
     env, state = ab_env
-    image = kernel_image()
+    image = str(kernel_image)
     p = start(env, "real", "--base", image, "--patched", image, "--boots", "2", "--cmdline", "root=/dev/vda")
     assert p.returncode == 3
     assert one_line_error(p) == ("nttrace: ab start: systemd is not this machine's init (no /run/systemd/system); "

@@ -7,7 +7,7 @@ import time
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from nttrace.daemon.process import DaemonProcess
+from nttrace.bench.daemon_process import DaemonProcess
 from nttrace.kernel import bpf_stats
 from nttrace.probes.migrate import MigrateProbe
 from nttrace.workloads import triggers

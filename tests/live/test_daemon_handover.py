@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from conftest import held_by, nttrace_programs
-from nttrace.daemon.process import DaemonProcess, free_port
+from nttrace.bench.daemon_process import DaemonProcess
+from nttrace.daemon.process import free_port
 
 from lab.lab_checks import wait_until
 

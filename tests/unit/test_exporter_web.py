@@ -221,37 +221,67 @@ def test_after_a_failed_change_the_files_it_names_are_watched(tmp_path):
     assert source.current().tls is not None and source.status.ok
 
 
-def test_every_listed_curve_is_used(tmp_path):
-    """curve_preferences [CurveP384, X25519]: a client offering either one
-    completes a handshake, a client offering only P-256 does not."""
-    import socket
-    import threading
+def _curves_config(tmp_path, curves: str) -> tuple[Path, object]:
+    """A web config serving TLS with `curve_preferences: [curves]`, and its CA."""
     ca = pki.ca(tmp_path, "ca")
     srv = pki.signed(tmp_path, "srv", ca, server=True)
     web = tmp_path / "web.yml"
     web.write_text(f"tls_server_config:\n  cert_file: {srv.cert}\n  key_file: {srv.key}\n"
-                   "  curve_preferences: [CurveP384, X25519]\n")
-    ctx = web_config.load(str(web)).tls
+                   f"  curve_preferences: [{curves}]\n")
+    return web, ca
 
-    def handshake(curve: str) -> bool:
-        a, b = socket.socketpair()
-        client = ssl.create_default_context(cafile=str(ca.cert))
-        client.check_hostname = False
-        assert web_tls.set_groups(client, [curve]) is None     # the client offers this one group
-        done = []
-        t = threading.Thread(target=lambda: done.append(_server_side(ctx, b)))
-        t.start()
-        try:
-            with client.wrap_socket(a) as c:
-                c.do_handshake()
-            ok = True
-        except (ssl.SSLError, OSError):
-            ok = False
-        t.join(10)
-        b.close()
-        return ok and done == [True]
-    assert handshake("P-384") and handshake("X25519")
-    assert not handshake("P-256")
+
+def test_one_listed_curve_is_used(tmp_path):
+    """curve_preferences [CurveP384]: a client offering P-384 completes a
+    handshake, a client offering only P-256 does not."""
+    web, ca = _curves_config(tmp_path, "CurveP384")
+    ctx = web_config.load(str(web)).tls
+    assert _handshake(ctx, ca, "P-384")
+    assert not _handshake(ctx, ca, "P-256")
+
+
+def test_a_curve_list_is_used_whole_or_refused_in_one_line(tmp_path):
+    """curve_preferences [CurveP384, CurveP521]: where Python's ssl sets a
+    group list (SSLContext.set_groups), a client offering either completes a
+    handshake and one offering only P-256 does not; where it sets one curve,
+    the list is refused in one line, exit 2, never cut to its first."""
+    web, ca = _curves_config(tmp_path, "CurveP384, CurveP521")
+    if hasattr(ssl.SSLContext, "set_groups"):
+        ctx = web_config.load(str(web)).tls
+        assert _handshake(ctx, ca, "P-384") and _handshake(ctx, ca, "P-521")
+        assert not _handshake(ctx, ca, "P-256")
+        return
+    with pytest.raises(web_config.UsageError) as err:
+        web_config.load(str(web))
+    line = str(err.value)
+    assert line == (f"{web}: tls_server_config.curve_preferences: this Python's ssl sets one curve, "
+                    "not a list of 2 (it has no SSLContext.set_groups); list one curve"), line
+    cfg = tmp_path / "n.toml"
+    cfg.write_text('probes = ["migrate"]\n')
+    proc = run_nttrace("daemon", "--check-config", str(cfg), "--web.config.file", str(web))
+    assert proc.returncode == 2 and one_line_error(proc) == f"nttrace: {line}"
+
+
+def _handshake(ctx, ca, curve: str) -> bool:
+    """Whether a client offering only `curve` completes a handshake with ctx."""
+    import socket
+    import threading
+    a, b = socket.socketpair()
+    client = ssl.create_default_context(cafile=str(ca.cert))
+    client.check_hostname = False
+    assert web_tls.set_groups(client, [curve]) is None     # the client offers this one group
+    done = []
+    t = threading.Thread(target=lambda: done.append(_server_side(ctx, b)))
+    t.start()
+    try:
+        with client.wrap_socket(a) as c:
+            c.do_handshake()
+        ok = True
+    except (ssl.SSLError, OSError):
+        ok = False
+    t.join(10)
+    b.close()
+    return ok and done == [True]
 
 
 def _server_side(ctx, sock) -> bool:

@@ -209,13 +209,13 @@ def test_a_session_without_a_lab_test_starts_no_boot(monkeypatch, tmp_path_facto
     whatever a registered boot says it wants."""
     import types
 
-    import conftest
     import lab_boots
+    import plugin_lab
     started = []
     pool = BootPool(2)
     pool.register(Boot("guest", lambda: True, lambda _p: started.append("guest")))
     monkeypatch.setattr(lab_boots, "POOL", pool)
-    monkeypatch.setattr(conftest, "has", lambda *caps: True)      # as on a host with root and QEMU
+    monkeypatch.setattr(plugin_lab, "has", lambda *caps: True)      # as on a host with root and QEMU
 
     def session(*lab_marks):
         items = [types.SimpleNamespace(get_closest_marker=lambda name, lab=lab: object() if lab and name == "lab"
@@ -223,8 +223,8 @@ def test_a_session_without_a_lab_test_starts_no_boot(monkeypatch, tmp_path_facto
         config = types.SimpleNamespace(option=types.SimpleNamespace(collectonly=False),
                                        _tmp_path_factory=tmp_path_factory)
         return types.SimpleNamespace(items=items, config=config)
-    conftest._start_lab_boots(session(False, False))
+    plugin_lab._start_lab_boots(session(False, False))
     assert pool.futures == {} and started == []
-    conftest._start_lab_boots(session(False, True))      # the control: a lab test selected starts it
+    plugin_lab._start_lab_boots(session(False, True))      # the control: a lab test selected starts it
     pool.futures["guest"].result(timeout=10)
     assert started == ["guest"]

@@ -9,7 +9,7 @@ import pytest
 
 import nttrace
 from conftest import one_line_error, run_nttrace
-from nttrace.daemon.process import NTTRACE
+from nttrace.bench.daemon_process import NTTRACE
 
 DATA = Path(nttrace.__file__).parent / "data"
 

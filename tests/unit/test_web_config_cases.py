@@ -3,7 +3,9 @@ ported by what each one tests into tests/fixtures/web_config/, written for
 nttrace, with nttrace's own additions. Each file has its expected outcome
 here: a good one loads (and what it sets is checked), a bad one is one
 UsageError line naming the file and the key, and `nttrace daemon
---check-config` says that line alone and exits 2.
+--check-config` says that line alone and exits 2. A `list-` case lists
+more than one curve: good where Python's ssl sets a group list
+(SSLContext.set_groups), bad where it sets one curve.
 
 Where nttrace's outcome differs from the toolkit's, the case says why
 (DIFFERS): Python's ssl cannot take a client certificate unverified; it
@@ -40,7 +42,6 @@ GOOD = {   # file: (toolkit case it ports or None, what the loaded config must h
                                         == {"ECDHE-ECDSA-AES256-GCM-SHA384", "ECDHE-ECDSA-AES128-GCM-SHA256"}),
     "good-client-cipher-order.yml": ("web_config_noAuth_someCiphers_noOrder.good",
                                      lambda c: not c.tls.options & ssl.OP_CIPHER_SERVER_PREFERENCE),
-    "good-all-curves.yml": ("web_config_noAuth_allCurves.good", lambda c: c.tls is not None),
     "good-one-curve-tls13.yml": ("web_config_noAuth_someCurves.good",
                                  lambda c: c.tls.minimum_version == ssl.TLSVersion.TLSv1_3),
     "good-no-http2.yml": ("web_config_noAuth_noHTTP2.good", lambda c: c.tls is not None),
@@ -53,6 +54,9 @@ GOOD = {   # file: (toolkit case it ports or None, what the loaded config must h
     "good-rate-limit.yml": ("web_config_rate_limiter_one_second",
                             lambda c: (c.rate_limit.interval_s, c.rate_limit.burst) == (2.0, 3)),
 }
+
+# file: the toolkit case it ports; more than one curve, which only a Python whose ssl sets a group list takes
+CURVE_LISTS = {"list-all-curves.yml": "web_config_noAuth_allCurves.good"}
 
 BAD = {    # file: (toolkit case it ports or None, what the one line says)
     "bad-junk.yml": ("web_config_junk", "the file must be a mapping"),
@@ -86,8 +90,9 @@ BAD = {    # file: (toolkit case it ports or None, what the one line says)
 
 
 def test_every_fixture_has_an_expected_outcome_and_every_outcome_a_fixture():
-    assert {p.name for p in CASES.glob("*.yml")} == set(GOOD) | set(BAD)
+    assert {p.name for p in CASES.glob("*.yml")} == set(GOOD) | set(BAD) | set(CURVE_LISTS)
     assert all(n.startswith("good-") for n in GOOD) and all(n.startswith("bad-") for n in BAD)
+    assert all(n.startswith("list-") for n in CURVE_LISTS)
 
 
 @pytest.fixture(scope="module")
@@ -122,11 +127,25 @@ def test_a_good_case_loads(tmp_path, certs, name):
 
 @pytest.mark.parametrize("name", sorted(BAD))
 def test_a_bad_case_is_one_line_naming_the_file_and_exit_2(tmp_path, certs, name):
+    refused_in_one_line(tmp_path, placed(tmp_path, name, certs), BAD[name][1])
+
+
+@pytest.mark.parametrize("name", sorted(CURVE_LISTS))
+def test_a_curve_list_loads_where_ssl_sets_a_list_and_is_one_line_elsewhere(tmp_path, certs, name):
     path = placed(tmp_path, name, certs)
+    if hasattr(ssl.SSLContext, "set_groups"):
+        assert web_config.load(str(path)).tls is not None
+    else:
+        refused_in_one_line(tmp_path, path, "curve_preferences: this Python's ssl sets one curve, not a list of")
+
+
+def refused_in_one_line(tmp_path: Path, path: Path, message: str) -> None:
+    """Loading `path` is one UsageError line naming it and saying `message`,
+    and `nttrace daemon --check-config` says that line alone, exit 2."""
     with pytest.raises(web_config.UsageError) as err:
         web_config.load(str(path))
     line = str(err.value)
-    assert "\n" not in line and line.startswith(str(path)) and BAD[name][1] in line, line
+    assert "\n" not in line and line.startswith(str(path)) and message in line, line
     cfg = tmp_path / "n.toml"
     cfg.write_text('probes = ["migrate"]\n')
     proc = run_nttrace("daemon", "--check-config", str(cfg), "--web.config.file", str(path))

@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from nttrace.daemon.process import DaemonProcess
+from nttrace.bench.daemon_process import DaemonProcess
 from nttrace.probes import DEFAULT
 
 CLK_TCK = os.sysconf("SC_CLK_TCK")

@@ -10,10 +10,8 @@
                                        # rate limit (the exporter toolkit's format;
                                        # re-read when it changes; --web.config.file wins)
 
-The web endpoint is configured one way: the web config file. The tables
-[tls] and [basic_auth] (a certificate pair, one user with an unsalted
-SHA-256 password) that earlier builds read are refused, in one line naming
-the web config keys that replace them (REMOVED_TABLES).
+The web endpoint is configured one way: the web config file (TLS and
+users are keys there, not tables here).
 
 Every problem is reported as one UsageError line naming the file and key.
 """
@@ -31,9 +29,6 @@ DEFAULT_LISTEN = "127.0.0.1:9435"
 LOG_LEVELS = ("debug", "info", "warning", "error")
 PERF_GROUPS = ("llc", "memory_traffic")
 TOP_KEYS = {"listen", "log_level", "probes", "perf", "web_config_file"}
-# table -> what replaces it in the web config file (web_config_file)
-REMOVED_TABLES = {"tls": "its cert_file and key_file under tls_server_config",
-                  "basic_auth": "its users under basic_auth_users, as bcrypt hashes (htpasswd -nBC 10)"}
 
 
 @dataclass(frozen=True)
@@ -87,10 +82,6 @@ def load(path: str | None, listen_override: str | None = None, web_config_overri
             raise UsageError(f"{path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise UsageError(f"{path}: TOML syntax error: {exc}") from None
-    for table, replacement in REMOVED_TABLES.items():
-        if table in data:
-            raise UsageError(f"{where}: [{table}] is no longer read: give {replacement} in the web config "
-                             "file that web_config_file names (the exporter toolkit's format)")
     unknown = set(data) - TOP_KEYS
     if unknown:
         raise UsageError(f"{where}: unknown key {sorted(unknown)[0]!r} (known: {', '.join(sorted(TOP_KEYS))})")

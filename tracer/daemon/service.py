@@ -164,9 +164,9 @@ class Daemon:
             return
         # A reload compiles new probes in this thread, so the main loop pings
         # no watchdog meanwhile: widen the watchdog for the reload (sd_notify's
-        # WATCHDOG_USEC=) and put it back after. Found in the lab, where a
-        # compile under emulation outlasted a short WatchdogSec and systemd
-        # killed the daemon mid-reload.
+        # WATCHDOG_USEC=) and put it back after: a compile (slow under
+        # emulation) can outlast a short WatchdogSec, and systemd would kill
+        # the daemon mid-reload.
         watchdog = sd_notify.watchdog_interval_s()
         widen = f"\nWATCHDOG=1\nWATCHDOG_USEC={RELOAD_WATCHDOG_S * 1_000_000}" if watchdog else ""
         sd_notify.notify(f"RELOADING=1\nMONOTONIC_USEC={time.monotonic_ns() // 1000}{widen}")

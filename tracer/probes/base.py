@@ -300,9 +300,9 @@ def fd_pointed_at(fd: int, target: int):
 def bcc_stdout_to_stderr():
     """fd 1 is fd 2 inside: bcc writes some of its messages to standard
     output (a missing kernel-headers directory: "Unable to find kernel
-    headers..."), where nttrace writes its JSON and tables. Found in the
-    lab's Debian guest without headers: `validate --json` began with that
-    line and no longer parsed."""
+    headers..."), where nttrace writes its JSON and tables: on a host
+    without kernel headers, `validate --json` would begin with that line and
+    not parse."""
     import ctypes
     sys.stdout.flush()
     with fd_pointed_at(1, 2):

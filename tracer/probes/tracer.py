@@ -9,8 +9,7 @@ inside bcc's ctypes callback, the exception would be printed and dropped, and
 the loop around it would run on with the probes attached. Holding it, the
 records are paused at once (Probe.pause_records): bcc's drain returns only
 once it has caught up with the ring, which under a heavy enough load it never
-did, so the held signal was never raised (the `trace` that ran 1 h 40 min
-after its SIGINT). Terminated is a BaseException, as KeyboardInterrupt is, so
+does, and the held signal would never be raised. Terminated is a BaseException, as KeyboardInterrupt is, so
 no `except Exception` (bcc's, or attach_probe's) takes it for a failed
 attach; a stop asked for during attach that something swallowed anyway is
 raised when attach returns. StopGuard (nttrace.probes.stop_guard) covers what
@@ -182,8 +181,8 @@ class Tracer:
 
     def records(self) -> list[dict]:
         """The per-call records taken since the last call, in time order: the
-        per-CPU perf buffers deliver them CPU by CPU (a CI run saw a
-        compaction's calls come back as two per-CPU runs, the later first)."""
+        per-CPU perf buffers deliver them CPU by CPU, so one CPU's calls can
+        come back after a later CPU's."""
         out = []
         with self._lock:
             for name, p in self.probes.items():

@@ -3,8 +3,7 @@ whose evidence other code reads (the A/B, its HTML page, the lab's checks)
 declares its class beside it (`@check(..., evidence=...)`), with one
 `to_json`, one `from_json` and the figures a reviewer compares, computed
 there, once, from what the check recorded. `of()` finds a report entry's
-class through the catalog: the check that wrote it, by its id or an id it
-had before (`formerly`).
+class through the catalog: the check that wrote it, by its id.
 
 `from_json` reads every format nttrace has written (tests/fixtures/recorded
 holds reports of each).

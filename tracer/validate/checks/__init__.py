@@ -69,7 +69,6 @@ class Check:
     quick: bool = True
     triggers: str = ""  # what it changes on the system, if anything
     evidence: type | None = None   # its evidence's class (nttrace.validate.evidence), if other code reads it
-    formerly: tuple[str, ...] = ()  # the ids it had: reports recorded under them read with its evidence
 
 
 CATALOG: list[Check] = []
@@ -83,8 +82,8 @@ def check(id: str, title: str, quick: bool = True, triggers: str = "", evidence:
 
 
 def find(cid: str) -> Check | None:
-    """The check that writes reports under `cid` (its id, or one it had)."""
-    return next((c for c in catalog() if cid == c.id or cid in c.formerly), None)
+    """The check that writes reports under `cid`."""
+    return next((c for c in catalog() if cid == c.id), None)
 
 
 # The catalog's order: by family (a check id's part before the dot), then in

@@ -5,7 +5,7 @@ workload runs as declared, so a new probe needs no check of its own.
 
 Workloads change system state (compaction, a module loaded, a cgroup
 reclaimed). Compaction and memcg reclaim are short and change little:
-their checks run unasked (RUN_UNASKED), in --quick too. Every other check
+their checks run unasked (UNASKED), in --quick too. Every other check
 runs its workload only when asked, `--exercise NAME`, and is skipped,
 saying so, otherwise. Where the probe cannot attach, the check still runs
 the workload when the kernel keeps its own count of that work, and reports
@@ -85,8 +85,7 @@ class ExerciseEvidence:
 @dataclass
 class CompactionEvidence(ExerciseEvidence):
     """probe.migrate: compaction's migrations, MR_COMPACTION rows, whose
-    pages /proc/vmstat counts too. Reads the reports of the check it folds
-    in (kernel.migrate_observed: the same rows)."""
+    pages /proc/vmstat counts too."""
 
     def compaction(self) -> list[dict]:
         return compaction_rows(self.rows or [])
@@ -137,10 +136,8 @@ class MemcgReclaimEvidence(ExerciseEvidence):
 
 # the paths whose rows say more than a count, each with its evidence
 EVIDENCE = {MigrateProbe: CompactionEvidence, ReclaimProbe: MemcgReclaimEvidence}
-# the workloads a check runs unasked: short, and changing little; the ids
-# their checks had before each path had one check (kernel.*_observed beside
-# probe.*), whose reports read as this check's
-RUN_UNASKED = {MigrateProbe: "kernel.migrate_observed", ReclaimProbe: "kernel.reclaim_observed"}
+# the workloads a check runs unasked: short, and changing little
+UNASKED = (MigrateProbe, ReclaimProbe)
 
 
 def _runnable(exercise) -> bool:
@@ -159,7 +156,7 @@ def run_exercise(probe_cls, ctx) -> CheckResult:
     from nttrace.workloads.scratch_cgroup import NoMemoryCgroup
     cid, name, ex = f"probe.{probe_cls.name}", probe_cls.name, probe_cls.exercise
     what = ex.workload.split(" (")[0]
-    if probe_cls not in RUN_UNASKED and name not in ctx.options.exercise:
+    if probe_cls not in UNASKED and name not in ctx.options.exercise:
         return CheckResult(cid, SKIP, f"its workload {what}: run with --exercise {name}")
     evidence_cls = EVIDENCE.get(probe_cls, ExerciseEvidence)
     with ExitStack() as attached:
@@ -202,11 +199,10 @@ def run_exercise(probe_cls, ctx) -> CheckResult:
 
 for _probe in PROBES.values():
     if _probe.exercise is not None and _runnable(_probe.exercise):
-        _unasked = _probe in RUN_UNASKED
+        _unasked = _probe in UNASKED
         CATALOG.append(Check(f"probe.{_probe.name}", f"the {_probe.name} probe against the kernel's own count "
                              f"({_probe.exercise.workload.split(' (')[0]})",
                              lambda ctx, p=_probe: run_exercise(p, ctx), quick=_unasked,
                              triggers=_probe.exercise.workload if _unasked
                              else f"with --exercise {_probe.name}: {_probe.exercise.workload}",
-                             evidence=EVIDENCE.get(_probe, ExerciseEvidence),
-                             formerly=(RUN_UNASKED[_probe],) if _unasked else ()))
+                             evidence=EVIDENCE.get(_probe, ExerciseEvidence)))

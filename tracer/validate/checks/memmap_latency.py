@@ -70,24 +70,22 @@ _DERIVED_CALL = {"ns_per_page", "page_ref_sets_per_page"}
 class MemmapEvidence:
     """kernel.memmap_latency: the first bind and the rebinds of one namespace,
     each call as the probe saw it, and the native model's cost per descriptor."""
-    # Why the primary figure is the fastest rebind of a boot: it was chosen
-    # on the lab's host-clock A/A and A/B boots (benchmarks/
-    # lab-aa-base-*-2026-12-01, lab-ab-base-nt-v3-*-2026-12-01, quiet and
-    # beside a compiler), where its boot-to-boot CoV was 2.0-24.6%, against
-    # 1.8-63.6% for the median rebind and 3.3-74.3% for the mean: a rebind
-    # slowed by anything else on the host or the other vCPU moves the median
-    # and mean, while the fastest of 30 is the path's own cost. The lab now
-    # times its guests in instructions (icount), where every figure is
-    # steady: in its A/A (benchmarks/lab-aa-base-icount-*) the fastest
+    # Why the primary figure is the fastest rebind of a boot: on the lab's
+    # host-clock A/A and A/B boots (quiet and beside a compiler) its
+    # boot-to-boot CoV is 2.0-24.6%, against 1.8-63.6% for the median rebind
+    # and 3.3-74.3% for the mean: a rebind slowed by anything else on the
+    # host or the other vCPU moves the median and mean, while the fastest of
+    # 30 is the path's own cost. The lab times its guests in instructions
+    # (icount), where every figure is steady: in its A/A the fastest
     # rebind's CoV is 0.0031-0.024%, the median's 0.001-0.0034%.
-    # tests/unit/test_ab_statistics.py derives both from those files again.
+    # tests/unit/test_ab_statistics.py derives both from the recorded boots
+    # under benchmarks/.
     # The slowest rebind of a boot is an outlier by construction: described,
     # never tested.
     PRIMARY_REASON = ("the fastest rebind of each boot, the path's own cost (contention slows some "
                       "rebinds of a boot, rarely all); its boot-to-boot CoV: 0.0031-0.024% in the lab's "
                       "icount A/A, where guest time counts instructions (the median's 0.001-0.0034%); "
-                      "2.0-24.6% on the host clock (boots of 2026-12-01), where it was chosen as the "
-                      "steadiest (the median's 1.8-63.6%)")
+                      "2.0-24.6% on the host clock, where it is the steadiest (the median's 1.8-63.6%)")
     namespace: str
     mode: str
     calls: list[MemmapCall]
