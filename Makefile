@@ -36,17 +36,17 @@ install: venv
 	@$(PY) -c "import nttrace, nttrace._native; print('nttrace', nttrace.__version__, 'installed in $(VENV)')"
 
 test: setup
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(PYTEST_ARGS)
 
 # install, not setup: the unit room needs no system package step, no root
 test-unit: install
-	$(VENV)/bin/pytest tests/unit $(PYTEST_ARGS)
+	$(PY) -m pytest tests/unit $(PYTEST_ARGS)
 
 test-live: setup
-	$(VENV)/bin/pytest tests/live $(PYTEST_ARGS)
+	$(PY) -m pytest tests/live $(PYTEST_ARGS)
 
 test-lab: setup
-	$(VENV)/bin/pytest tests/lab $(PYTEST_ARGS)
+	$(PY) -m pytest tests/lab $(PYTEST_ARGS)
 
 validate: setup
 	$(VENV)/bin/nttrace validate
