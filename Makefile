@@ -27,7 +27,10 @@ $(PY):
 	/usr/bin/python3 -m venv --system-site-packages $(VENV)
 
 venv: $(PY)
-	@$(PY) -c "import prometheus_client, pytest, importlinter" 2>/dev/null || $(PY) -m pip install -q prometheus-client pytest import-linter
+	@# pytest, prometheus-client and import-linter come from PyPI into the venv itself, even where
+	@# Debian's python3-pytest or python3-prometheus-client is installed (the venv sees those too)
+	@test -x $(VENV)/bin/pytest -a -x $(VENV)/bin/lint-imports -a -n "$$(ls -d $(VENV)/lib/python3*/site-packages/prometheus_client 2>/dev/null)" \
+		|| $(PY) -m pip install -q --ignore-installed prometheus-client pytest import-linter
 
 # A non-editable install: the tests run against what a user would get.
 install: venv
