@@ -171,3 +171,21 @@ def differences(runs: dict[str, dict]) -> dict[str, dict[str, object]]:
         if len({repr(v) for v in values.values()}) > 1:
             out[k] = values
     return out
+
+
+def summary(s: dict) -> str:
+    """The settings on one line, as the report shows them."""
+    t, thp, smt, cs = (s.get(k) or {} for k in ("turbo", "thp", "smt", "cstates"))
+    turbo = {True: "on", False: "off"}.get(t.get("on"), "not exposed")
+    limits = [f"{k}={v}" for k, v in (cs.get("cmdline") or {}).items()]
+    if cs.get("intel_idle_max_cstate") is not None:
+        limits.append(f"intel_idle max_cstate {cs['intel_idle_max_cstate']}")
+    governors = sorted({str(p.get("governor")) for p in (s.get("cpufreq") or {}).values()})
+    return "; ".join([
+        f"turbo {turbo}",
+        f"THP {thp.get('enabled') or '-'}/{thp.get('defrag') or '-'}",
+        f"numa_balancing {s.get('numa_balancing') if s.get('numa_balancing') is not None else '-'}",
+        f"SMT {smt.get('control') or '-'}",
+        f"cpuidle {cs.get('cpuidle_driver') or 'none'}" + (f" ({', '.join(limits)})" if limits else ""),
+        f"microcode {', '.join(s.get('microcode') or []) or '-'}",
+        f"governor {', '.join(governors) if governors else 'no cpufreq'}"])
