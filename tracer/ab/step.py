@@ -101,7 +101,7 @@ def unmeasured(run: dict) -> str | None:
     ran = [c for c in checks if c.get("status") != catalog.SKIP]
     if not ran:
         c = checks[0]
-        what = f"its one selected check skipped" if len(checks) == 1 else f"all {len(checks)} selected checks skipped"
+        what = "its one selected check skipped" if len(checks) == 1 else f"all {len(checks)} selected checks skipped"
         return f"{what} ({c['id']}: {c.get('summary') or 'no reason given'})"
     for c in ran:
         try:
