@@ -146,7 +146,7 @@ class SimMachine:
         """What `journalctl --list-boots` and each boot's first kernel line would say."""
         releases = dict(self.journal_boots)
         return last_reset.between([b for b, _ in self.journal_boots], asking, this,
-                                  lambda b: next((r for i, r in releases.items() if last_reset._norm(i) == b), None))
+                                  lambda b: next((r for i, r in releases.items() if last_reset.boot_key(i) == b), None))
 
     def crash_record(self, release: str, panic: str = "Kernel panic - not syncing: Fatal exception",
                      name: str = "dmesg-ramoops-0") -> Path:

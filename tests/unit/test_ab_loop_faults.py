@@ -355,3 +355,31 @@ def test_events_jsonl_survives_a_line_cut_mid_write(tmp_path):
         f.write('{"n": 2, "wh')                     # the power went mid-line
     store.append_line(p, '{"n": 3}')
     assert store.read_lines(p) == [{"n": 1}, {"n": 3}]
+
+
+def test_a_kernel_that_crashes_under_the_checks_twice_is_blamed_where_pstore_kept_the_panic(tmp_path):
+    loop = make_loop(tmp_path, rounds=1, seed=1, max_failures=3)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    patched = next(s.slot for s in loop.slots() if s.side == "patched")
+
+    def validate(argv, timeout):
+        if sim.side_now() == "patched":
+            sim.crash_record("7.2.13-nt", "Kernel panic - not syncing: Fatal exception in interrupt")
+            raise KeyboardInterrupt              # the machine goes down mid-run
+        return sim.validate(argv, timeout)
+    m.validate = validate
+    step.begin(loop, m)
+    for _ in range(12):
+        if loop.state()["state"] != "running":
+            break
+        sim.reboot(lands_on=DEFAULT if sim.now.release.startswith("7.2.13-nt") else None)
+        try:
+            step.step(loop, m)
+        except KeyboardInterrupt:
+            pass
+    f = slot_state(loop.state(), patched)["failures"][-1]
+    assert f["kind"] == "cut" and f["blamed"] == "kernel"
+    assert f["why"].startswith("its run was cut short 2 times; the machine came back on 6.1.0-57-amd64 (the default "
+                               "kernel) by firmware; 7.2.13-nt crashed: Kernel panic - not syncing: Fatal exception "
+                               "in interrupt (pstore sys/fs/pstore/dmesg-ramoops-0)")

@@ -174,7 +174,10 @@ def quiet_effect(loop: Loop, slots: list[schedule.Slot], runs: dict[int, dict]) 
     if not all(kept.values()):
         return {"slots": timed, "changes": None,
                 "text": "leaving them out leaves a side without a run: no verdict stands without them"}
-    with_them, without = _verdicts(sides["base"], sides["patched"]), _verdicts(kept["base"], kept["patched"])
+    try:
+        with_them, without = _verdicts(sides["base"], sides["patched"]), _verdicts(kept["base"], kept["patched"])
+    except Exception as exc:      # runs validate's A/B refuses: the report says so rather than fail
+        return {"slots": timed, "changes": None, "text": f"the A/B without them could not be computed ({exc})"}
     changes = [{"figure": k, "with": v, "without": without.get(k, "not compared")}
                for k, v in with_them.items() if without.get(k, "not compared") != v]
     text = (f"leaving them out changes {len(changes)} verdict{'s' if len(changes) != 1 else ''}:" if changes

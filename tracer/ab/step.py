@@ -327,8 +327,10 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
         same = [c for c in st["interrupted"] if c["slot"] == slot.slot]
         unknown = sum(1 for c in same if c.get("by") != "shutdown")
         if unknown > 1:    # not a power cut: the machine goes down under the checks (a kernel that crashes)
+            extra = _reset_evidence(sched, st, sched["kernels"][slot.side], running, bid, m)
             return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
-                                f"its run was cut short {unknown} times", kind="cut")
+                                f"its run was cut short {unknown} times; {extra['known']}; {extra['cause']}",
+                                kind="cut", extra=extra)
         if len(same) - unknown >= ORDERLY_CUTS:
             return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
                                 f"its run was cut by an orderly shutdown {len(same) - unknown} times", kind="cut")

@@ -82,7 +82,8 @@ def parse_list_boots(text: str) -> list[str]:
     return ids
 
 
-def _norm(boot_id: str | None) -> str:
+def boot_key(boot_id: str | None) -> str:
+    """A boot id as the journal writes it (no dashes, lower case)."""
     return (boot_id or "").replace("-", "").lower()
 
 
@@ -118,8 +119,8 @@ def journal(asking: str, this: str) -> dict:
 
 
 def between(ids: list[str], asking: str, this: str, release: Callable[[str], str | None]) -> dict:
-    ids = [_norm(i) for i in ids]
-    a, t = _norm(asking), _norm(this)
+    ids = [boot_key(i) for i in ids]
+    a, t = boot_key(asking), boot_key(this)
     if not ids or a not in ids:
         return {"readable": bool(ids), "asking_found": False, "between": []}
     after = ids[ids.index(a) + 1:]
