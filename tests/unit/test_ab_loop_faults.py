@@ -383,3 +383,28 @@ def test_a_kernel_that_crashes_under_the_checks_twice_is_blamed_where_pstore_kep
     assert f["why"].startswith("its run was cut short 2 times; the machine came back on 6.1.0-57-amd64 (the default "
                                "kernel) by firmware; 7.2.13-nt crashed: Kernel panic - not syncing: Fatal exception "
                                "in interrupt (pstore sys/fs/pstore/dmesg-ramoops-0)")
+
+
+def test_a_boot_the_shutdown_under_way_refused_is_asked_again_not_counted_as_failed(tmp_path):
+    loop = make_loop(tmp_path, rounds=2, seed=3)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+
+    def refused(kernel, cmdline, entry):
+        sim.shutdown = "reboot.target queued"        # the admin's reboot came while validate ran
+        raise RuntimeError("systemctl --no-block kexec failed: Transaction for kexec.target/start is destructive")
+    m.boot = refused
+    assert step.step(loop, m) == 0
+    st = loop.state()
+    assert st["state"] == "running" and sorted(loop.runs()) == [1]
+    assert st["booting"]["slot"] == 2 and st["booting"]["not_issued"] == "reboot.target queued"
+    m.boot = sim.boot
+    sim.reboot(lands_on=DEFAULT)                       # the admin's reboot: the firmware's default kernel
+    assert step.step(loop, m) == 0
+    st = loop.state()
+    assert slot_state(st, 2)["failures"] == [] and slot_state(st, 2)["attempts"] == 1
+    assert sim.asked[-1]["build"] == BUILDS[loop.slots()[1].side]
+    _finish(loop, sim, m)
+    assert loop.state()["state"] == "complete"

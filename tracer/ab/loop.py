@@ -297,6 +297,8 @@ def replay(st: dict, e: dict) -> None:
         if isinstance(cut, dict) and cut not in st["interrupted"]:
             st["interrupted"].append(cut)
         st["measuring"] = None
+    elif what == "boot not issued" and st.get("booting"):
+        st["booting"]["not_issued"] = e.get("how")
     elif what == "cut by a shutdown":
         st["measuring"] = {"slot": slot, "boot_id": e.get("boot_id"), "at": e.get("at"), "cut_by": e.get("how")}
     elif what in ("complete", "incomplete", "stopped") and e.get("state") in STATES:

@@ -31,8 +31,10 @@ At each boot, in order:
   7. boot the next slot's kernel (its image's sha256 checked once more
      right before; a kexec's command line marked with this boot's id), or
      after the last: write the report, remove the unit, reboot into the
-     default kernel. A schedule that ends with a side without a run ends
-     the loop failed ("incomplete"), never complete.
+     default kernel. A boot a shutdown under way refused is asked again
+     from the boot after it, not counted as failed. A schedule that ends
+     with a side without a run ends the loop failed ("incomplete"), never
+     complete.
 A loop that stops on a fault keeps its runs, removes its unit, leaves
 nothing pending and does not reboot: the default kernel boots next.
 A state file that does not read whole is recovered (nttrace.ab.loop), and
@@ -336,6 +338,12 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
                                 f"its run was cut by an orderly shutdown {len(same) - unknown} times", kind="cut")
     elif st.get("booting"):
         slot = slots[st["booting"]["slot"] - 1]
+        if st["booting"].get("not_issued") and not kernels.is_running(sched["kernels"][slot.side], running):
+            # the boot was never asked (a shutdown under way refused it): not a failed boot
+            slot_state(st, slot.slot)["attempts"] -= 1
+            m.log(f"slot {slot.slot}: its boot was not asked before the shutdown ({st['booting']['not_issued']}): "
+                  "asking it now")
+            return _boot(loop, sched, st, slot, m)
     elif st.get("recoveries"):
         # a state rebuilt without a record of the boot under way: the first
         # slot without an outcome is booted (no failure is recorded for it)
@@ -536,6 +544,14 @@ def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) ->
     try:
         m.boot(kernel, cmdline, (sched.get("grub_entries") or {}).get(slot.side))
     except Exception as exc:
+        down = m.shutting_down()
+        if down:        # a shutdown someone else asked refused ours: the boot after it asks again
+            st["booting"]["not_issued"] = down
+            _event(loop, st, m, "boot not issued", slot=slot.slot, how=down, error=str(exc))
+            loop.save_state(st)
+            m.log(f"slot {slot.slot}: the system is shutting down ({down}); the boot of {kernel['release']} "
+                  f"could not be asked ({exc}): the next boot asks it")
+            return EXIT_OK
         raise _Stop(f"could not boot slot {slot.slot} ({slot.side} {kernel['release']}): {exc}") from None
     return EXIT_OK
 
