@@ -408,3 +408,18 @@ def test_a_boot_the_shutdown_under_way_refused_is_asked_again_not_counted_as_fai
     assert sim.asked[-1]["build"] == BUILDS[loop.slots()[1].side]
     _finish(loop, sim, m)
     assert loop.state()["state"] == "complete"
+
+
+def test_a_stopped_loop_whose_state_is_lost_is_rebuilt_stopped(tmp_path):
+    from nttrace.ab import stop
+
+    class Booter:
+        def clear(self):
+            return []
+    loop, sim, m = _at_slot_2(tmp_path)
+    stop.stop(loop, booter=Booter(), remove_unit=lambda name: [])
+    for p in (loop.state_path, store.previous(loop.state_path)):
+        p.write_text("{")
+    st = loop.state()
+    assert (st["state"], st["why"], st["booting"]) == ("stopped", "stopped by `nttrace ab stop`", None)
+    assert step.step(loop, m) == 0 and len(sim.asked) == 2 and sim.finished == [False]    # nothing booted

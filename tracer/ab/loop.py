@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -192,6 +193,10 @@ class Loop:
 
     def save_state(self, state: dict) -> None:
         state.pop("recovered_now", None)
+        last = state["events"][-1] if state["events"] else {}
+        if state["state"] != "running" and last.get("state") != state["state"]:
+            # an end no event recorded (`ab stop`): recorded, so a rebuilt state ends too
+            self.event(state, time.time(), "ended", state=state["state"], why=state.get("why"))
         store.write_json(self.state_path, state, keep_previous=True)
 
     def event(self, state: dict, at: float, what: str, /, **kw) -> dict:
@@ -301,9 +306,11 @@ def replay(st: dict, e: dict) -> None:
         st["booting"]["not_issued"] = e.get("how")
     elif what == "cut by a shutdown":
         st["measuring"] = {"slot": slot, "boot_id": e.get("boot_id"), "at": e.get("at"), "cut_by": e.get("how")}
-    elif what in ("complete", "incomplete", "stopped") and e.get("state") in STATES:
+    elif what in ("complete", "incomplete", "stopped", "ended") and e.get("state") in STATES:
         st["state"] = e["state"]
         st["why"] = e.get("why")
+        if e["state"] != "running":        # an ended loop has nothing under way
+            st["booting"] = st["measuring"] = None
 
 
 def slot_state(state: dict, slot: int) -> dict:
