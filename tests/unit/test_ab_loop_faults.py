@@ -253,16 +253,6 @@ def test_the_journals_boot_list_is_read_in_order_and_between_the_asking_boot_and
 
 
 # -- a power cut that leaves the state unreadable ------------------------------------------------
-def test_the_state_keeps_its_previous_copy_replaced_whole(tmp_path):
-    p = tmp_path / "state.json"
-    store.write_json(p, {"n": 1}, keep_previous=True)
-    assert not store.previous(p).exists()
-    store.write_json(p, {"n": 2}, keep_previous=True)
-    store.write_json(p, {"n": 3}, keep_previous=True)
-    assert store.read_json(p) == {"n": 3} and store.read_json(store.previous(p)) == {"n": 2}
-    assert sorted(q.name for q in tmp_path.iterdir()) == ["state.json", "state.json.prev"]
-
-
 def test_an_unreadable_state_is_recovered_from_its_previous_copy_and_the_step_says_so(tmp_path, capsys):
     """The issue's second case: a reset 15 s into slot 1's boot on a root
     whose rename was lost: state.json is half a file. The loop is not reset
@@ -346,15 +336,6 @@ def test_a_state_rebuilt_without_events_counts_the_kept_runs_and_boots_the_next_
     assert step.step(loop, m) == 0
     assert sim.asked[-1]["build"] == BUILDS[loop.slots()[1].side]
     assert any("the recovered state records no boot in progress: booting the next slot" in x for x in sim.logs)
-
-
-def test_events_jsonl_survives_a_line_cut_mid_write(tmp_path):
-    p = tmp_path / "events.jsonl"
-    store.append_line(p, '{"n": 1}')
-    with open(p, "a") as f:
-        f.write('{"n": 2, "wh')                     # the power went mid-line
-    store.append_line(p, '{"n": 3}')
-    assert store.read_lines(p) == [{"n": 1}, {"n": 3}]
 
 
 def test_a_kernel_that_crashes_under_the_checks_twice_is_blamed_where_pstore_kept_the_panic(tmp_path):
