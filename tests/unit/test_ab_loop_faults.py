@@ -404,3 +404,60 @@ def test_a_stopped_loop_whose_state_is_lost_is_rebuilt_stopped(tmp_path):
     st = loop.state()
     assert (st["state"], st["why"], st["booting"]) == ("stopped", "stopped by `nttrace ab stop`", None)
     assert step.step(loop, m) == 0 and len(sim.asked) == 2 and sim.finished == [False]    # nothing booted
+
+
+def test_a_panic_systemd_pstore_moved_out_of_pstore_at_boot_is_found_where_it_put_it(tmp_path):
+    """systemd-pstore.service empties /sys/fs/pstore early at boot, before the
+    step runs: an EFI record lands in /var/lib/systemd/pstore/<id>/, a ramoops
+    one in /var/lib/systemd/pstore/ itself."""
+    efi = tmp_path / "var/lib/systemd/pstore/17330510450"
+    efi.mkdir(parents=True)
+    (efi / "dmesg-efi-173305104501001").write_text(
+        "Panic#2 Part1\n<4>[    2.917] CPU: 0 UID: 0 PID: 1 Comm: swapper/0 Tainted: G        W          "
+        "7.2.13-nt #1\n<0>[    2.918] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n")
+    (efi / "dmesg.txt").write_text("dmesg-efi-173305104501001:\n(the reconstruction: not read twice)\n")
+    records = last_reset.pstore(tmp_path, since=None)
+    assert records == [{"file": "var/lib/systemd/pstore/17330510450/dmesg-efi-173305104501001",
+                        "at": records[0]["at"], "release": "7.2.13-nt",
+                        "panic": "Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)"}]
+    a = last_reset.assess({"pstore": records}, "7.2.13-nt", "6.1.0-57-amd64", "6.1.0-57-amd64", "by firmware")
+    assert a["blamed"] == "kernel" and a["cause"].startswith("7.2.13-nt crashed: Kernel panic - not syncing: VFS")
+
+
+def test_the_journals_account_is_read_through_journalctl(tmp_path, monkeypatch):
+    """journal() as the step runs it: `journalctl --list-boots`, then each
+    boot's kernel log for its "Linux version" line (a journalctl on PATH
+    answering as systemd 252's does)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    js = bin_dir / "journalctl"
+    js.write_text("#!/bin/sh\n"
+                  "case \"$*\" in\n"
+                  "*--list-boots*) printf '%s\\n' "
+                  "'IDX BOOT ID                          FIRST ENTRY                 LAST ENTRY' "
+                  "' -2 0f6ad1d4c5f54f0b9f1a9a0a4cf1e6a1 Sun 2026-12-06 10:00:01 UTC Sun 2026-12-06 10:05:00 UTC' "
+                  "' -1 3b2c9e0e7d1e4b3aa7e7f1b4b1c2d3e4 Sun 2026-12-06 10:05:20 UTC Sun 2026-12-06 10:05:31 UTC' "
+                  "'  0 9a8b7c6d5e4f40312a1b2c3d4e5f6a7b Sun 2026-12-06 10:07:02 UTC Sun 2026-12-06 10:09:00 UTC';;\n"
+                  "*'-b 3b2c9e0e7d1e4b3aa7e7f1b4b1c2d3e4 -k'*) printf '%s\\n' "
+                  "'Linux version 7.2.13-nt (builder@lab) (gcc 15.3.0) #1 SMP PREEMPT_DYNAMIC' "
+                  "'Command line: root=/dev/sda1 ro nttrace.ab_from=0f6ad1d4-c5f5-4f0b-9f1a-9a0a4cf1e6a1';;\n"
+                  "*) exit 1;;\n"
+                  "esac\n")
+    js.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    j = last_reset.journal("0f6ad1d4-c5f5-4f0b-9f1a-9a0a4cf1e6a1", "9a8b7c6d-5e4f-4031-2a1b-2c3d4e5f6a7b")
+    assert j == {"readable": True, "asking_found": True,
+                 "between": [{"boot_id": "3b2c9e0e7d1e4b3aa7e7f1b4b1c2d3e4", "release": "7.2.13-nt"}]}
+    # a journal that does not hold the asking boot (volatile, or rotated away) tells nothing
+    assert last_reset.journal("11111111-2222-3333-4444-555555555555", "9a8b7c6d-5e4f-4031-2a1b-2c3d4e5f6a7b") == \
+        {"readable": True, "asking_found": False, "between": []}
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert last_reset.journal("a", "b") == {"readable": False, "asking_found": False, "between": []}
+
+
+def test_systemd_not_running_is_not_a_shutdown(tmp_path, monkeypatch):
+    """Where systemctl cannot reach systemd (not PID 1, as on this host) or is
+    not there, nothing says the system is stopping: a validate that failed
+    is the loop's fault to stop on, not a cut."""
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert step.system_shutting_down() is None

@@ -4,9 +4,12 @@ recorded anything: the evidence that lets `nttrace ab` tell a kernel that
 panicked or hung from a power cut or a reset nobody asked for.
 
   pstore     /sys/fs/pstore/dmesg-*: the tail of a crashed kernel's log
-             (ramoops, EFI, ERST), each record's time its file's mtime; its
-             release from the "Not tainted R #..." / "Tainted: ... R #..."
-             line, its cause from the "Kernel panic - not syncing:" line
+             (ramoops, EFI, ERST), each record's time its file's mtime; and
+             where systemd-pstore.service has moved them at boot (its
+             default), /var/lib/systemd/pstore/**/dmesg-*, their mtime the
+             time of the move; a record's release from the "Not tainted
+             R #..." / "Tainted: ... R #..." line, its cause from the
+             "Kernel panic - not syncing:" line
   watchdog   /sys/class/watchdog/watchdogN/bootstatus: WDIOF_CARDRESET
              (0x20) where the driver knows the last reset was the watchdog's
   journal    `journalctl --list-boots`: the boots the journal holds, in
@@ -35,8 +38,10 @@ _VERSION = re.compile(r"Linux version (\S+)")
 def pstore(root: Path, since: float | None) -> list[dict]:
     """The dmesg records pstore holds from `since` on (all where since is None)."""
     out = []
-    d = Path(root) / "sys/fs/pstore"
-    for p in sorted(d.glob("dmesg-*")):
+    root = Path(root)
+    files = sorted((root / "sys/fs/pstore").glob("dmesg-*")) + \
+        sorted((root / "var/lib/systemd/pstore").rglob("dmesg-*"))
+    for p in files:
         try:
             at = p.stat().st_mtime
             text = p.read_text(errors="replace")
