@@ -53,9 +53,14 @@ def make_root() -> Path:
 
 
 def make_private_dir(path: Path) -> None:
-    """Create path (and its parents) root-only; an existing one is made 0700."""
+    """Create path (and its parents) root-only; an existing one is made 0700.
+    A directory it creates has its name flushed to disk in its parent (the
+    files later written in it are only as durable as that name)."""
+    new = not path.is_dir()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path, 0o700)
+    if new:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:
