@@ -7,6 +7,7 @@ journal's boots), and a power cut that leaves the state file unreadable
 and the runs, never a fresh loop). The state machine is the real one
 (nttrace.ab.step); the machine is tests/ab_loop_machine.py's, its /proc and
 /sys a directory laid out like them."""
+import json
 import os
 
 import pytest
@@ -154,6 +155,9 @@ def test_a_power_cut_during_the_kexec_is_not_blamed_on_the_kernel(tmp_path):
     assert f["records"]["journal"] == {"readable": True, "asking_found": True, "between": []}
     text = report.render(loop, "text")
     assert "slot 2 (" + slot2.side + ") at " in text and "failed boot [blamed: unknown]: expected " in text
+    [b] = json.loads(report.render(loop, "json"))["loop"]["failed_boots"]
+    assert (b["blamed"], b["known"], b["cause"]) == ("unknown", f["known"], f["cause"])
+    assert b["records"]["pstore"] == [] and b["reached"]["how"] == "firmware"
     s = status.status(loop, running=sim.now, this_boot=m.boot_id())
     assert s["failures"][0]["blamed"] == "unknown"
     assert sim.asked[-1]["build"] == BUILDS[slot2.side]         # retried: it still counts for the bounds

@@ -47,7 +47,8 @@ def facts(loop: Loop) -> dict:
         for f in ss["failures"]:
             failed.append({"slot": s.slot, "side": s.side, "expected": f["expected"], "found": f["found"],
                            "kind": f.get("kind", "boot"), "blamed": f.get("blamed"), "why": f.get("why")
-                           or why_failed(f), "at": f["at"], "slot_given_up": ss["outcome"] == "failed boot"})
+                           or why_failed(f), "at": f["at"], "slot_given_up": ss["outcome"] == "failed boot",
+                           **{k: f[k] for k in ("known", "cause", "reached", "records") if k in f}})
     identities = {}
     for n, r in sorted(runs.items()):
         ident = (r.get("ab_run") or {}).get("nttrace") or {}
