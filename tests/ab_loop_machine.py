@@ -2,7 +2,11 @@
 kernels are small files with a real bzImage setup header (what nttrace.ab.
 kernels reads), the boots are what the test says the firmware did, and each
 boot's validate returns a report the lab recorded (tests/fixtures/recorded/ab:
-base's boots for base, nt-v3's for patched). The state machine under test is
+base's boots for base, nt-v3's for patched). What the step reads of /proc
+and /sys (the boot's settings, pstore, the watchdog's bootstatus) is a
+directory laid out like them, rewritten at each boot (/proc/cmdline: the
+kexec command line the step passed, or the firmware's); the journal's boots
+are the boots this machine went through. The state machine under test is
 the real one (nttrace.ab.step); only the machine around it is this."""
 from __future__ import annotations
 
@@ -13,11 +17,33 @@ from pathlib import Path
 from nttrace.ab import kernels, schedule, store
 from nttrace.ab.loop import Loop, new_state
 from nttrace.ab.step import Machine
+from nttrace.kernel import boot_settings, last_reset
 
 RECORDED_AB = Path(__file__).resolve().parent / "fixtures" / "recorded" / "ab" / "ab-base-nt-v3"
 BUILDS = {"base": "7.2.13 (builder@lab) #1 SMP PREEMPT_DYNAMIC Sat Nov 28 10:00:00 UTC 2026",
           "patched": "7.2.13-nt (builder@lab) #1 SMP PREEMPT_DYNAMIC Sat Nov 28 11:00:00 UTC 2026"}
 DEFAULT = "6.1.0-57-amd64 (debian-kernel@lists.debian.org) #1 SMP PREEMPT_DYNAMIC Debian 6.1.192-3 (2026-11-26)"
+FIRMWARE_CMDLINE = "BOOT_IMAGE=/boot/vmlinuz-6.1.0-57-amd64 root=/dev/vda ro quiet"
+# the files of /proc and /sys the boot's settings come from, as on a 2-socket Intel server
+SYS_FILES = {
+    "sys/devices/system/cpu/intel_pstate/no_turbo": "0",
+    "sys/kernel/mm/transparent_hugepage/enabled": "always [madvise] never",
+    "sys/kernel/mm/transparent_hugepage/defrag": "always defer defer+madvise [madvise] never",
+    "proc/sys/kernel/numa_balancing": "1",
+    "sys/devices/system/cpu/smt/control": "on",
+    "sys/devices/system/cpu/smt/active": "1",
+    "sys/devices/system/cpu/cpuidle/current_driver": "intel_idle",
+    "sys/devices/system/cpu/cpuidle/current_governor_ro": "menu",
+    "sys/module/intel_idle/parameters/max_cstate": "9",
+    "sys/devices/system/cpu/cpufreq/policy0/scaling_driver": "intel_pstate",
+    "sys/devices/system/cpu/cpufreq/policy0/scaling_governor": "performance",
+    "sys/devices/system/cpu/cpufreq/policy1/scaling_driver": "intel_pstate",
+    "sys/devices/system/cpu/cpufreq/policy1/scaling_governor": "performance",
+    "sys/class/watchdog/watchdog0/bootstatus": "0",
+    "sys/class/watchdog/watchdog0/identity": "iTCO_wdt",
+    "proc/cpuinfo": "processor\t: 0\nmodel name\t: Intel(R) Xeon(R)\nmicrocode\t: 0x2b000571\n\n"
+                    "processor\t: 1\nmodel name\t: Intel(R) Xeon(R)\nmicrocode\t: 0x2b000571\n",
+}
 
 
 def bzimage(path: Path, version: str, body: bytes = b"") -> Path:
@@ -81,6 +107,15 @@ class SimMachine:
         self.sched = loop.schedule()
         self.now = running_of(DEFAULT)
         self.bid = 0
+        self.root = loop.dir.parent.parent / "machine-root"    # /proc and /sys as the step reads them
+        for rel, text in SYS_FILES.items():
+            (self.root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (self.root / rel).write_text(text + "\n")
+        (self.root / "sys/fs/pstore").mkdir(parents=True, exist_ok=True)
+        self.set_cmdline(FIRMWARE_CMDLINE)
+        self.journal_boots: list[tuple[str, str]] = [("boot-0", DEFAULT.split()[0])]   # (boot id, release started)
+        self.cmdlines: list[str] = []        # the command line passed with each boot asked
+        self.shutdown: str | None = None     # why the system is going down, while it is
         self.t = 1000.0
         self.asked: list[dict] = []          # kernels the step asked to boot, in order
         self.finished: list[bool] = []       # finish(reboot) calls
@@ -98,10 +133,32 @@ class SimMachine:
                        finish=self.finish, wait_quiet=lambda limit: {"state": "quiet"}, validate=self.validate,
                        free_bytes=lambda p: self.free, namespace_present=lambda ns: self.namespace,
                        write_report=self.reports.append, clock=lambda: self.t, nttrace=lambda: dict(self.nttrace_ident),
-                       log=self.logs.append)
+                       log=self.logs.append, settings=lambda: boot_settings.read(self.root),
+                       shutting_down=lambda: self.shutdown,
+                       last_reset=lambda booting, this: last_reset.read(
+                           self.root, booting.get("at"), booting.get("from_boot"), this, journal_of=self.journal))
+
+    def set_cmdline(self, cmdline: str) -> None:
+        (self.root / "proc").mkdir(parents=True, exist_ok=True)
+        (self.root / "proc/cmdline").write_text(cmdline + "\n")
+
+    def journal(self, asking: str, this: str) -> dict:
+        """What `journalctl --list-boots` and each boot's first kernel line would say."""
+        releases = dict(self.journal_boots)
+        return last_reset.between([b for b, _ in self.journal_boots], asking, this,
+                                  lambda b: next((r for i, r in releases.items() if last_reset.boot_key(i) == b), None))
+
+    def crash_record(self, release: str, panic: str = "Kernel panic - not syncing: Fatal exception",
+                     name: str = "dmesg-ramoops-0") -> Path:
+        """A crashed kernel's log tail as pstore keeps it."""
+        p = self.root / "sys/fs/pstore" / name
+        p.write_text(f"Panic#1 Part1\n<4>[   3.2] CPU: 1 PID: 1 Comm: swapper/0 Not tainted {release} #1\n"
+                     f"<0>[   3.3] {panic}\n")
+        return p
 
     def boot(self, kernel: dict, cmdline: str, entry) -> None:
         self.asked.append(kernel)
+        self.cmdlines.append(cmdline)
 
     def finish(self, reboot: bool) -> list:
         self.finished.append(reboot)
@@ -123,11 +180,20 @@ class SimMachine:
         run["boot_id"] = f"boot-{self.bid}"
         return 0, json.dumps(run), ""
 
-    def reboot(self, lands_on: str | None = None) -> None:
-        """The boot the step asked for happens (or lands_on: a build string)."""
+    def reboot(self, lands_on: str | None = None, started: bool = False) -> None:
+        """The boot the step asked for happens (or lands_on: a build string,
+        then the firmware's boot). started: the asked kernel got as far as
+        writing its journal before the machine reset (a boot of it the
+        journal lists before this one)."""
         self.bid += 1
         self.t += 90
+        self.shutdown = None
         asked = self.asked[-1]["build"] if self.asked else DEFAULT
         if lands_on is None:
             lands_on = DEFAULT if asked.split()[0] in self.panics else asked
+        if started and lands_on != asked:
+            self.journal_boots.append((f"boot-{self.bid}-started", asked.split()[0]))
         self.now = running_of(lands_on)
+        via_kexec = self.sched["via"] == "kexec" and self.asked and lands_on == asked
+        self.set_cmdline(self.cmdlines[-1] if via_kexec else FIRMWARE_CMDLINE)
+        self.journal_boots.append((f"boot-{self.bid}", lands_on.split()[0]))

@@ -75,3 +75,43 @@ def test_runs_taken_by_different_nttrace_builds_are_said(tmp_path):
     assert "0.1.0 commit abc (package p1): slots 1, 2" in text
     assert "0.2.0 commit def (package p2): slots 3, 4" in text
     assert json.loads(report.render(loop, "json"))["loop"]["nttrace_changed"] is True
+
+
+def test_the_reset_the_loop_relies_on_and_the_config_differences_are_printed_where_the_schedule_has_them(
+        tmp_path, capsys):
+    from nttrace.ab import status, store
+    loop = loop_with(tmp_path)
+    # a schedule from before the reset and preflight records: neither line
+    text = report.render(loop, "text")
+    assert "  reset: " not in text and "config differences" not in text
+    sched = loop.schedule()
+    sched["reset"] = {"text": "a panic reboots after 10 s (panic=10); a hang is reset by i6300ESB timer "
+                              "(/dev/watchdog0) after 60 s", "cmdline_added": ["panic=10"]}
+    sched["preflight"] = {"config_diff": ["CONFIG_NT_MEMMAP: base=not set patched=y",
+                                          "CONFIG_LOCALVERSION: base=\"\" patched=\"-nt\""],
+                          "default_boot": {"loader": "grub", "entry": "0", "release": "6.1.0-57-amd64", "how": "x"}}
+    store.write_json(loop.schedule_path, sched)
+    text = report.render(loop, "text")
+    assert ("  via kexec; command line: root=/dev/vda ro\n  reset: a panic reboots after 10 s (panic=10); a hang is "
+            "reset by i6300ESB timer (/dev/watchdog0) after 60 s\n") in text
+    assert ("  config differences (base vs patched): 2\n    CONFIG_NT_MEMMAP: base=not set patched=y\n"
+            "    CONFIG_LOCALVERSION: base=\"\" patched=\"-nt\"\n") in text
+    data = json.loads(report.render(loop, "json"))["loop"]
+    assert data["reset"].startswith("a panic reboots after 10 s") and len(data["config_diff"]) == 2
+    status.print_status(status.status(loop))
+    out = capsys.readouterr().out
+    assert "  reset: a panic reboots after 10 s (panic=10)" in out
+    assert "  config differences (base vs patched): 2\n    CONFIG_NT_MEMMAP: base=not set patched=y\n" in out
+    sched["preflight"]["config_diff"] = []
+    store.write_json(loop.schedule_path, sched)
+    assert "  config differences (base vs patched): none\n" in report.render(loop, "text")
+
+
+def test_a_loop_recorded_complete_with_an_empty_side_is_not_reported_complete(tmp_path):
+    loop = loop_with(tmp_path)
+    for s in loop.slots():
+        if s.side == "patched":
+            loop.run_path(s).unlink()           # e.g. a loop recorded before the rule, its runs since lost
+    f = report.facts(loop)
+    assert f["state"] == "incomplete" and f["runs"]["patched"]["kept"] == 0
+    assert report.render(loop, "text").startswith("nttrace ab t: incomplete")

@@ -214,7 +214,8 @@ def test_a_check_that_fails_is_a_result_and_its_run_is_kept(tmp_path):
     m = sim.machine()
     step.begin(loop, m)
     sim.reboot()
-    run = {"version": "0.1.0", "checks": [{"id": "env.x", "status": "fail", "summary": "no"}], "boot_id": "boot-1"}
+    run = {"version": "0.1.0", "checks": [{"id": "env.x", "status": "fail", "summary": "no",
+                                           "evidence": {"ns_per_page": 41.5}}], "boot_id": "boot-1"}
     sim.validate_result = (1, json.dumps(run), "")
     assert step.step(loop, m) == 0
     assert loop.runs()[1]["ab_run"]["validate_exit"] == 1
@@ -368,7 +369,10 @@ def test_a_slot_whose_run_is_cut_again_and_again_is_given_up_not_booted_forever(
         except KeyboardInterrupt:
             pass                                 # the crash; the next reboot() is the firmware's
     st = loop.state()
-    assert st["state"] == "complete", st["why"]
+    # the schedule ended with no patched run: never "complete"
+    assert st["state"] == "failed", st["why"]
+    assert st["why"].startswith("incomplete: no patched run (last: its run was cut short 2 times")
+    assert sim.finished == [True] and sim.reports == [loop]      # the report written, the default kernel next
     ss = slot_state(st, patched)
     assert ss["outcome"] == "failed boot" and ss["attempts"] == 2      # redone once, then given up
     assert [i["slot"] for i in st["interrupted"]] == [patched, patched]

@@ -121,3 +121,22 @@ def test_a_temporary_planted_as_a_link_is_not_written_through(tmp_path):
     store.write_json(d / "state.json", {"state": "failed"})
     assert target.read_text() == "root:x:0:0\n"
     assert store.read_json(d / "state.json") == {"state": "failed"} and not (d / "state.json.tmp").exists()
+
+
+def test_the_state_keeps_its_previous_copy_replaced_whole(tmp_path):
+    p = tmp_path / "state.json"
+    store.write_json(p, {"n": 1}, keep_previous=True)
+    assert not store.previous(p).exists()
+    store.write_json(p, {"n": 2}, keep_previous=True)
+    store.write_json(p, {"n": 3}, keep_previous=True)
+    assert store.read_json(p) == {"n": 3} and store.read_json(store.previous(p)) == {"n": 2}
+    assert sorted(q.name for q in tmp_path.iterdir()) == ["state.json", "state.json.prev"]
+
+
+def test_events_jsonl_survives_a_line_cut_mid_write(tmp_path):
+    p = tmp_path / "events.jsonl"
+    store.append_line(p, '{"n": 1}')
+    with open(p, "a") as f:
+        f.write('{"n": 2, "wh')                     # the power went mid-line
+    store.append_line(p, '{"n": 3}')
+    assert store.read_lines(p) == [{"n": 1}, {"n": 3}]

@@ -1,5 +1,8 @@
 """One loop's files: NAME/schedule.json (written once by `ab start`),
-NAME/state.json (rewritten whole at every change), NAME/runs/<slot>-<side>.json
+NAME/state.json (rewritten whole at every change, its previous copy kept as
+state.json.prev), NAME/events.jsonl (each event of the state appended as it
+happens, numbered: what rebuilds a state neither copy holds),
+NAME/runs/<slot>-<side>.json
 (one per successful boot), NAME/report/, and NAME/lock: whoever changes the
 state holds it (`ab step` all through a boot but while validate runs, `ab
 stop`), so a stop and a step never write over each other. And what each run and the schedule
@@ -16,6 +19,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -114,6 +118,15 @@ class Loop:
         return self.dir / "state.json"
 
     @property
+    def events_path(self) -> Path:
+        return self.dir / "events.jsonl"
+
+    @property
+    def unmeasured_dir(self) -> Path:
+        """validate's reports of boots that measured nothing (kept to read, never runs)."""
+        return self.dir / "unmeasured"
+
+    @property
     def runs_dir(self) -> Path:
         return self.dir / "runs"
 
@@ -136,11 +149,64 @@ class Loop:
         return schedule.from_json(self.schedule()["slots"])
 
     def state(self) -> dict:
+        """The loop's state. One that does not read whole (a power cut on a
+        filesystem that lost the rename, a disk error) is never taken for a
+        fresh loop: it is recovered (`recover`), and says so in
+        "recovered_now" until it is saved."""
         s = store.read_json(self.state_path)
-        return s if isinstance(s, dict) and s.get("state") in STATES else new_state()
+        if _whole(s):
+            return s
+        return self.recover(f"{self.state_path.name} is missing" if not self.state_path.exists()
+                            else f"{self.state_path.name} does not read whole")
+
+    def recover(self, why: str) -> dict:
+        """The state from its previous copy (state.json.prev), else rebuilt
+        from the schedule; then every event events.jsonl holds beyond that
+        copy's replayed on it, and every run kept whole counted as a run."""
+        prev = store.read_json(store.previous(self.state_path))
+        if _whole(prev):
+            st, source = prev, store.previous(self.state_path).name
+        else:
+            st, source = new_state(), "the schedule"
+        for k, v in new_state().items():
+            st.setdefault(k, v)
+        last = max((e.get("n") or 0 for e in st["events"] if isinstance(e, dict)), default=0)
+        newer = [e for e in store.read_lines(self.events_path) if isinstance(e, dict) and (e.get("n") or 0) > last]
+        for e in newer:
+            replay(st, e)
+            st["events"].append(e)
+        added = 0
+        for n, r in self.runs().items():
+            ss = slot_state(st, n)
+            if ss["outcome"] != "run":
+                ss["outcome"] = "run"
+                ss["stored_at"] = r["ab_run"].get("finished")
+                added += 1
+            m = st.get("measuring") or {}
+            if m.get("slot") == n and m.get("boot_id") == r["ab_run"].get("boot_id"):
+                st["measuring"] = None
+        text = f"{why}: " + (f"recovered from {source}" if source != "the schedule" else "rebuilt from the schedule")
+        text += f", {len(newer)} event record{'s' if len(newer) != 1 else ''} of events.jsonl"
+        text += f" and {added} kept run{'s' if added != 1 else ''} it did not record" if added else ""
+        st["recovered_now"] = {"why": why, "from": source, "events": len(newer), "runs_added": added, "text": text}
+        return st
 
     def save_state(self, state: dict) -> None:
-        store.write_json(self.state_path, state)
+        state.pop("recovered_now", None)
+        last = state["events"][-1] if state["events"] else {}
+        if state["state"] != "running" and last.get("state") != state["state"]:
+            # an end no event recorded (`ab stop`): recorded, so a rebuilt state ends too
+            self.event(state, time.time(), "ended", state=state["state"], why=state.get("why"))
+        store.write_json(self.state_path, state, keep_previous=True)
+
+    def event(self, state: dict, at: float, what: str, /, **kw) -> dict:
+        """Record an event in the state (saved with it) and, at once, in
+        events.jsonl: numbered, so a recovery replays the ones a copy lacks."""
+        n = max((e.get("n") or 0 for e in state["events"] if isinstance(e, dict)), default=0) + 1
+        e = {"n": n, "at": round(at, 1), "what": what, **kw}
+        state["events"].append(e)
+        store.append_line(self.events_path, json.dumps(e, sort_keys=False))
+        return e
 
     def run_path(self, slot: schedule.Slot) -> Path:
         return self.runs_dir / f"{slot.key}.json"
@@ -194,7 +260,57 @@ class Lock:
 
 def new_state() -> dict:
     return {"state": "running", "why": None, "booting": None, "measuring": None, "slots": {},
-            "consecutive_failures": 0, "handled_boot_id": None, "interrupted": [], "events": []}
+            "consecutive_failures": 0, "handled_boot_id": None, "interrupted": [], "events": [],
+            "recoveries": []}
+
+
+def _whole(s) -> bool:
+    return isinstance(s, dict) and s.get("state") in STATES and isinstance(s.get("slots"), dict) \
+        and isinstance(s.get("events"), list)
+
+
+def replay(st: dict, e: dict) -> None:
+    """Apply one event of events.jsonl to a state being rebuilt. Each event
+    carries what its change was, and applying one twice changes nothing more."""
+    what, slot = e.get("what"), e.get("slot")
+    ss = slot_state(st, slot) if isinstance(slot, int) else None
+    if what == "boot" and ss is not None:
+        ss["attempts"] = max(ss["attempts"], int(e.get("attempt") or 0))
+        ss["booted_at"] = e.get("at")
+        st["booting"] = {"slot": slot, "side": e.get("side"), "attempt": e.get("attempt"), "at": e.get("at"),
+                         "from_boot": e.get("from_boot")}
+        st["measuring"] = None
+    elif what == "measuring":
+        st["measuring"] = {"slot": slot, "boot_id": e.get("boot_id"), "at": e.get("at")}
+        st["handled_boot_id"] = e.get("boot_id")
+    elif what in ("failed boot", "failed measurement") and ss is not None:
+        f = e.get("failure")
+        if isinstance(f, dict) and not any(x.get("boot_id") == f.get("boot_id") and x.get("why") == f.get("why")
+                                           for x in ss["failures"]):
+            ss["failures"].append(f)
+        st["consecutive_failures"] = int(e.get("consecutive") or st["consecutive_failures"])
+        st["measuring"] = None
+    elif what == "slot given up" and ss is not None:
+        ss["outcome"] = "failed boot"
+    elif what in ("run stored", "run found stored after a cut") and ss is not None:
+        ss["outcome"] = "run"
+        ss["stored_at"] = e.get("at")
+        st["measuring"] = None
+        st["consecutive_failures"] = 0
+    elif what == "run cut short, redone":
+        cut = e.get("cut")
+        if isinstance(cut, dict) and cut not in st["interrupted"]:
+            st["interrupted"].append(cut)
+        st["measuring"] = None
+    elif what == "boot not issued" and st.get("booting"):
+        st["booting"]["not_issued"] = e.get("how")
+    elif what == "cut by a shutdown":
+        st["measuring"] = {"slot": slot, "boot_id": e.get("boot_id"), "at": e.get("at"), "cut_by": e.get("how")}
+    elif what in ("complete", "incomplete", "stopped", "ended") and e.get("state") in STATES:
+        st["state"] = e["state"]
+        st["why"] = e.get("why")
+        if e["state"] != "running":        # an ended loop has nothing under way
+            st["booting"] = st["measuring"] = None
 
 
 def slot_state(state: dict, slot: int) -> dict:
@@ -203,8 +319,12 @@ def slot_state(state: dict, slot: int) -> dict:
 
 
 def why_failed(failure: dict) -> str:
-    """A failed boot's line: its own why, or the kernel expected and found."""
-    return failure.get("why") or expected_found(failure["expected"], failure["found"])
+    """A failed boot's line: its own why, or the kernel expected and found;
+    with who is blamed where the step could tell (a failed boot whose cause
+    the machine did not record is not blamed on the kernel)."""
+    why = failure.get("why") or expected_found(failure["expected"], failure["found"])
+    blamed = failure.get("blamed")
+    return why + (f" [blamed: {blamed}]" if blamed else "")
 
 
 def expected_found(expected: dict, found: dict) -> str:

@@ -3,7 +3,12 @@
 user runs by hand, so its statistics rules hold unchanged: one run a side is
 never tested, the primary figure needs 4 a side), preceded by what only the
 loop knows: the kernels and their hashes, the via, the command line, the
-seed and the schedule, the failed boots, the runs cut short and redone, and
+reset the loop relied on, the kernels' config differences, the seed and the
+schedule, the failed boots and failed measurements (with who is blamed and
+the evidence), the runs cut short and redone, a state recovered, the boot
+settings of the runs (and any that differ between them), the runs taken on
+a host that never became quiet (and whether leaving them out changes any
+verdict: the A/B computed both ways by validate's own statistics), and
 whether nttrace itself changed during the loop.
 
 `write_all` writes every format to NAME/report/ab.{txt,md,json,html} (each
@@ -20,6 +25,7 @@ from pathlib import Path
 from nttrace.ab import schedule, store
 from nttrace.ab.loop import Loop, nttrace_exe, slot_state, why_failed
 from nttrace.errors import UsageError
+from nttrace.kernel import boot_settings
 
 FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
@@ -40,14 +46,32 @@ def facts(loop: Loop) -> dict:
         ss = slot_state(st, s.slot)
         for f in ss["failures"]:
             failed.append({"slot": s.slot, "side": s.side, "expected": f["expected"], "found": f["found"],
-                           "why": why_failed(f), "at": f["at"], "slot_given_up": ss["outcome"] == "failed boot"})
+                           "kind": f.get("kind", "boot"), "blamed": f.get("blamed"), "why": f.get("why")
+                           or why_failed(f), "at": f["at"], "slot_given_up": ss["outcome"] == "failed boot",
+                           **{k: f[k] for k in ("known", "cause", "reached", "records") if k in f}})
     identities = {}
     for n, r in sorted(runs.items()):
         ident = (r.get("ab_run") or {}).get("nttrace") or {}
         key = (ident.get("version"), ident.get("package_sha256"))
         identities.setdefault(key, {"version": ident.get("version"), "commit": ident.get("commit"),
                                     "package_sha256": ident.get("package_sha256"), "slots": []})["slots"].append(n)
-    return {"name": loop.name, "state": st["state"], "why": st.get("why"), "via": sched["via"],
+    state = st["state"]
+    if state == "complete" and not all(per_side.values()):     # a loop from before the rule: not complete
+        state = "incomplete"
+    settings = {n: (r.get("ab_run") or {}).get("machine") for n, r in sorted(runs.items())}
+    settings = {n: v for n, v in settings.items() if isinstance(v, dict)}
+    reached = {n: boot_settings.reached_text(v.get("reached") or {}) for n, v in settings.items()}
+    return {"name": loop.name, "state": state, "why": st.get("why"), "via": sched["via"],
+            "reset": (sched.get("reset") or {}).get("text"),
+            "config_diff": (sched.get("preflight") or {}).get("config_diff"),
+            "recoveries": [r.get("text") for r in st.get("recoveries") or []]
+            + ([st["recovered_now"]["text"]] if st.get("recovered_now") else []),
+            "boot_settings": ({"same": boot_settings.summary(next(iter(settings.values())))
+                               if not boot_settings.differences({str(n): v for n, v in settings.items()}) else None,
+                               "differ": boot_settings.differences({f"slot {n}": v for n, v in settings.items()}),
+                               "reached": reached, "unrecorded": sorted(set(runs) - set(settings))}
+                              if settings else None),
+            "quiet_timed_out": quiet_effect(loop, slots, runs),
             "cmdline": sched["cmdline"], "seed": sched["seed"], "rounds": sched["rounds"],
             "kernels": sched["kernels"], "schedule": sched["slots"], "order": schedule.order_text(slots),
             "runs": {side: {"kept": len(per_side[side]), "planned": planned[side], "slots": per_side[side]}
@@ -65,18 +89,48 @@ def _loop_lines(f: dict) -> list[str]:
              f"  patched  {k['patched']['release']}  {k['patched']['image']}  sha256 {k['patched']['sha256'][:16]}",
              f"           {k['patched']['build']}",
              f"  via {f['via']}; command line: {f['cmdline'] or '(grub entry)'}",
+             *([f"  reset: {f['reset']}"] if f.get("reset") else []),
              f"  checks: nttrace validate --json {' '.join(f['validate_args'])}".rstrip(),
              f"  schedule: {f['rounds']} rounds, seed {f['seed']}, order (B base, P patched): {f['order']}",
              "  runs kept: " + ", ".join(f"{side} {r['kept']} of {r['planned']}" for side, r in f["runs"].items())]
+    for r in f.get("recoveries") or []:
+        lines.append(f"  STATE RECOVERED: {r}")
     if f["failed_boots"]:
         lines.append(f"  failed boots ({len(f['failed_boots'])}):")
         for b in f["failed_boots"]:
-            lines.append(f"    slot {b['slot']} ({b['side']}) at {_when(b['at'])}: {b['why']} ({b['found']['build']})"
-                         + ("; slot given up" if b["slot_given_up"] else ""))
+            kind = "failed measurement" if b.get("kind") == "measurement" else "failed boot"
+            lines.append(f"    slot {b['slot']} ({b['side']}) at {_when(b['at'])}, {kind}"
+                         + (f" [blamed: {b['blamed']}]" if b.get("blamed") else "")
+                         + f": {b['why']} ({b['found']['build']})" + ("; slot given up" if b["slot_given_up"] else ""))
     else:
         lines.append("  failed boots: none")
     for r in f["runs_redone"]:
-        lines.append(f"  run cut short and redone: slot {r['slot']} (at {_when(r['at'])})")
+        lines.append(f"  run cut short and redone: slot {r['slot']} (at {_when(r['at'])})"
+                     + (f": an orderly shutdown ({r.get('how')})" if r.get("by") == "shutdown" else ""))
+    bs = f.get("boot_settings")
+    if bs:
+        if bs["same"]:
+            lines.append(f"  boot settings, the same in every run: {bs['same']}")
+        else:
+            lines.append("  BOOT SETTINGS DIFFER between runs:")
+            for key, values in bs["differ"].items():
+                lines.append(f"    {key}: " + "; ".join(f"{n} {json.dumps(v)}" for n, v in values.items()))
+        how: dict[str, list[int]] = {}
+        for n, text in bs["reached"].items():
+            how.setdefault("by kexec" if text.startswith("by kexec") else text, []).append(n)
+        lines.append("  boots reached " + "; ".join(f"{k}: slots {', '.join(map(str, v))}" for k, v in how.items()))
+        if bs["unrecorded"]:
+            lines.append(f"  runs without recorded boot settings: slots {', '.join(map(str, bs['unrecorded']))}")
+    q = f.get("quiet_timed_out")
+    if q:
+        lines.append(f"  runs on a host that never became quiet (the wait timed out): slots "
+                     f"{', '.join(map(str, q['slots']))}; {q['text']}")
+        for c in q.get("changes") or []:
+            lines.append(f"    {c['figure']}: {c['with']} with them, {c['without']} without")
+    diff = f.get("config_diff")
+    if diff is not None:
+        lines.append(f"  config differences (base vs patched): {len(diff) or 'none'}")
+        lines.extend(f"    {d}" for d in diff)
     if f["nttrace_changed"]:
         lines.append("  NTTRACE CHANGED DURING THE LOOP: the runs were taken by different nttrace builds:")
         for i in f["nttrace"]:
@@ -86,6 +140,50 @@ def _loop_lines(f: dict) -> list[str]:
         i = f["nttrace"][0]
         lines.append(f"  nttrace {i['version']} commit {i['commit'] or 'unknown'} in every run")
     return lines
+
+
+def _verdicts(base: list[dict], cur: list[dict]) -> dict[str, str]:
+    """{figure: its verdict} of an A/B of these runs, by validate's own
+    comparison and statistics: "significant (+x%)", "not significant" or
+    "not tested"."""
+    from nttrace.validate import baseline
+    out = {}
+    for r in baseline.compare(base, cur):
+        st = r.get("stats")
+        if not st:
+            continue
+        name = f"{baseline.label(r['check'], r['subject'])} {r['label']}"
+        if st.get("significant"):
+            out[name] = f"significant ({st['change_pct']:+.1f}%)" if st.get("change_pct") is not None else "significant"
+        elif str(st.get("verdict", "")).startswith("not significant"):
+            out[name] = "not significant"
+        else:
+            out[name] = "not tested"
+    return out
+
+
+def quiet_effect(loop: Loop, slots: list[schedule.Slot], runs: dict[int, dict]) -> dict | None:
+    """The runs whose quiet-host wait timed out, and whether the A/B's
+    verdicts change when they are left out; None where there are none."""
+    timed = sorted(n for n, r in runs.items() if (r.get("ab_run") or {}).get("quiet_timed_out"))
+    if not timed:
+        return None
+    sides = {side: [runs[s.slot] for s in slots if s.side == side and s.slot in runs] for side in schedule.SIDES}
+    kept = {side: [r for r in rs if r["ab_run"]["slot"] not in timed] for side, rs in sides.items()}
+    if not all(sides.values()):
+        return {"slots": timed, "changes": None, "text": "no A/B to change (a side has no run)"}
+    if not all(kept.values()):
+        return {"slots": timed, "changes": None,
+                "text": "leaving them out leaves a side without a run: no verdict stands without them"}
+    try:
+        with_them, without = _verdicts(sides["base"], sides["patched"]), _verdicts(kept["base"], kept["patched"])
+    except Exception as exc:      # runs validate's A/B refuses: the report says so rather than fail
+        return {"slots": timed, "changes": None, "text": f"the A/B without them could not be computed ({exc})"}
+    changes = [{"figure": k, "with": v, "without": without.get(k, "not compared")}
+               for k, v in with_them.items() if without.get(k, "not compared") != v]
+    text = (f"leaving them out changes {len(changes)} verdict{'s' if len(changes) != 1 else ''}:" if changes
+            else "leaving them out changes no verdict")
+    return {"slots": timed, "changes": changes, "text": text}
 
 
 def _validate(loop: Loop, fmt: str) -> tuple[str | None, str]:

@@ -1,5 +1,8 @@
 """`nttrace ab status NAME`: where the loop is (boot k of N, the kernel now,
-the failed boots, the time left at the pace of the boots so far)."""
+the failed boots and failed measurements with who is blamed, the runs cut
+short, a state recovered from its copy or rebuilt, the reset the loop
+relies on, the kernels' config differences, the time left at the pace of
+the boots so far)."""
 from __future__ import annotations
 
 import json
@@ -9,6 +12,8 @@ import time
 from nttrace.ab import kernels, schedule, unit
 from nttrace.kernel import boot_id
 from nttrace.ab.loop import Loop, slot_state, why_failed
+
+CONFIG_LINES = 12      # config differences shown by status; the report lists all
 
 
 def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | None = None) -> dict:
@@ -34,6 +39,8 @@ def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | 
     if settled and last and st["state"] == "running":
         eta = round((last - sched["created"]) / len(settled) * (len(pending) + bool(measuring)))
     current = next((side for side in schedule.SIDES if kernels.is_running(sched["kernels"][side], running)), None)
+    recoveries = list(st.get("recoveries") or []) + ([st["recovered_now"]] if st.get("recovered_now") else [])
+    cut = (st.get("measuring") or {}) if st["state"] == "running" else {}
     return {"name": loop.name, "state": st["state"], "why": st.get("why"), "done": len(runs),
             "settled": len(settled), "total": len(slots), "boot": booting.get("slot"), "attempt": booting.get("attempt"),
             "measuring": ({"slot": measuring["slot"], "since": measuring["at"]} if measuring else None),
@@ -41,7 +48,15 @@ def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | 
                      if nxt else None),
             "running_kernel": {"release": running.release, "is": current},
             "failures": failures, "consecutive_failures": st.get("consecutive_failures", 0),
-            "runs_redone": len(st.get("interrupted", [])), "eta_s": eta, "via": sched["via"],
+            "runs_redone": len(st.get("interrupted", [])),
+            "runs_redone_shutdown": sum(1 for c in st.get("interrupted", []) if c.get("by") == "shutdown"),
+            "cut_pending": ({"slot": cut["slot"], "by": cut.get("cut_by")}
+                            if cut and not measuring and cut.get("boot_id") != (this_boot or boot_id()) else None),
+            "quiet_timed_out": sorted(n for n, r in runs.items() if (r.get("ab_run") or {}).get("quiet_timed_out")),
+            "recoveries": [r.get("text") for r in recoveries],
+            "reset": (sched.get("reset") or {}).get("text"),
+            "config_diff": (sched.get("preflight") or {}).get("config_diff"),
+            "eta_s": eta, "via": sched["via"],
             "unit_installed": unit.installed(loop.name), "seed": sched["seed"],
             "order": schedule.order_text(slots)}
 
@@ -57,6 +72,10 @@ def print_status(s: dict, out=None) -> None:
     print(f"nttrace ab {s['name']}: {s['state']}" + (f" ({s['why']})" if s.get("why") else ""), file=out)
     print(f"  boots settled {s['settled']} of {s['total']}, runs kept {s['done']}; via {s['via']}; "
           f"order {s['order']}", file=out)
+    if s.get("reset"):
+        print(f"  reset: {s['reset']}", file=out)
+    for r in s.get("recoveries") or []:
+        print(f"  STATE RECOVERED: {r}", file=out)
     rk = s["running_kernel"]
     print(f"  kernel now: {rk['release']} ({'the ' + rk['is'] + ' kernel' if rk['is'] else 'neither side'})",
           file=out)
@@ -72,9 +91,26 @@ def print_status(s: dict, out=None) -> None:
     print(f"  failed boots: {len(s['failures'])}" + (f" ({s['consecutive_failures']} in a row now)"
                                                      if s["consecutive_failures"] else ""), file=out)
     for f in s["failures"]:
-        print(f"    slot {f['slot']} ({f['side']}): {why_failed(f)}", file=out)
+        kind = "failed measurement" if f.get("kind") == "measurement" else "failed boot"
+        print(f"    slot {f['slot']} ({f['side']}), {kind}: {why_failed(f)}", file=out)
+    if s.get("cut_pending"):
+        c = s["cut_pending"]
+        print(f"  boot {c['slot']}'s run was cut short" + (f" by an orderly shutdown ({c['by']})" if c.get("by") else "")
+              + ": redone at the next step", file=out)
     if s["runs_redone"]:
-        print(f"  runs cut short and redone: {s['runs_redone']}", file=out)
+        orderly = s.get("runs_redone_shutdown") or 0
+        print(f"  runs cut short and redone: {s['runs_redone']}"
+              + (f" ({orderly} by an orderly shutdown)" if orderly else ""), file=out)
+    if s.get("quiet_timed_out"):
+        print(f"  runs taken on a host that never became quiet (the wait timed out): slots "
+              f"{', '.join(map(str, s['quiet_timed_out']))}", file=out)
+    diff = s.get("config_diff")
+    if diff is not None:
+        print(f"  config differences (base vs patched): {len(diff) or 'none'}", file=out)
+        for line in diff[:CONFIG_LINES]:
+            print(f"    {line}", file=out)
+        if len(diff) > CONFIG_LINES:
+            print(f"    ... {len(diff) - CONFIG_LINES} more in the report", file=out)
     print(f"  unit {'installed' if s['unit_installed'] else 'not installed'}", file=out)
 
 

@@ -11,17 +11,34 @@ At each boot, in order:
      since the start (sha256): else the loop stops (no mixed builds);
   4. the running kernel (release AND build string) is the one the slot
      expects: else a failed boot for that slot, retried once, then the slot
-     is given up; K consecutive failed boots stop the loop. A run cut short
-     by a power cut or reset is not a failed boot: the slot is redone;
+     is given up; K consecutive failed boots stop the loop. The failure
+     says what is known (the kernel the machine came back on, by firmware
+     or by kexec from which boot) and the cause where the machine recorded
+     one (pstore, the watchdog's bootstatus, the journal's boots); it is
+     blamed on the kernel only on such evidence. A run cut short (a power
+     cut, a reset, an orderly shutdown during validate) is not a failed
+     boot: the slot is redone (a run cut twice with no shutdown recorded is
+     a crash under the checks, three orderly shutdowns are as many as are
+     redone: then a failure of the slot);
   5. room on the disk and the namespace (--rebind) are there: else stop;
-  6. wait (bounded) for a quiet host, run validate, keep its JSON whole
-     (tmp + fsync + rename) with what the loop knows of the boot;
-     a validate that cannot run (exit 2, 3, 4, no JSON) stops the loop;
+  6. read the boot's settings (command line, how it was reached, turbo,
+     THP, SMT, C-states, microcode, governors), wait (bounded) for a quiet
+     host, run validate, keep its JSON whole (tmp + fsync + rename) with
+     what the loop knows of the boot; a report whose checks all skipped, or
+     that holds no figure the A/B can use, is a failed measurement (counted
+     as a failed boot, its report kept under unmeasured/, never a run); a
+     validate that cannot run (exit 2, 3, 4, no JSON) stops the loop;
   7. boot the next slot's kernel (its image's sha256 checked once more
-     right before), or after the last: write the report,
-     remove the unit, reboot into the default kernel.
+     right before; a kexec's command line marked with this boot's id), or
+     after the last: write the report, remove the unit, reboot into the
+     default kernel. A boot a shutdown under way refused is asked again
+     from the boot after it, not counted as failed. A schedule that ends
+     with a side without a run ends the loop failed ("incomplete"), never
+     complete.
 A loop that stops on a fault keeps its runs, removes its unit, leaves
 nothing pending and does not reboot: the default kernel boots next.
+A state file that does not read whole is recovered (nttrace.ab.loop), and
+the step says so in the journal and the state.
 """
 from __future__ import annotations
 
@@ -35,7 +52,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from nttrace.kernel import boot_id
+from nttrace.kernel import boot_id, boot_settings, last_reset
 from nttrace.ab import boot, kernels, schedule, store, unit
 from nttrace.ab.loop import Loop, expected_found, nttrace_identity, slot_state
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
@@ -44,10 +61,60 @@ from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
 # kept free for the rest of the machine
 RUN_BYTES = 4 << 20
 FREE_FLOOR_BYTES = 64 << 20
+# a slot's run cut by orderly shutdowns is redone this many times at most
+ORDERLY_CUTS = 3
+SHUTDOWN_TARGETS = ("reboot.target", "poweroff.target", "halt.target", "kexec.target")
 
 
 def say(msg: str) -> None:
     print(f"nttrace ab: {msg}", file=sys.stderr, flush=True)
+
+
+def shutting_down_from(is_running: str, jobs: str) -> str | None:
+    """Why systemd's answers say the system is shutting down, or None:
+    `systemctl is-system-running` says "stopping", or `systemctl list-jobs`
+    holds a start job of reboot/poweroff/halt/kexec.target."""
+    if is_running.strip() == "stopping":
+        return "systemctl is-system-running: stopping"
+    for line in jobs.splitlines():
+        parts = line.split()
+        if len(parts) >= 3 and parts[1] in SHUTDOWN_TARGETS and parts[2] == "start":
+            return f"{parts[1]} queued"
+    return None
+
+
+def system_shutting_down(run=subprocess.run) -> str | None:
+    try:
+        state = run(["systemctl", "is-system-running"], capture_output=True, text=True, timeout=10).stdout
+        jobs = run(["systemctl", "list-jobs", "--no-legend", "--no-pager"], capture_output=True, text=True,
+                   timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return shutting_down_from(state or "", jobs or "")
+
+
+def unmeasured(run: dict) -> str | None:
+    """Why a validate report measured nothing an A/B can use, or None: no
+    check, every check skipped, or no check that ran gave a figure."""
+    from nttrace.validate import checks as catalog, evidence
+    checks = [c for c in run.get("checks") or [] if isinstance(c, dict) and "id" in c]
+    if not checks:
+        return "validate ran no check"
+    ran = [c for c in checks if c.get("status") != catalog.SKIP]
+    if not ran:
+        c = checks[0]
+        what = "its one selected check skipped" if len(checks) == 1 else f"all {len(checks)} selected checks skipped"
+        return f"{what} ({c['id']}: {c.get('summary') or 'no reason given'})"
+    for c in ran:
+        try:
+            figures = evidence.of(c).figures()
+        except Exception:       # evidence this nttrace cannot read: not a figure
+            continue
+        if any(f.value is not None for f in figures):
+            return None
+    tally = catalog.tally(checks)
+    return ("no check gave a figure the A/B can use ("
+            + ", ".join(f"{n} {s}" for s, n in tally.items() if n) + ")")
 
 
 @dataclass
@@ -65,6 +132,11 @@ class Machine:
     clock: Callable[[], float] = time.time
     nttrace: Callable[[], dict] = nttrace_identity
     log: Callable[[str], None] = say
+    settings: Callable[[], dict] = boot_settings.read                # this boot's settings
+    shutting_down: Callable[[], "str | None"] = system_shutting_down  # why the system is going down, or None
+    # (the booting record, this boot's id) -> what the machine recorded of why the boot before ended
+    last_reset: Callable[[dict, str], dict] = lambda booting, this: last_reset.read(
+        Path("/"), booting.get("at"), booting.get("from_boot"), this)
 
 
 def real_machine(loop: Loop, sched: dict) -> Machine:
@@ -103,11 +175,16 @@ class _Ended(Exception):
     """`ab stop` ended the loop while this step's validate ran: its state stands."""
 
 
+class _Cut(Exception):
+    """The system is shutting down under this step's validate: a run cut short."""
+
+
 def step(loop: Loop, m: Machine | None = None) -> int:
     sched = loop.schedule()
     m = m or real_machine(loop, sched)
     with loop.lock() as lock:
         st = loop.state()
+        _recovered(loop, st, m)
         if st["state"] != "running":
             done = m.finish(False)
             m.log(f"{loop.name} is {st['state']}: nothing to do" + (f" ({'; '.join(done)})" if done else ""))
@@ -121,13 +198,27 @@ def step(loop: Loop, m: Machine | None = None) -> int:
         return _guarded(loop, st, m, lambda: _step(loop, sched, st, slots, bid, m, lock))
 
 
+def _recovered(loop: Loop, st: dict, m: Machine) -> None:
+    """A state recovered from its copy or rebuilt says so: a journal line, an
+    event and a record the status and the report show (saved with the next
+    change of the state)."""
+    rec = st.pop("recovered_now", None)
+    if rec:
+        st.setdefault("recoveries", []).append({**rec, "at": round(m.clock(), 1), "boot_id": m.boot_id()})
+        _event(loop, st, m, "state recovered", text=rec["text"])
+        m.log(f"{loop.name}: STATE RECOVERED: {rec['text']}")
+
+
 def ended(loop: Loop, service_result: str, exit_code: str = "", exit_status: str = "",
           m: Machine | None = None) -> int:
     """The unit's ExecStopPost, after every step, with systemd's
     $SERVICE_RESULT (systemd.exec(5)). "success": nothing to do; nor when
     the step had asked for the next boot from this boot (the kexec or
     reboot it asked for stops every service, the step too if it has not
-    exited yet: "signal", seen in the lab at every kexec). Otherwise systemd
+    exited yet: "signal", seen in the lab at every kexec). A step ended
+    because the system is shutting down (an admin's reboot, unattended-
+    upgrades: systemd stops it with SIGTERM) is a run cut short: the state
+    is left saying so and the next boot redoes the slot. Otherwise systemd
     ended the step before it finished (TimeoutStartSec passed, a kill) or it
     died outside its own fault handling; if the loop still says running, it
     stops here as on any fault: failed, with why, nothing left loaded or
@@ -139,16 +230,37 @@ def ended(loop: Loop, service_result: str, exit_code: str = "", exit_status: str
     m = m or real_machine(loop, sched)
     with loop.lock():
         st = loop.state()
+        _recovered(loop, st, m)
         if st["state"] != "running":        # the step stopped the loop itself, or `ab stop` did
             return EXIT_OK
-        if (st.get("booting") or {}).get("from_boot") == m.boot_id():
+        bid = m.boot_id()
+        if (st.get("booting") or {}).get("from_boot") == bid:
             return EXIT_OK                  # the boot it asked for is under way
+        down = m.shutting_down() if service_result != "timeout" else None
+        slot = (st.get("measuring") or {}).get("slot") or (st.get("booting") or {}).get("slot")
+        if down and slot is not None:
+            _cut_by_shutdown(loop, st, m, slot, bid, down)
+            return EXIT_OK
         if service_result == "timeout":
             why = f"systemd ended the step after the unit's TimeoutStartSec ({unit.timeout_s(sched)} s)"
         else:
             how = ", ".join(x for x in (service_result, exit_code, exit_status) if x)
             why = f"the step ended without finishing its own work (systemd says: {how})"
         return _fail(loop, st, why, m)
+
+
+def _cut_by_shutdown(loop: Loop, st: dict, m: Machine, slot: int, bid: str, down: str) -> None:
+    """This boot's step was ended by an orderly shutdown before it stored a
+    run: the state says so (a run cut short of this boot), and the next boot
+    redoes the slot."""
+    meas = st.get("measuring")
+    if not meas or meas.get("boot_id") != bid:
+        meas = st["measuring"] = {"slot": slot, "boot_id": bid, "at": round(m.clock(), 1)}
+    meas["cut_by"] = down
+    _event(loop, st, m, "cut by a shutdown", slot=slot, boot_id=bid, how=down)
+    loop.save_state(st)
+    m.log(f"slot {slot}: the step was ended by an orderly shutdown ({down}) before its run was stored: "
+          "a run cut short, redone at the next boot")
 
 
 def begin(loop: Loop, m: Machine) -> int:
@@ -167,6 +279,9 @@ def _guarded(loop: Loop, st: dict, m: Machine, go: Callable[[], int]) -> int:
         done = m.finish(False)
         m.log(str(exc) + (f" ({'; '.join(done)})" if done else ""))
         return EXIT_OK
+    except _Cut as exc:
+        _cut_by_shutdown(loop, st, m, st["measuring"]["slot"], st["measuring"]["boot_id"], str(exc))
+        return EXIT_OK
     except _Stop as exc:
         return _fail(loop, st, str(exc), m)
     except OSError as exc:        # the state itself cannot be written (disk full, read-only)
@@ -176,8 +291,8 @@ def _guarded(loop: Loop, st: dict, m: Machine, go: Callable[[], int]) -> int:
         return _fail(loop, st, f"internal error in the step ({exc.__class__.__name__}: {exc})", m)
 
 
-def _event(st: dict, m: Machine, what: str, **kw) -> None:
-    st["events"].append({"at": round(m.clock(), 1), "what": what, **kw})
+def _event(loop: Loop, st: dict, m: Machine, what: str, /, **kw) -> None:
+    loop.event(st, m.clock(), what, **kw)
 
 
 def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: str, m: Machine, lock) -> int:
@@ -185,7 +300,7 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
         raise _Stop(f"the state directory is not root-only: {loop.check_private()}")
     gone = store.remove_partial(loop.runs_dir)
     if gone:
-        _event(st, m, "partial files removed", files=gone)
+        _event(loop, st, m, "partial files removed", files=gone)
     for side in schedule.SIDES:
         why = kernels.changed(sched["kernels"][side])
         if why:
@@ -199,48 +314,97 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
             # the run was stored whole; the cut came before the state said so
             st["measuring"] = None
             slot_state(st, interrupted["slot"])["outcome"] = "run"
-            _event(st, m, "run found stored after a cut", slot=interrupted["slot"])
+            st["consecutive_failures"] = 0
+            _event(loop, st, m, "run found stored after a cut", slot=interrupted["slot"])
             return _next(loop, sched, st, slots, m)
-        # the last boot began a run and never finished it (power cut, reset):
-        # the run is redone; not a failed boot of the kernel
-        st["interrupted"].append({"slot": interrupted["slot"], "boot_id": interrupted["boot_id"],
-                                  "found": running.release, "at": round(m.clock(), 1)})
-        _event(st, m, "run cut short, redone", slot=interrupted["slot"])
+        # the last boot began a run and never finished it (power cut, reset,
+        # an orderly shutdown): the run is redone; not a failed boot of the kernel
+        by = interrupted.get("cut_by")
+        rec = {"slot": interrupted["slot"], "boot_id": interrupted["boot_id"], "found": running.release,
+               "at": round(m.clock(), 1), **({"by": "shutdown", "how": by} if by else {})}
+        st["interrupted"].append(rec)
+        _event(loop, st, m, "run cut short, redone", slot=interrupted["slot"], cut=rec)
         st["measuring"] = None
         slot = slots[interrupted["slot"] - 1]
-        cuts = sum(1 for c in st["interrupted"] if c["slot"] == slot.slot)
-        if cuts > 1:    # not a power cut: the machine goes down under the checks (a kernel that crashes)
+        same = [c for c in st["interrupted"] if c["slot"] == slot.slot]
+        unknown = sum(1 for c in same if c.get("by") != "shutdown")
+        if unknown > 1:    # not a power cut: the machine goes down under the checks (a kernel that crashes)
+            extra = _reset_evidence(sched, st, sched["kernels"][slot.side], running, bid, m)
             return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
-                                f"its run was cut short {cuts} times")
+                                f"its run was cut short {unknown} times; {extra['known']}; {extra['cause']}",
+                                kind="cut", extra=extra)
+        if len(same) - unknown >= ORDERLY_CUTS:
+            return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
+                                f"its run was cut by an orderly shutdown {len(same) - unknown} times", kind="cut")
     elif st.get("booting"):
         slot = slots[st["booting"]["slot"] - 1]
+        if st["booting"].get("not_issued") and not kernels.is_running(sched["kernels"][slot.side], running):
+            # the boot was never asked (a shutdown under way refused it): not a failed boot
+            slot_state(st, slot.slot)["attempts"] -= 1
+            m.log(f"slot {slot.slot}: its boot was not asked before the shutdown ({st['booting']['not_issued']}): "
+                  "asking it now")
+            return _boot(loop, sched, st, slot, m)
+    elif st.get("recoveries"):
+        # a state rebuilt without a record of the boot under way: the first
+        # slot without an outcome is booted (no failure is recorded for it)
+        m.log(f"{loop.name}: the recovered state records no boot in progress: booting the next slot")
+        return _next(loop, sched, st, slots, m)
     else:
         raise _Stop("the state records no boot in progress (state.json damaged?)")
     expected = sched["kernels"][slot.side]
     if not kernels.is_running(expected, running):
         if cut:
-            m.log(f"slot {slot.slot}: the run was cut short and the machine came back on {running.release}: "
+            how = f" by an orderly shutdown ({interrupted['cut_by']})" if interrupted.get("cut_by") else ""
+            m.log(f"slot {slot.slot}: the run was cut short{how} and the machine came back on {running.release}: "
                   f"booting {expected['release']} again")
             return _boot(loop, sched, st, slot, m)
+        found = {"release": running.release, "build": running.build()}
+        extra = _reset_evidence(sched, st, expected, running, bid, m)
         return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
-                            expected_found(expected, {"release": running.release, "build": running.build()}))
-    st["consecutive_failures"] = 0
-    _measure(loop, sched, st, slot, bid, m, lock)
+                            f"{expected_found(expected, found)}: {extra['known']}; {extra['cause']}", extra=extra)
+    unmeasured_why = _measure(loop, sched, st, slot, bid, m, lock)
+    if unmeasured_why:
+        return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
+                            f"a failed measurement: {unmeasured_why}", kind="measurement")
     return _next(loop, sched, st, slots, m)
 
 
+def _reset_evidence(sched: dict, st: dict, expected: dict, running: kernels.Running, bid: str, m: Machine) -> dict:
+    """What is known of a boot that came back on another kernel than the
+    slot's, and the cause where the machine recorded one; who is blamed."""
+    try:
+        reached = m.settings().get("reached") or {}
+    except Exception as exc:      # what cannot be read is not known; the failure is still recorded
+        reached = {"how": None, "error": str(exc)}
+    try:
+        records = m.last_reset(st.get("booting") or {}, bid)
+    except Exception as exc:
+        records = {"error": f"{exc.__class__.__name__}: {exc}"}
+    rtext = boot_settings.reached_text(reached) if reached.get("how") else "(how it was reached unknown)"
+    a = last_reset.assess(records, expected["release"], running.release, sched.get("default_kernel"), rtext)
+    return {"blamed": a["blamed"], "known": a["known"], "cause": a["cause"], "reached": reached, "records": records}
+
+
 def _failed_boot(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], slot: schedule.Slot,
-                 running: kernels.Running, bid: str, m: Machine, why: str) -> int:
-    """A boot of the slot gave no run: recorded; the slot booted once more,
-    or given up after its second attempt; K in a row stop the loop."""
+                 running: kernels.Running, bid: str, m: Machine, why: str, kind: str = "boot",
+                 extra: dict | None = None) -> int:
+    """A boot of the slot gave no run (it did not come up as the slot's
+    kernel, its run was cut again and again, or it measured nothing):
+    recorded with its kind and evidence; the slot booted once more, or given
+    up after its second attempt; K in a row stop the loop."""
     expected = sched["kernels"][slot.side]
     ss = slot_state(st, slot.slot)
-    ss["failures"].append({"expected": {"release": expected["release"], "build": expected["build"]},
-                           "found": {"release": running.release, "build": running.build()},
-                           "why": why, "boot_id": bid, "at": round(m.clock(), 1)})
+    failure = {"kind": kind, "expected": {"release": expected["release"], "build": expected["build"]},
+               "found": {"release": running.release, "build": running.build()},
+               "why": why, "boot_id": bid, "at": round(m.clock(), 1), **(extra or {})}
+    ss["failures"].append(failure)
     st["consecutive_failures"] += 1
-    _event(st, m, "failed boot", slot=slot.slot, found=running.release, why=why)
-    m.log(f"slot {slot.slot} ({slot.side}): {why}: a failed boot ({st['consecutive_failures']} in a row)")
+    _event(loop, st, m, "failed measurement" if kind == "measurement" else "failed boot", slot=slot.slot,
+           found=running.release, why=why, blamed=failure.get("blamed"), failure=failure,
+           consecutive=st["consecutive_failures"])
+    what = "a failed measurement" if kind == "measurement" else "a failed boot"
+    m.log(f"slot {slot.slot} ({slot.side}): {why}: {what} ({st['consecutive_failures']} in a row)"
+          + (f" [blamed: {failure['blamed']}]" if failure.get("blamed") else ""))
     k = int(sched["max_failures"])
     if st["consecutive_failures"] >= k:
         raise _Stop(f"stopped after {st['consecutive_failures']} consecutive failed boots (--max-failures {k}): "
@@ -248,10 +412,14 @@ def _failed_boot(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], 
     if ss["attempts"] < 2:
         return _boot(loop, sched, st, slot, m)
     ss["outcome"] = "failed boot"
+    _event(loop, st, m, "slot given up", slot=slot.slot)
     return _next(loop, sched, st, slots, m)
 
 
-def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m: Machine, lock) -> None:
+def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m: Machine, lock) -> str | None:
+    """Measure this boot: None where its run was stored, else why the boot
+    measured nothing (a failed measurement; validate's report is kept under
+    unmeasured/ to read)."""
     ss = slot_state(st, slot.slot)
     free = m.free_bytes(loop.dir)
     if free < RUN_BYTES + FREE_FLOOR_BYTES:
@@ -260,8 +428,10 @@ def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m
     ns = sched.get("rebind")
     if ns and not m.namespace_present(ns):
         raise _Stop(f"namespace {ns} is missing at slot {slot.slot} ({slot.side}, {m.running().release})")
+    settings = m.settings()
     t0 = m.clock()
     st["measuring"] = {"slot": slot.slot, "boot_id": bid, "at": round(t0, 1)}
+    _event(loop, st, m, "measuring", slot=slot.slot, boot_id=bid)
     loop.save_state(st)
     lock.release()            # the long part: `ab stop` may come meanwhile
     try:
@@ -275,51 +445,82 @@ def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m
         run = json.loads(out) if rc in (0, 1) else None
     except ValueError:
         run = None
+    empty = None
     if isinstance(run, dict) and isinstance(run.get("checks"), list):
+        timed_out = float(sched["wait_quiet_s"]) > 0 and (quiet or {}).get("state") in ("busy", "contended")
         run["ab_run"] = {"loop": loop.name, "slot": slot.slot, "round": slot.round, "side": slot.side,
                          "kernel": sched["kernels"][slot.side], "via": sched["via"], "boot_id": bid,
                          "attempt": ss["attempts"], "validate_exit": rc, "quiet_wait": quiet,
+                         "quiet_timed_out": timed_out, "machine": settings,
                          "started": round(t0, 1), "finished": round(m.clock(), 1), "nttrace": m.nttrace(),
                          "complete": True}
+        empty = unmeasured(run)
+        path = loop.run_path(slot) if not empty else \
+            loop.unmeasured_dir / f"{slot.key}-attempt{ss['attempts']}.json"
+        if empty:
+            run["ab_run"]["complete"] = False
+            run["ab_run"]["unmeasured"] = empty
         try:
-            store.make_private_dir(loop.runs_dir)
-            store.write_json(loop.run_path(slot), run)
+            store.make_private_dir(path.parent)
+            store.write_json(path, run)
         except OSError as exc:
             what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else f"cannot write the run ({exc.strerror})"
-            raise _Stop(f"{what} at slot {slot.slot}: {loop.run_path(slot)}") from None
+            raise _Stop(f"{what} at slot {slot.slot}: {path}") from None
     else:
         run = None
     now = loop.state()["state"]
     if now != "running":
         raise _Ended(f"{loop.name} became {now} while slot {slot.slot}'s validate ran: "
-                     + ("its run kept" if run else "no run kept") + "; nothing booted")
+                     + ("its run kept" if run and not empty else "no run kept") + "; nothing booted")
     if run is None:
+        down = m.shutting_down()
+        if down:              # validate was ended by the shutdown (SIGTERM to the unit): a cut run
+            raise _Cut(down)
         last = (err or "").strip().splitlines()[-1:] or [f"exit {rc}, no JSON report"]
         raise _Stop(f"validate failed at slot {slot.slot} ({slot.side}): exit {rc}: {last[0]}")
     st["measuring"] = None
+    if empty:
+        return empty
     ss["outcome"] = "run"
     ss["stored_at"] = round(m.clock(), 1)
-    _event(st, m, "run stored", slot=slot.slot, validate_exit=rc)
+    st["consecutive_failures"] = 0
+    _event(loop, st, m, "run stored", slot=slot.slot, validate_exit=rc,
+           **({"quiet_timed_out": True} if run["ab_run"]["quiet_timed_out"] else {}))
+    return None
 
 
 def _next(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], m: Machine) -> int:
     pending = [s for s in slots if slot_state(st, s.slot)["outcome"] is None]
     if pending:
         return _boot(loop, sched, st, pending[0], m)
-    st["state"] = "complete"
     st["booting"] = None
     runs = sum(1 for s in slots if slot_state(st, s.slot)["outcome"] == "run")
-    st["why"] = f"complete: {runs} of {len(slots)} boots measured"
-    _event(st, m, "complete")
+    empty = [side for side in schedule.SIDES
+             if not any(slot_state(st, s.slot)["outcome"] == "run" for s in slots if s.side == side)]
+    measured = f"{runs} of {len(slots)} boots measured"
+    if empty:
+        # no A/B without both sides: the schedule ended, the loop did not complete
+        whys = []
+        for side in empty:
+            last = [f for s in slots if s.side == side for f in slot_state(st, s.slot)["failures"]]
+            whys.append(f"no {side} run" + (f" (last: {last[-1]['why']})" if last else ""))
+        st["state"] = "failed"
+        st["why"] = f"incomplete: {'; '.join(whys)}; {measured}"
+        _event(loop, st, m, "incomplete", state="failed", why=st["why"])
+    else:
+        st["state"] = "complete"
+        st["why"] = f"complete: {measured}"
+        _event(loop, st, m, "complete", state="complete", why=st["why"])
     loop.save_state(st)
     try:
         m.write_report(loop)
     except Exception as exc:     # the runs are kept; the report can be written again by `ab report`
         m.log(f"the report could not be written ({exc.__class__.__name__}: {exc}); `nttrace ab report "
               f"{loop.name}` writes it from the kept runs")
-    m.log(st["why"] + "; report in " + str(loop.report_dir) + "; rebooting into the default kernel")
+    m.log(("LOOP INCOMPLETE: " if empty else "") + st["why"] + "; report in " + str(loop.report_dir)
+          + "; rebooting into the default kernel")
     m.finish(True)
-    return EXIT_OK
+    return EXIT_CHECK_FAILED if empty else EXIT_OK
 
 
 def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) -> int:
@@ -329,16 +530,28 @@ def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) ->
     ss = slot_state(st, slot.slot)
     ss["attempts"] += 1
     ss["booted_at"] = round(m.clock(), 1)
+    here = m.boot_id()
     st["booting"] = {"slot": slot.slot, "side": slot.side, "attempt": ss["attempts"], "at": ss["booted_at"],
-                     "from_boot": m.boot_id()}     # asked from this boot: ended() knows the shutdown was asked
-    _event(st, m, "boot", slot=slot.slot, side=slot.side, attempt=ss["attempts"])
+                     "from_boot": here}     # asked from this boot: ended() knows the shutdown was asked
+    _event(loop, st, m, "boot", slot=slot.slot, side=slot.side, attempt=ss["attempts"], from_boot=here)
     loop.save_state(st)       # before the boot: whatever happens next, the state says what was asked
     kernel = sched["kernels"][slot.side]
     m.log(f"booting slot {slot.slot} of {len(sched['slots'])}: {slot.side} {kernel['release']} "
           f"(attempt {ss['attempts']}, via {sched['via']})")
+    cmdline = sched["cmdline"]
+    if sched["via"] == "kexec":     # the next boot knows it was this kexec, from this boot
+        cmdline = boot_settings.with_marker(cmdline, here or "unknown")
     try:
-        m.boot(kernel, sched["cmdline"], (sched.get("grub_entries") or {}).get(slot.side))
+        m.boot(kernel, cmdline, (sched.get("grub_entries") or {}).get(slot.side))
     except Exception as exc:
+        down = m.shutting_down()
+        if down:        # a shutdown someone else asked refused ours: the boot after it asks again
+            st["booting"]["not_issued"] = down
+            _event(loop, st, m, "boot not issued", slot=slot.slot, how=down, error=str(exc))
+            loop.save_state(st)
+            m.log(f"slot {slot.slot}: the system is shutting down ({down}); the boot of {kernel['release']} "
+                  f"could not be asked ({exc}): the next boot asks it")
+            return EXIT_OK
         raise _Stop(f"could not boot slot {slot.slot} ({slot.side} {kernel['release']}): {exc}") from None
     return EXIT_OK
 
@@ -352,8 +565,8 @@ def _fail(loop: Loop, st: dict, why: str, m: Machine) -> int:
     st["state"] = "failed"
     st["why"] = why
     st["measuring"] = None
-    _event(st, m, "stopped", why=why)
     try:
+        _event(loop, st, m, "stopped", state="failed", why=why)
         loop.save_state(st)
     except OSError as exc:
         m.log(f"the state could not be saved ({exc.strerror})")

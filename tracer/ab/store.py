@@ -4,8 +4,13 @@
 root-only (0700). Every file in it is written to a temporary name in the same
 directory, flushed to disk (fsync), renamed into place and the directory
 flushed: a power cut leaves the old file or the new one, never half of one.
-A run is kept only when its file parses whole and says it is complete; a
-temporary left by a cut is removed and the run redone.
+The state keeps its previous copy beside it (state.json.prev, a hard link to
+the old file renamed into place before the new one is): where a filesystem
+without a journal loses the rename, one of the two still reads. The events
+are also appended, a line each, to events.jsonl (fsync'd), so a state that
+neither copy holds can be rebuilt. A run is kept only when its file parses
+whole and says it is complete; a temporary left by a cut is removed and the
+run redone.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ from nttrace.errors import UsageError
 
 NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 TMP_SUFFIX = ".tmp"
+PREV_SUFFIX = ".prev"
 
 
 def root() -> Path:
@@ -47,9 +53,14 @@ def make_root() -> Path:
 
 
 def make_private_dir(path: Path) -> None:
-    """Create path (and its parents) root-only; an existing one is made 0700."""
+    """Create path (and its parents) root-only; an existing one is made 0700.
+    A directory it creates has its name flushed to disk in its parent (the
+    files later written in it are only as durable as that name)."""
+    new = not path.is_dir()
     path.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(path, 0o700)
+    if new:
+        _fsync_dir(path.parent)
 
 
 def _fsync_dir(path: Path) -> None:
@@ -60,9 +71,16 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: Path, text: str) -> None:
+def previous(path: Path) -> Path:
+    return path.with_name(path.name + PREV_SUFFIX)
+
+
+def write_atomic(path: Path, text: str, keep_previous: bool = False) -> None:
     """Write text to path whole: tmp + fsync + rename + fsync of the directory.
-    On any error (disk full) the tmp is removed and the old file is left."""
+    On any error (disk full) the tmp is removed and the old file is left.
+    keep_previous: the old file (where there is one) becomes path.prev first,
+    by a hard link renamed into place, so either name always holds a whole
+    copy."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
     try:
         tmp.unlink()          # a cut's leftover, or a link someone planted: never written through
@@ -79,6 +97,8 @@ def write_atomic(path: Path, text: str) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
+        if keep_previous:
+            _keep_previous(path)
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -89,8 +109,60 @@ def write_atomic(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
-def write_json(path: Path, obj) -> None:
-    write_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n")
+def _keep_previous(path: Path) -> None:
+    prev = previous(path)
+    link = prev.with_name(prev.name + TMP_SUFFIX)
+    try:
+        link.unlink()
+    except FileNotFoundError:
+        pass
+    try:
+        os.link(path, link, follow_symlinks=False)
+    except FileNotFoundError:
+        return                  # no old file: nothing to keep
+    os.replace(link, prev)
+
+
+def write_json(path: Path, obj, keep_previous: bool = False) -> None:
+    write_atomic(path, json.dumps(obj, indent=1, sort_keys=False) + "\n", keep_previous)
+
+
+def append_line(path: Path, line: str) -> None:
+    """Append one line to path and flush it to disk (a cut loses at most the
+    line being written; the reader skips a line that does not parse)."""
+    fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
+    try:
+        new = os.fstat(fd).st_size == 0
+        data = memoryview(("\n" + line + "\n").encode() if _ends_cut(fd) else (line + "\n").encode())
+        while data:
+            n = os.write(fd, data)
+            data = data[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    if new:
+        _fsync_dir(path.parent)     # the new file's name, too
+
+
+def _ends_cut(fd: int) -> bool:
+    """The file does not end with a newline (a line cut by a power cut)."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+
+
+def read_lines(path: Path) -> list:
+    """Each line of path that parses as JSON (a cut line is skipped)."""
+    out = []
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return out
+    for line in text.splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
 
 
 def read_json(path: Path):
