@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from nttrace.ab import boot
+from nttrace.ab import boot, bootloader
 from nttrace.errors import CapabilityError, UsageError
 
 GRUB_CFG = """
@@ -40,10 +40,10 @@ def test_the_default_command_line_drops_what_the_bootloader_adds():
 
 
 def test_grubs_entry_for_a_release_is_its_normal_one_inside_its_submenu():
-    assert boot.grub_entry(GRUB_CFG, "6.12.0") == "gnulinux-advanced-1234>gnulinux-6.12.0-advanced-1234"
-    assert boot.grub_entry(GRUB_CFG, "6.12.0-nt") == "gnulinux-advanced-1234>gnulinux-6.12.0-nt-advanced-1234"
+    assert bootloader.grub_entry_id(GRUB_CFG, "6.12.0") == "gnulinux-advanced-1234>gnulinux-6.12.0-advanced-1234"
+    assert bootloader.grub_entry_id(GRUB_CFG, "6.12.0-nt") == "gnulinux-advanced-1234>gnulinux-6.12.0-nt-advanced-1234"
     with pytest.raises(UsageError, match="no entry for Linux 6.13"):
-        boot.grub_entry(GRUB_CFG, "6.13")
+        bootloader.grub_entry_id(GRUB_CFG, "6.13")
 
 
 class Recorder:
@@ -109,21 +109,15 @@ def test_a_failed_boot_command_raises_with_its_message():
         boot.Booter("kexec", run=Recorder(fail_on="kexec -l")).boot({"image": "/b/nt"}, "root=x")
 
 
-def test_reboot_where_grub_is_not_the_bootloader_is_exit_3_in_one_line(monkeypatch, tmp_path):
-    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: None)
-    with pytest.raises(CapabilityError) as e:
-        boot.check_grub()
-    assert e.value.exit_code == 3 and "\n" not in str(e.value)
-    assert str(e.value).startswith("ab start --via reboot: grub is not this machine's bootloader")
-    # grub there, but a grub.cfg that ignores the one-shot entry
+def test_a_grub_cfg_that_ignores_the_one_shot_entry_is_exit_3_in_one_line(tmp_path):
     cfg = tmp_path / "grub.cfg"
     cfg.write_text("menuentry 'x' { linux /vmlinuz }\n")
-    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "/usr/sbin/grub-reboot")
-    monkeypatch.setattr(boot, "GRUB_CFGS", (cfg,))
-    with pytest.raises(CapabilityError, match="does not read grub's next_entry"):
-        boot.check_grub()
+    with pytest.raises(CapabilityError) as e:
+        bootloader.check_grub_oneshot(cfg, "/usr/sbin/grub-reboot", run=None)
+    assert e.value.exit_code == 3 and "\n" not in str(e.value) and "does not read grub's next_entry" in str(e.value)
     cfg.write_text(GRUB_CFG)
-    assert boot.check_grub() == ("/usr/sbin/grub-reboot", cfg)
+    bootloader.check_grub_oneshot(cfg, "/usr/sbin/grub-reboot", run=lambda cmd, timeout=120:
+                                  subprocess.CompletedProcess(cmd, 1, "", ""))     # grub-probe cannot tell: not refused
 
 
 def test_a_kernel_without_kexec_is_exit_3(tmp_path):
@@ -163,30 +157,15 @@ def test_reboot_where_grub_cannot_clear_its_one_shot_entry_at_boot_is_exit_3(mon
     # set, and a kernel that panics at boot would be booted again and again, never the default
     cfg = tmp_path / "grub.cfg"
     cfg.write_text(GRUB_CFG)
-    monkeypatch.setattr(boot, "grub_reboot_binary", lambda: "/usr/sbin/grub-reboot")
-    monkeypatch.setattr(boot, "GRUB_CFGS", (cfg,))
-    monkeypatch.setattr(boot.shutil, "which", lambda name: f"/usr/sbin/{name}")
+    monkeypatch.setattr(bootloader.shutil, "which", lambda name: f"/usr/sbin/{name}")
 
     def probe(cmd, timeout=120):
         out = fs if cmd[1] == "--target=fs" else abstraction
         return subprocess.CompletedProcess(cmd, 0, out + "\n", "")
     if refused is None:
-        assert boot.check_grub(run=probe) == ("/usr/sbin/grub-reboot", cfg)
+        bootloader.check_grub_oneshot(cfg, "/usr/sbin/grub-reboot", run=probe)
         return
     with pytest.raises(CapabilityError) as e:
-        boot.check_grub(run=probe)
+        bootloader.check_grub_oneshot(cfg, "/usr/sbin/grub-reboot", run=probe)
     assert e.value.exit_code == 3 and refused in str(e.value) and "\n" not in str(e.value)
     assert "grub cannot clear its one-shot entry" in str(e.value)
-
-
-def test_under_lockdown_each_kernel_is_tried_with_kexec_file_load(monkeypatch, tmp_path):
-    # lockdown refuses kexec_load: the check loads with -s, as the boots will, and names lockdown when that fails
-    monkeypatch.setattr(boot, "kexec_loaded", lambda *path: False)
-    (tmp_path / "sys/kernel/security").mkdir(parents=True)
-    (tmp_path / "sys/kernel/security/lockdown").write_text("none [integrity] confidentiality\n")
-    r = Recorder()
-    assert boot.check_kexec([{"image": "/b/nt"}], "root=x", run=r, root=tmp_path) == \
-        ["kexec -l -s /b/nt: loads (unloaded again)"]
-    assert r.cmds[0] == ["kexec", "-l", "-s", "/b/nt", "--command-line=root=x"]
-    with pytest.raises(CapabilityError, match="Cannot load image .lockdown integrity: kexec_file_load takes only"):
-        boot.check_kexec([{"image": "/b/nt"}], "root=x", run=Recorder(fail_on="/b/nt"), root=tmp_path)

@@ -28,7 +28,6 @@ from nttrace.errors import CapabilityError, UsageError
 VIAS = ("kexec", "reboot")
 KEXEC_LOADED = Path("/sys/kernel/kexec_loaded")
 KEXEC_DISABLED = Path("/proc/sys/kernel/kexec_load_disabled")
-GRUB_CFGS = (Path("/boot/grub/grub.cfg"), Path("/boot/grub2/grub.cfg"))
 NOT_CLEARED = "NOT CLEARED: "
 
 
@@ -110,37 +109,6 @@ def check_kexec(kernels: list[dict], cmdline: str, run=_run, root: Path = Path("
             raise CapabilityError(f"ab start: kexec -u failed after loading {k['image']}: {_last_line(u)}")
         done.append(f"kexec -l {'-s ' if file_load else ''}{k['image']}: loads (unloaded again)")
     return done
-
-
-# -- grub ----------------------------------------------------------------------
-def grub_cfg() -> Path | None:
-    return next((p for p in GRUB_CFGS if p.is_file()), None)
-
-
-def grub_reboot_binary() -> str | None:
-    return bootloader.grub_reboot_binary()
-
-
-def grub_cannot_save_env(grub_dir: Path, run=_run) -> str | None:
-    return bootloader.grub_cannot_save_env(grub_dir, run)
-
-
-def check_grub(run=_run) -> tuple[str, Path]:
-    """grub-reboot and a grub.cfg that honours its one-shot entry, and a
-    grubenv grub can clear at boot; or exit 3. Debian's grub only: the
-    loop's start checks every loader with preflight.check (bootloader.py)."""
-    exe, cfg = grub_reboot_binary(), grub_cfg()
-    if not exe or cfg is None:
-        raise CapabilityError("ab start --via reboot: grub is not this machine's bootloader (no grub-reboot or "
-                              "grub.cfg); --via reboot needs grub's one-shot entry, --via kexec does not")
-    bootloader.check_grub_oneshot(cfg, exe, run)
-    return exe, cfg
-
-
-def grub_entry(cfg_text: str, release: str) -> str:
-    """The grub-reboot argument ('submenu-id>entry-id') of the release's
-    normal (not recovery) entry in a Debian grub.cfg; UsageError where none."""
-    return bootloader.grub_entry_id(cfg_text, release)
 
 
 # -- the actions ---------------------------------------------------------------

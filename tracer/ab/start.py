@@ -100,12 +100,10 @@ def check_room(loop: Loop, boots: int) -> int:
     return need
 
 
-def check_machine(args, ks: dict, cmdline: str, run=None, bootloader_checked: bool = False
-                  ) -> tuple[list[str], list[CapabilityError]]:
+def check_machine(args, ks: dict, cmdline: str, run=None) -> tuple[list[str], list[CapabilityError]]:
     """Exit-3 checks: what they found (a line each) and what is missing.
-    bootloader_checked: the preflight found the --via reboot one-shot
-    entries itself (grub with Debian or BLS entries, systemd-boot), so
-    grub's own check is not made here."""
+    The bootloader's one-shot for --via reboot is the preflight's
+    (preflight.check -> bootloader.check_reboot)."""
     found, missing = [], []
     if os.geteuid() != 0:
         missing.append(CapabilityError("ab start: needs root (it installs a systemd unit and boots kernels)"))
@@ -124,10 +122,6 @@ def check_machine(args, ks: dict, cmdline: str, run=None, bootloader_checked: bo
             boot.kexec_binary()
             if not missing:         # loading kernels needs root; a refused start loads nothing
                 found += boot.check_kexec([k.as_json() for k in ks.values()], cmdline, **({"run": run} if run else {}))
-        elif not bootloader_checked:
-            _exe, cfg = boot.check_grub()
-            text = cfg.read_text(errors="replace")
-            found += [f"grub entry {boot.grub_entry(text, k.release)} ({cfg})" for k in ks.values()]
     except (CapabilityError, UsageError) as exc:
         missing.append(exc)
     return found, missing
@@ -144,18 +138,9 @@ def plan(args, loop: Loop, ks: dict, cmdline: str, exe: str, reset_plan: dict | 
          pre=None, estimate: dict | None = None) -> dict:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
     slots = schedule.make(args.boots, seed)
-    grub_entries = None
-    if args.via == "reboot" and getattr(pre, "entries", None):
-        grub_entries = dict(pre.entries)        # the bootloader's one-shot entries, as the preflight found them
-    elif args.via == "reboot":
-        cfg = boot.grub_cfg()
-        text = cfg.read_text(errors="replace") if cfg else ""
-        grub_entries = {}
-        for side, k in ks.items():
-            try:
-                grub_entries[side] = boot.grub_entry(text, k.release)
-            except UsageError:
-                grub_entries[side] = None       # the machine check and the preflight say why
+    # --via reboot: the bootloader's one-shot entries as the preflight found
+    # them (none where it refused, which stops a real start before this)
+    grub_entries = {side: (getattr(pre, "entries", None) or {}).get(side) for side in ks} if args.via == "reboot" else None
     default_boot = dict(getattr(pre, "default_boot", None) or {})
     default_kernel = default_boot.get("release")
     default_note = None
@@ -422,8 +407,7 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
     pre = preflight_check(ks, args.via)
     reset_plan = reset.plan_reset(args, ks, args.via)
     reset_found, reset_refusals = reset.check(reset_plan, ks)
-    found, missing = check_machine(args, ks, with_added(cmdline, reset_plan),
-                                   bootloader_checked=getattr(pre, "entries", None) is not None)
+    found, missing = check_machine(args, ks, with_added(cmdline, reset_plan))
     refusals = missing + list(pre.refusals) + reset_refusals     # what this machine cannot do first
     if refusals and not args.dry_run:
         raise refusals[0]
