@@ -265,3 +265,34 @@ def test_first_principles_counts_of_the_copies():
         "writebacks": lines, "nt_line_writes": 0, "nt_partial_writes": 0, "nt_partial_bytes": 0, "nt_invalidates": 0}
     nt = trun.expected_pmem("nt_dram_pmem", mib16)
     assert (nt["loads"], nt["fills_load"], nt["fills_store"], nt["nt_line_writes"]) == (0, 0, 0, lines)
+
+
+# -- a recorded run: the stock lab guest under the plugin (lab.traffic.run), its
+# plugin.jsonl, the guest's guest.json and device.json as the boot left them
+RECORDED = REPO / "tests" / "fixtures" / "recorded" / "traffic"
+
+
+def _recorded():
+    out = trun.parse_output((RECORDED / "plugin.jsonl").read_text())
+    guest = json.loads((RECORDED / "guest.json").read_text())
+    trun.label(out, guest["windows"])
+    return out, json.loads((RECORDED / "device.json").read_text())
+
+
+def test_the_recorded_run_meets_first_principles_and_a_changed_count_is_named():
+    out, _ = _recorded()
+    assert out.model["what"] == "memory traffic, not time" and out.end["unclosed"] == 0
+    assert trun.first_principles_mismatches(out) == []
+    cached = next(w for w in out.windows if w.label == "cached_pmem_pmem")
+    cached.counts["pmem"]["fills_store"] -= 1
+    assert trun.first_principles_mismatches(out) == [
+        "cached_pmem_pmem pmem fills_store: counted 262143, expected 262144"]
+
+
+def test_the_recorded_probe_lands_at_the_guests_physical_offset_in_the_nvdimms_ramblock():
+    out, device = _recorded()
+    probe = next(w for w in out.windows if w.label == "probe")
+    assert trun.probe_offset(device, probe.plan) == 0x2200000 + (48 << 20) + 0x1238
+    assert probe.pmem_offsets["first"] == trun.probe_offset(device, probe.plan)
+    # the RAMBlock offset is not the guest physical address (QEMU 7.2)
+    assert out.pmem_ramblock["start"] != int(device["region_start"], 16)

@@ -1,0 +1,92 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The traffic plugin's proof before its use (lab/traffic/): the stock lab
+guest booted twice under it (one vCPU, icount: lab.ab's measuring guest),
+running the native reference's copies on a devdax mapping of the NVDIMM,
+each in a window of its own. The plugin models memory traffic, not time.
+
+* the copies' pmem counts are the first-principles ones, exactly;
+* a store at a known offset of the device lands at that offset of the
+  NVDIMM's RAMBlock (QEMU 7.2's plugin address is a RAMBlock offset);
+* the two boots (an A/A of one kernel) count the same."""
+import pytest
+
+from lab import lab as labmod
+from lab.traffic import run as trun
+from lab_boots import POOL, Boot
+from conftest import SELECTED
+
+pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu")]
+
+BOOTS = ("traffic-a", "traffic-b")
+
+
+def _wanted() -> bool:
+    return any("test_traffic.py" in n for n in SELECTED)
+
+
+def _run(name: str):
+    try:
+        return trun.run(POOL.tmp.mktemp(name))
+    except (trun.TrafficError, labmod.LabError) as exc:
+        return exc
+
+
+# Each boot's time here (stock kernel, under the plugin): about 2 minutes.
+for _name in BOOTS:
+    POOL.register(Boot(_name, _wanted, lambda _prepared, n=_name: _run(n), prepare=lambda: trun.tbuild.build(),
+                       seconds=120))
+
+
+def finished(name: str) -> trun.TrafficRun:
+    r = POOL.result(name)
+    if isinstance(r, Exception):
+        raise r
+    return r
+
+
+@pytest.fixture(scope="module")
+def a():
+    return finished("traffic-a")
+
+
+@pytest.fixture(scope="module")
+def b():
+    return finished("traffic-b")
+
+
+def test_the_model_and_its_geometry_are_recorded_with_the_counts(a):
+    m = a.output.model
+    assert m["what"] == "memory traffic, not time"
+    assert (m["llc_bytes"], m["ways"], m["line"]) == (32 << 20, 16, 64)
+    assert a.output.end["unclosed"] == 0 and a.output.end["windows"] == len(a.guest["windows"])
+
+
+def test_the_copies_give_the_first_principles_counts_exactly(a):
+    assert trun.first_principles_mismatches(a.output) == []
+
+
+def test_an_empty_window_and_the_page_copies(a):
+    assert all(v == 0 for v in a.window("empty").counts["pmem"].values())
+    lines = 256 * 4096 // 64
+    cached = a.window("pages_memcpy").counts["pmem"]
+    assert cached["fills_store"] == cached["writebacks"] == lines and cached["nt_line_writes"] == 0, cached
+    nt = a.window("pages_movnti_prefetchnta").counts["pmem"]   # the NT demotion RFC's copy_mc_page_nt() shape
+    assert nt["nt_line_writes"] == lines and nt["fills_store"] == nt["fills_load"] == nt["writebacks"] == 0, nt
+    if any(w["label"] == "pages_avx2_stream" for w in a.guest["windows"]):   # VMOVNTDQ: the VEX form, decoded
+        vex = a.window("pages_avx2_stream").counts["pmem"]
+        assert vex["nt_line_writes"] == lines and vex["fills_store"] == vex["stores"] == 0, vex
+
+
+def test_a_store_at_a_known_pmem_offset_lands_at_that_offset_of_the_nvdimms_ramblock(a):
+    w = a.window("probe")
+    pm = w.counts["pmem"]
+    assert (pm["stores"], pm["fills_store"], pm["writebacks"]) == (1, 1, 1), pm
+    assert w.pmem_offsets["first"] == trun.probe_offset(a.device, w.plan), (w.pmem_offsets, a.device)
+    # and the RAMBlock offset is not the guest physical address
+    assert a.pmem.offset != int(a.device["region_start"], 16)
+
+
+def test_an_a_a_of_one_kernel_counts_the_same(a, b):
+    assert [w.label for w in a.output.windows] == [w.label for w in b.output.windows]
+    for wa, wb in zip(a.output.windows, b.output.windows):
+        assert wa.counts["pmem"] == wb.counts["pmem"], wa.label
