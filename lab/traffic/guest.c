@@ -7,6 +7,7 @@
  * host can set the plugin's counts against first principles.
  *
  *   traffic-guest /dev/daxX.Y OUT.json
+ *   traffic-guest window open|close     (a window around what a script runs next)
  *
  * Every buffer is touched before the first window: no page fault (and no
  * kernel write to the device's memmap) falls inside one.
@@ -49,6 +50,15 @@ static void touch(unsigned char *p, size_t len)
 
 int main(int argc, char **argv)
 {
+	if (argc == 3 && !strcmp(argv[1], "window")) {
+		if (!strcmp(argv[2], "open"))
+			TRAFFIC_WINDOW_OPEN();
+		else if (!strcmp(argv[2], "close"))
+			TRAFFIC_WINDOW_CLOSE();
+		else
+			return 2;
+		return 0;
+	}
 	if (argc != 3) {
 		fprintf(stderr, "usage: traffic-guest /dev/daxX.Y OUT.json\n");
 		return 2;

@@ -196,6 +196,23 @@ def first_principles_mismatches(out: Output) -> list[str]:
     return bad
 
 
+def aa_differences(a: Output, b: Output) -> list[str]:
+    """What two runs of one kernel counted differently on the device, window
+    by window ('window field: A, B'). The DRAM counts are not compared: a
+    window holds whatever the kernel did in it too (interrupts, timers),
+    and under icount with sleep=on when that work comes follows the host's
+    I/O; nor is writebacks_at_close, which of the write-backs wait for the
+    close, since the kernel's DRAM lines in the LLC decide that."""
+    if len(a.windows) != len(b.windows):
+        return [f"{len(a.windows)} windows against {len(b.windows)}"]
+    out = []
+    for wa, wb in zip(a.windows, b.windows):
+        for k, v in wa.counts["pmem"].items():
+            if k != "writebacks_at_close" and wb.counts["pmem"][k] != v:
+                out.append(f"{wa.label or wa.index} {k}: {v}, {wb.counts['pmem'][k]}")
+    return out
+
+
 def probe_offset(device: dict, plan: dict) -> int:
     """The probe store's offset in the NVDIMM, from the guest's own account:
     the dax device's physical start less the region's, plus the store's
@@ -228,9 +245,10 @@ def plugin_spec(plugin: Path, out: Path, pmem: RamBlock, geometry: dict) -> str:
 
 
 def run(results: Path, plugin: bool = True, geometry: dict | None = None, kernel=None,
-        timeout: float = 1800) -> TrafficRun:
+        timeout: float = 1800, memmap: bool = False) -> TrafficRun:
     """One boot of the traffic guest (one vCPU, icount), under the plugin
-    unless plugin=False (the cost's baseline)."""
+    unless plugin=False (the cost's baseline); `memmap`: and the namespace's
+    rebinds, each in a window (guest-traffic.sh)."""
     built = tbuild.build()
     results.mkdir(parents=True, exist_ok=True)
     tdir = results / "traffic"
@@ -250,12 +268,15 @@ def run(results: Path, plugin: bool = True, geometry: dict | None = None, kernel
     out_path = tdir / "plugin.jsonl"
     spec = plugin_spec(built.plugin, out_path, pmem, {**DEFAULT_GEOMETRY, **(geometry or {})}) if plugin else None
     t0 = time.monotonic()
-    r = lab.run(results, timeout=timeout, append=APPEND, kernel=kernel, cpu=CPU, plugin=spec)
+    r = lab.run(results, timeout=timeout, append=APPEND + ("=memmap" if memmap else ""), kernel=kernel, cpu=CPU,
+                plugin=spec)
     elapsed = time.monotonic() - t0
     rc = (results / "guest-run.rc").read_text().strip()
     if rc != "0" or not (tdir / "guest.json").exists():
         raise TrafficError(f"the traffic guest failed (exit {rc})\n{r.tail()}")
     guest = json.loads((tdir / "guest.json").read_text())
+    if (tdir / "windows.jsonl").exists():
+        guest["windows"] += [json.loads(ln) for ln in (tdir / "windows.jsonl").read_text().splitlines() if ln]
     device = json.loads((tdir / "device.json").read_text())
     output = None
     if plugin:
@@ -266,12 +287,19 @@ def run(results: Path, plugin: bool = True, geometry: dict | None = None, kernel
 
 def summary(t: TrafficRun) -> dict:
     """What a run found, as JSON: the model, the plugin's cost's inputs, each window."""
-    d = {"elapsed_s": round(t.elapsed_s, 1), "pmem_ramblock": vars(t.pmem), "device": t.device}
+    host = t.run.host_conditions
+    # QEMU's own CPU time over the boot (lab.run's record of the host): the
+    # plugin's cost is this with it against without it
+    d = {"elapsed_s": round(t.elapsed_s, 1), "qemu_cpu_s": host.get("own_cpu_s"), "host": host.get("state"),
+         "pmem_ramblock": vars(t.pmem), "device": t.device}
     if t.output:
         d["model"] = t.output.model
         d["end"] = t.output.end
         d["windows"] = [{"label": w.label, "counts": w.counts, "pmem_device_bytes": w.device_bytes(),
-                         "pmem_offsets": w.pmem_offsets} for w in t.output.windows]
+                         "pmem_offsets": w.pmem_offsets,
+                         **({"pages": w.plan["pages"], "pmem_device_bytes_per_page":
+                             {k: round(v / w.plan["pages"], 2) for k, v in w.device_bytes().items()}}
+                            if w.plan.get("pages") else {})} for w in t.output.windows]
     return d
 
 
@@ -280,13 +308,22 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m lab.traffic.run", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="results directory")
     ap.add_argument("--no-plugin", action="store_true", help="the same boot without the plugin (its cost)")
+    ap.add_argument("--memmap", action="store_true", help="and the namespace's rebinds (fsdax, devdax), a window each")
+    ap.add_argument("--kernel", metavar="VARIANT", help="a lab kernel (kernel_build.py), default the stock one")
     for k, v in DEFAULT_GEOMETRY.items():
         ap.add_argument(f"--{k}", type=int, default=v, help=f"model geometry (default {v})")
     args = ap.parse_args(argv)
     try:
-        t = run(Path(args.out), plugin=not args.no_plugin,
+        kernel = None
+        if args.kernel:
+            from lab import kernel_build
+            kernel = kernel_build.build(kernel_build.variant(args.kernel))
+        t = run(Path(args.out), plugin=not args.no_plugin, memmap=args.memmap, kernel=kernel,
                 geometry={k: getattr(args, k) for k in DEFAULT_GEOMETRY})
-    except (TrafficError, lab.LabError, tbuild.BuildError) as exc:
+    except ValueError as exc:
+        print(f"lab.traffic.run: {exc}", file=sys.stderr)
+        return 2
+    except (TrafficError, lab.LabError, tbuild.BuildError, AssertionError) as exc:
         print(f"lab.traffic.run: {exc}", file=sys.stderr)
         return 1
     s = summary(t)

@@ -7,7 +7,8 @@ each in a window of its own. The plugin models memory traffic, not time.
 * the copies' pmem counts are the first-principles ones, exactly;
 * a store at a known offset of the device lands at that offset of the
   NVDIMM's RAMBlock (QEMU 7.2's plugin address is a RAMBlock offset);
-* the two boots (an A/A of one kernel) count the same."""
+* the two boots (an A/A of one kernel) count the same device traffic (the
+  DRAM counts hold the kernel's own work in the window too, and differ)."""
 import pytest
 
 from lab import lab as labmod
@@ -88,5 +89,4 @@ def test_a_store_at_a_known_pmem_offset_lands_at_that_offset_of_the_nvdimms_ramb
 
 def test_an_a_a_of_one_kernel_counts_the_same(a, b):
     assert [w.label for w in a.output.windows] == [w.label for w in b.output.windows]
-    for wa, wb in zip(a.output.windows, b.output.windows):
-        assert wa.counts["pmem"] == wb.counts["pmem"], wa.label
+    assert trun.aa_differences(a.output, b.output) == []

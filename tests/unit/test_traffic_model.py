@@ -296,3 +296,13 @@ def test_the_recorded_probe_lands_at_the_guests_physical_offset_in_the_nvdimms_r
     assert probe.pmem_offsets["first"] == trun.probe_offset(device, probe.plan)
     # the RAMBlock offset is not the guest physical address (QEMU 7.2)
     assert out.pmem_ramblock["start"] != int(device["region_start"], 16)
+
+
+def test_the_recorded_a_a_counts_the_same_device_traffic_and_a_difference_is_named():
+    a, _ = _recorded()
+    b = trun.parse_output((RECORDED / "aa-b" / "plugin.jsonl").read_text())
+    assert trun.aa_differences(a, b) == []
+    # the kernel's own DRAM work in a window differs between the boots
+    assert any(wa.counts["dram"] != wb.counts["dram"] for wa, wb in zip(a.windows, b.windows))
+    b.windows[2].counts["pmem"]["nt_line_writes"] += 1
+    assert trun.aa_differences(a, b) == ["nt_pmem_pmem nt_line_writes: 262144, 262145"]
