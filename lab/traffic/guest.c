@@ -8,6 +8,8 @@
  *
  *   traffic-guest /dev/daxX.Y OUT.json
  *   traffic-guest window open|close     (a window around what a script runs next)
+ *   traffic-guest hold MIB READY         (MIB of anonymous memory touched, READY
+ *                                         written, then held until killed)
  *
  * Every buffer is touched before the first window: no page fault (and no
  * kernel write to the device's memmap) falls inside one.
@@ -58,6 +60,22 @@ int main(int argc, char **argv)
 		else
 			return 2;
 		return 0;
+	}
+	if (argc == 4 && !strcmp(argv[1], "hold")) {
+		size_t len = strtoul(argv[2], NULL, 0) * MiB;
+		unsigned char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED) {
+			perror("mmap");
+			return 3;
+		}
+		touch(p, len);
+		FILE *f = fopen(argv[3], "w");
+		if (!f || fclose(f)) {
+			perror(argv[3]);
+			return 3;
+		}
+		for (;;)
+			pause();
 	}
 	if (argc != 3) {
 		fprintf(stderr, "usage: traffic-guest /dev/daxX.Y OUT.json\n");

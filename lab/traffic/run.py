@@ -32,6 +32,7 @@ DEFAULT_GEOMETRY = {"llc": 32 << 20, "ways": 16, "line": 64, "wc": 10}
 # A guest whose clock counts instructions, one vCPU: lab.ab's measuring guest.
 CPU = lab.MEASURE_CPU
 APPEND = "nttrace.traffic"
+STEPS = ("memmap", "demotion")      # guest-traffic.sh's optional steps
 
 
 class TrafficError(RuntimeError):
@@ -245,10 +246,12 @@ def plugin_spec(plugin: Path, out: Path, pmem: RamBlock, geometry: dict) -> str:
 
 
 def run(results: Path, plugin: bool = True, geometry: dict | None = None, kernel=None,
-        timeout: float = 1800, memmap: bool = False) -> TrafficRun:
+        timeout: float = 1800, steps: tuple[str, ...] = ()) -> TrafficRun:
     """One boot of the traffic guest (one vCPU, icount), under the plugin
-    unless plugin=False (the cost's baseline); `memmap`: and the namespace's
-    rebinds, each in a window (guest-traffic.sh)."""
+    unless plugin=False (the cost's baseline); `steps`: and these of
+    guest-traffic.sh's (STEPS), each in windows of its own."""
+    if set(steps) - set(STEPS):
+        raise ValueError(f"unknown traffic steps {sorted(set(steps) - set(STEPS))} (known: {', '.join(STEPS)})")
     built = tbuild.build()
     results.mkdir(parents=True, exist_ok=True)
     tdir = results / "traffic"
@@ -268,7 +271,7 @@ def run(results: Path, plugin: bool = True, geometry: dict | None = None, kernel
     out_path = tdir / "plugin.jsonl"
     spec = plugin_spec(built.plugin, out_path, pmem, {**DEFAULT_GEOMETRY, **(geometry or {})}) if plugin else None
     t0 = time.monotonic()
-    r = lab.run(results, timeout=timeout, append=APPEND + ("=memmap" if memmap else ""), kernel=kernel, cpu=CPU,
+    r = lab.run(results, timeout=timeout, append=APPEND + (f"={','.join(steps)}" if steps else ""), kernel=kernel, cpu=CPU,
                 plugin=spec)
     elapsed = time.monotonic() - t0
     rc = (results / "guest-run.rc").read_text().strip()
@@ -308,7 +311,8 @@ def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(prog="python3 -m lab.traffic.run", description=__doc__.split("\n\n")[0])
     ap.add_argument("out", help="results directory")
     ap.add_argument("--no-plugin", action="store_true", help="the same boot without the plugin (its cost)")
-    ap.add_argument("--memmap", action="store_true", help="and the namespace's rebinds (fsdax, devdax), a window each")
+    ap.add_argument("--steps", default="", help="and these of guest-traffic.sh's steps, comma-separated: "
+                    "memmap (namespace rebinds, fsdax and devdax), demotion (64 MiB reclaimed to node 1)")
     ap.add_argument("--kernel", metavar="VARIANT", help="a lab kernel (kernel_build.py), default the stock one")
     for k, v in DEFAULT_GEOMETRY.items():
         ap.add_argument(f"--{k}", type=int, default=v, help=f"model geometry (default {v})")
@@ -318,7 +322,7 @@ def main(argv: list[str]) -> int:
         if args.kernel:
             from lab import kernel_build
             kernel = kernel_build.build(kernel_build.variant(args.kernel))
-        t = run(Path(args.out), plugin=not args.no_plugin, memmap=args.memmap, kernel=kernel,
+        t = run(Path(args.out), plugin=not args.no_plugin, steps=tuple(x for x in args.steps.split(",") if x), kernel=kernel,
                 geometry={k: getattr(args, k) for k in DEFAULT_GEOMETRY})
     except ValueError as exc:
         print(f"lab.traffic.run: {exc}", file=sys.stderr)
