@@ -306,3 +306,18 @@ def test_the_recorded_a_a_counts_the_same_device_traffic_and_a_difference_is_nam
     assert any(wa.counts["dram"] != wb.counts["dram"] for wa, wb in zip(a.windows, b.windows))
     b.windows[2].counts["pmem"]["nt_line_writes"] += 1
     assert trun.aa_differences(a, b) == ["nt_pmem_pmem nt_line_writes: 262144, 262145"]
+
+
+def test_the_traffic_ab_table_from_a_recorded_memmap_run():
+    """The stock guest's 6.1 kernel, memmap init by cached stores with the
+    memmap on the device (-M dev): every struct page's line read from the
+    device (the RFO) and written back, about 64 bytes each per page."""
+    from lab.traffic import ab as tab
+    s = json.loads((RECORDED / "memmap-stock" / "traffic-summary.json").read_text())
+    pp = tab.per_page(s)
+    assert set(pp) == {"rebind_fsdax", "rebind_devdax"}
+    fs = pp["rebind_fsdax"]
+    assert fs["pages"] == 515584 and 64 <= fs["device_read_per_page"] < 66 and fs["nt_lines_per_page"] == 0, fs
+    md = tab.markdown("stock", s, "stock", s, s["model"])
+    assert "models memory traffic, not time" in md and "spread is zero" in md
+    assert "| memmap init, fsdax -M dev (per initialised page) | device bytes read / page | 65.1 | 65.1 |" in md
