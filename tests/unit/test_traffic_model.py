@@ -321,3 +321,17 @@ def test_the_traffic_ab_table_from_a_recorded_memmap_run():
     md = tab.markdown("stock", s, "stock", s, s["model"])
     assert "models memory traffic, not time" in md and "spread is zero" in md
     assert "| memmap init, fsdax -M dev (per initialised page) | device bytes read / page | 65.1 | 65.1 |" in md
+
+
+def test_a_recorded_demotion_run_reads_each_demoted_page_from_the_device_once():
+    """The stock guest's 6.1 kernel demotes with cached stores: every line
+    of every demoted page is read from the device (the RFO) before it is
+    written, the traffic the NT demotion RFC removes; the in-boot repeat
+    counts the same."""
+    from lab.traffic import ab as tab
+    s = json.loads((RECORDED / "demotion-stock" / "traffic-summary.json").read_text())
+    d = tab.per_page(s)["demotion"]
+    assert d["pages"] == 16400 and 4090 < d["device_read_per_page"] <= 4096 and d["nt_lines_per_page"] == 0, d
+    first, second = [w for w in s["windows"] if w["label"] == "demotion"]
+    drop = lambda c: {k: v for k, v in c.items() if k != "writebacks_at_close"}   # noqa: E731
+    assert drop(first["counts"]["pmem"]) == drop(second["counts"]["pmem"])
