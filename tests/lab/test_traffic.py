@@ -8,13 +8,17 @@ each in a window of its own. The plugin models memory traffic, not time.
 * a store at a known offset of the device lands at that offset of the
   NVDIMM's RAMBlock (QEMU 7.2's plugin address is a RAMBlock offset);
 * the two boots (an A/A of one kernel) count the same device traffic (the
-  DRAM counts hold the kernel's own work in the window too, and differ)."""
+  DRAM counts hold the kernel's own work in the window too, and differ);
+* base against nt-v3 (lab kernels, one boot each, memmap and demotion
+  steps): the device reads per demoted page go from a page's worth to
+  about none, the writes stay a page's worth (the NT demotion RFC's claim)."""
 import pytest
 
 from lab import lab as labmod
 from lab.traffic import run as trun
+from lab.traffic import ab as tab
 from lab_boots import POOL, Boot
-from conftest import SELECTED
+from conftest import SELECTED, lab_kernel
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu")]
 
@@ -90,3 +94,35 @@ def test_a_store_at_a_known_pmem_offset_lands_at_that_offset_of_the_nvdimms_ramb
 def test_an_a_a_of_one_kernel_counts_the_same(a, b):
     assert [w.label for w in a.output.windows] == [w.label for w in b.output.windows]
     assert trun.aa_differences(a.output, b.output) == []
+
+
+# -- base against nt-v3: the device's reads per page -------------------------------------
+def _wanted_ab() -> bool:
+    return any("test_traffic.py" in n and "nt_v3" in n for n in SELECTED)
+
+
+def _run_kernel(name: str, kernel):
+    if isinstance(kernel, Exception):
+        return kernel
+    try:
+        return trun.summary(trun.run(POOL.tmp.mktemp(f"traffic-{name}"), kernel=kernel, steps=trun.STEPS))
+    except (trun.TrafficError, labmod.LabError) as exc:
+        return exc
+
+
+# a lab kernel's traffic boot with both steps: under a minute here
+for _variant in ("base", "nt-v3"):
+    POOL.register(Boot(f"traffic-{_variant}", _wanted_ab, lambda kernel, v=_variant: _run_kernel(v, kernel),
+                       prepare=lambda v=_variant: lab_kernel(v), seconds=60))
+
+
+def test_base_against_nt_v3_device_reads_per_demoted_page_go_to_about_none():
+    base, nt = (tab.per_page(finished(f"traffic-{v}")) for v in ("base", "nt-v3"))
+    page = 4096
+    # base demotes with cached stores: each destination line is read from the device before it is written
+    assert abs(base["demotion"]["device_read_per_page"] - page) <= 0.01 * page, base["demotion"]
+    assert nt["demotion"]["device_read_per_page"] <= 0.01 * page, nt["demotion"]
+    for side in (base, nt):
+        assert abs(side["demotion"]["device_written_per_page"] - page) <= 0.01 * page, side["demotion"]
+    # the template series' memmap init on the device (fsdax -M dev): a struct page's line read, then none
+    assert base["rebind_fsdax"]["device_read_per_page"] >= 64 > 4 >= nt["rebind_fsdax"]["device_read_per_page"]

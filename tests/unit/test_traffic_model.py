@@ -335,3 +335,19 @@ def test_a_recorded_demotion_run_reads_each_demoted_page_from_the_device_once():
     first, second = [w for w in s["windows"] if w["label"] == "demotion"]
     drop = lambda c: {k: v for k, v in c.items() if k != "writebacks_at_close"}   # noqa: E731
     assert drop(first["counts"]["pmem"]) == drop(second["counts"]["pmem"])
+
+
+def test_the_recorded_base_against_nt_v3_table_is_what_ab_makes_of_its_two_boots():
+    """lab.traffic.ab base nt-v3, recorded: the table is the one the module
+    writes from the two boots' summaries, and it shows the NT demotion RFC's
+    claim (device reads per demoted page from a page to about none, writes
+    unchanged) and the template series' (memmap init reads no struct page's
+    line from the device)."""
+    from lab.traffic import ab as tab
+    d = RECORDED / "ab-base-nt-v3"
+    base, nt = (json.loads((d / f"{v}.json").read_text()) for v in ("base", "nt-v3"))
+    assert tab.markdown("base", base, "nt-v3", nt, base["model"]) == (d / "traffic-ab.md").read_text()
+    b, n = tab.per_page(base), tab.per_page(nt)
+    assert b["demotion"]["device_read_per_page"] > 4000 and n["demotion"]["device_read_per_page"] < 2
+    assert b["demotion"]["device_written_per_page"] == n["demotion"]["device_written_per_page"] == 4096
+    assert b["rebind_fsdax"]["device_read_per_page"] > 64 and n["rebind_fsdax"]["device_read_per_page"] < 2
