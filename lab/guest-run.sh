@@ -18,6 +18,8 @@ for m in nfit nd_pmem dax_pmem device_dax kmem; do modprobe "$m" 2>/dev/null || 
 nic=$(ls /sys/class/net | grep -v '^lo$' | head -n 1)
 ip link set "$nic" up && ip addr add 10.0.2.15/24 dev "$nic" && ip route add default via 10.0.2.2
 udevadm settle 2>/dev/null || sleep 2
+# The traffic plugin's guest (lab/traffic/): its own workload, no nttrace.
+case "$(cat /proc/cmdline)" in *nttrace.traffic*) exec sh /nttrace/lab/traffic/guest-traffic.sh "$R" ;; esac
 sh /nttrace/lab/guest-install.sh "$R" || exit $?
 ln -sf /opt/venv/bin/nttrace /usr/local/bin/nttrace
 timeout -k 10 1500 /opt/venv/bin/python /nttrace/lab/guest_scenarios.py "$R"

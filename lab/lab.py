@@ -201,10 +201,11 @@ def kernel_args(img: Path, kernel=None) -> tuple[list[str], list[str]]:
 
 def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append: str, kernel=None,
                  init: str = "/sbin/nttrace-lab-init", cpu: GuestCPU = DEFAULT_CPU, reboot: bool = False,
-                 tree: Path = TREE, shares: dict[str, Path] | None = None) -> list[str]:
+                 tree: Path = TREE, shares: dict[str, Path] | None = None, plugin: str | None = None) -> list[str]:
     """`reboot`: a guest reset re-runs -kernel (no -no-reboot); `tree`: the
     directory the guest mounts as /nttrace; `shares`: more read-only 9p
-    shares, mount tag -> host directory."""
+    shares, mount tag -> host directory; `plugin`: a TCG plugin, as -plugin
+    takes it (lab/traffic/)."""
     kargs, extra = kernel_args(img, kernel)
     for tag, path in (shares or {}).items():
         extra += ["-virtfs", f"local,path={path},mount_tag={tag},security_model=none,readonly=on"]
@@ -224,6 +225,7 @@ def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append:
         *extra,
         "-display", "none", "-serial", f"file:{results / 'console.log'}", "-monitor", "none",
         *([] if reboot else ["-no-reboot"]),
+        *(["-plugin", plugin] if plugin else []),
     ]
 
 
@@ -260,12 +262,13 @@ def scrape(port: int, timeout: float = 60) -> dict:
 
 def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
         scenarios: list[str] | None = None, systemd: bool = False, cpu: GuestCPU = DEFAULT_CPU,
-        reboot: bool = False, tree: Path = TREE, shares: dict[str, Path] | None = None) -> LabRun:
+        reboot: bool = False, tree: Path = TREE, shares: dict[str, Path] | None = None,
+        plugin: str | None = None) -> LabRun:
     """Boot the guest once; returns when it powers off. `kernel`: a
     kernel_build.Kernel (default: the image's stock kernel); `scenarios`: the
     guest_scenarios to run, in order (default: all); `systemd`: boot with
     systemd as PID 1 and run the systemd scenario instead (guest_systemd.py);
-    `reboot`, `tree`, `shares`: see qemu_command. Raises LabError on a
+    `reboot`, `tree`, `shares`, `plugin`: see qemu_command. Raises LabError on a
     timeout (QEMU killed), a guest panic or Oops (unless `reboot`: a guest
     that reboots may panic on purpose, and its caller reads LabRun.panic()),
     or a run that stopped early, with the guest's log."""
@@ -289,7 +292,8 @@ def run(results: Path, timeout: float = 1800, append: str = "", kernel=None,
     # the measurement (this harness, and any test beside it, count as others)
     window = conditions.Monitor(own=set(), extra={"accelerator": cpu.describe()})
     window.__enter__()
-    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init, cpu, reboot, tree, shares),
+    proc = subprocess.Popen(qemu_command(img, results, nvdimm, port, append, kernel, init, cpu, reboot, tree, shares,
+                                         plugin),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)   # a killed test run leaves no guest running
     window.own.add(proc.pid)
     scraped: dict = {}

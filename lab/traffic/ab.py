@@ -1,0 +1,103 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Two kernels' modelled memory traffic, side by side: each booted once in
+the traffic guest under the plugin with the memmap and demotion steps, and
+the device's bytes per page written as markdown and JSON.
+
+    python3 -m lab.traffic.ab base nt-v3 --out traffic-base-nt-v3
+
+One boot a side: the counts on the device are exact (the plugin counts, it
+does not time; an A/A of one kernel gives the same device counts,
+tests/lab/test_traffic.py), so there is no spread to estimate and none is
+run. It models memory traffic, not time.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from lab.traffic import run as trun
+
+STEP_LABELS = {"rebind_fsdax": "memmap init, fsdax -M dev (per initialised page)",
+               "rebind_devdax": "memmap init, devdax -a 2M (per initialised page)",
+               "demotion": "demotion by memory.reclaim (per demoted page)"}
+
+
+def per_page(summary: dict) -> dict[str, dict]:
+    """label -> the device's bytes read and written and the LLC's fills
+    (both targets) per page, from the first window of each step label
+    (the second is the in-boot repeat)."""
+    out = {}
+    for w in summary["windows"]:
+        if w["label"] not in STEP_LABELS or w["label"] in out or not w.get("pages"):
+            continue
+        n = w["pages"]
+        pm, dr = w["counts"]["pmem"], w["counts"]["dram"]
+        out[w["label"]] = {
+            "pages": n,
+            "device_read_per_page": round(w["pmem_device_bytes"]["read"] / n, 1),
+            "device_written_per_page": round(w["pmem_device_bytes"]["written"] / n, 1),
+            "pmem_fills_per_page": round((pm["fills_load"] + pm["fills_store"]) / n, 2),
+            "llc_fills_per_page": round((pm["fills_load"] + pm["fills_store"] + dr["fills_load"]
+                                         + dr["fills_store"]) / n, 2),
+            "nt_lines_per_page": round(pm["nt_line_writes"] / n, 2),
+        }
+    return out
+
+
+def markdown(a_name: str, a: dict, b_name: str, b: dict, model: dict) -> str:
+    pa, pb = per_page(a), per_page(b)
+    lines = [f"# Modelled memory traffic: {a_name} against {b_name}", "",
+             "The QEMU traffic plugin's counts (lab/traffic/): it models memory traffic, not time. "
+             f"LLC {model['llc_bytes'] >> 20} MiB, {model['ways']} ways, {model['line']}-byte lines, "
+             f"{model['wc_buffers']} write-combining buffers; {model['policy']}. "
+             "One boot a side: the device's counts are exact and an A/A of one kernel repeats them, "
+             "so the spread is zero by construction and no statistics are run.", "",
+             f"| step | figure | {a_name} | {b_name} |", "|---|---|---:|---:|"]
+    for label, what in STEP_LABELS.items():
+        if label not in pa and label not in pb:
+            continue
+        for key, name in (("pages", "pages"), ("device_read_per_page", "device bytes read / page"),
+                          ("device_written_per_page", "device bytes written / page"),
+                          ("pmem_fills_per_page", "LLC fills from the device / page"),
+                          ("llc_fills_per_page", "LLC fills, all / page"),
+                          ("nt_lines_per_page", "NT full-line writes / page")):
+            lines.append(f"| {what} | {name} | {pa.get(label, {}).get(key, '-')} | {pb.get(label, {}).get(key, '-')} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    import argparse
+    from lab import kernel_build
+    ap = argparse.ArgumentParser(prog="python3 -m lab.traffic.ab", description=__doc__.split("\n\n")[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    try:
+        specs = [kernel_build.variant(args.a), kernel_build.variant(args.b)]
+    except ValueError as exc:
+        print(f"lab.traffic.ab: {exc}", file=sys.stderr)
+        return 2
+    summaries = []
+    try:
+        for v in specs:
+            k = kernel_build.build(v)
+            t = trun.run(out / v.name, kernel=k, steps=("memmap", "demotion"))
+            summaries.append(trun.summary(t))
+            (out / v.name / "traffic-summary.json").write_text(json.dumps(summaries[-1], indent=1))
+    except (trun.TrafficError, trun.lab.LabError, trun.tbuild.BuildError, kernel_build.KernelBuildError) as exc:
+        print(f"lab.traffic.ab: {exc}", file=sys.stderr)
+        return 1
+    md = markdown(args.a, summaries[0], args.b, summaries[1], summaries[0]["model"])
+    (out / "traffic-ab.md").write_text(md)
+    (out / "traffic-ab.json").write_text(json.dumps({"a": args.a, "b": args.b, "model": summaries[0]["model"],
+                                                     args.a: per_page(summaries[0]),
+                                                     args.b: per_page(summaries[1])}, indent=1))
+    print(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

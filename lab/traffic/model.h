@@ -1,0 +1,89 @@
+// SPDX-License-Identifier: Apache-2.0
+/*
+ * The traffic model the lab's QEMU plugin runs (traffic.c), kept free of
+ * QEMU's API so the unit tests drive it directly (libtraffic-model.so):
+ * the x86 decoder that tells a non-temporal store from the instruction's
+ * bytes, and a set-associative LLC with write-combining buffers, counting
+ * per memory target (DRAM, the pmem device).
+ *
+ * It models memory traffic, not time: no latency, bandwidth or queueing.
+ *
+ * Policies (one line each, the model's whole contract):
+ *   load          hit: nothing; miss: fill the line from its target (LRU victim out)
+ *   store         write-allocate: a miss fills the line first (a read for
+ *                 ownership from its target); the line becomes dirty
+ *   NT store      no allocate: a cached copy of the line is invalidated (written
+ *                 back first when dirty); the bytes go to a write-combining
+ *                 buffer, which writes the line to its target when all 64 bytes
+ *                 are in it (a full-line write) or when it is evicted or flushed
+ *                 (a partial write of the bytes it holds)
+ *   victim        a dirty victim is written back to its target
+ *   window open   the LLC and the WC buffers start empty (nothing counted)
+ *   window close  the WC buffers are flushed and every dirty line written back,
+ *                 counted in the window (so every store's eventual write reaches
+ *                 the window that made it)
+ * A cached access to a line held in a WC buffer flushes that buffer first.
+ */
+#ifndef NTTRACE_TRAFFIC_MODEL_H
+#define NTTRACE_TRAFFIC_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum tm_target { TM_DRAM, TM_PMEM, TM_TARGETS };
+
+/* What one window counts for one target. Fills and write-backs are lines;
+ * loads and stores are the guest's accesses (one a memory operation). */
+struct tm_counts {
+	uint64_t loads;
+	uint64_t stores;          /* ordinary (cached) stores */
+	uint64_t nt_stores;
+	uint64_t fills_load;      /* lines read from the target by a load miss */
+	uint64_t fills_store;     /* lines read from the target by a store miss (RFO) */
+	uint64_t writebacks;      /* dirty lines written to the target (victims and the close) */
+	uint64_t writebacks_at_close;   /* of them, at the window's close */
+	uint64_t nt_line_writes;  /* full 64-byte lines written from a WC buffer */
+	uint64_t nt_partial_writes;     /* partial lines written from a WC buffer */
+	uint64_t nt_partial_bytes;
+	uint64_t nt_invalidates;  /* NT stores that found their line cached */
+};
+
+struct tm_params {
+	uint64_t llc_bytes;
+	unsigned ways;
+	unsigned line;            /* bytes; a power of two, at most 64 (one mask bit a byte) */
+	unsigned wc_buffers;
+};
+
+struct tm_model;
+
+struct tm_model *tm_new(const struct tm_params *p);
+void tm_free(struct tm_model *m);
+/* Empties the LLC and the WC buffers and zeroes the counts (a window's open). */
+void tm_reset(struct tm_model *m);
+/* One guest access at address addr (the target's own address space) of size bytes. */
+void tm_load(struct tm_model *m, int target, uint64_t addr, unsigned size);
+void tm_store(struct tm_model *m, int target, uint64_t addr, unsigned size);
+void tm_nt_store(struct tm_model *m, int target, uint64_t addr, unsigned size);
+/* A window's close: WC buffers flushed, dirty lines written back. */
+void tm_close(struct tm_model *m);
+const struct tm_counts *tm_counts(const struct tm_model *m, int target);
+
+/* The decoder. Returns TM_INSN_NT_STORE for the non-temporal stores
+ * (MOVNTI 0F C3, MOVNTQ 0F E7, MOVNTDQ 66 0F E7, MOVNTPS/PD [66] 0F 2B,
+ * MOVNTSS/SD F3/F2 0F 2B, MASKMOVQ/MASKMOVDQU [66] 0F F7, and the VEX forms
+ * VMOVNTPS/PD/DQ C4/C5 map 0F 2B/E7, VMASKMOVDQU), TM_INSN_MARKER_OPEN or
+ * _CLOSE for the window markers (below), else TM_INSN_OTHER. Legacy
+ * prefixes and a REX prefix may precede the opcode. */
+enum tm_insn { TM_INSN_OTHER, TM_INSN_NT_STORE, TM_INSN_MARKER_OPEN, TM_INSN_MARKER_CLOSE };
+int tm_decode(const uint8_t *bytes, size_t n);
+
+/* The window markers: `nopl disp32(%rax)` (0F 1F 80 + disp32), a 7-byte
+ * NOP, with disp32 = TM_MARKER_MAGIC | TM_MARKER_OPEN or _CLOSE. The plugin
+ * sees the displacement when it translates the instruction; executing it
+ * changes nothing in the guest. */
+#define TM_MARKER_MAGIC 0x4e540000u    /* "NT" */
+#define TM_MARKER_OPEN  0x0001u
+#define TM_MARKER_CLOSE 0x0002u
+
+#endif

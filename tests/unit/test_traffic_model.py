@@ -1,0 +1,353 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The traffic plugin's model without QEMU (lab/traffic/model.c, built here
+with the system compiler and driven through ctypes): the NT-store decoder on
+the bytes GNU as assembles, and the LLC / write-combining model on access
+sequences whose traffic is known; and the driver's reading of QEMU's
+`info ramblock` and of the plugin's output."""
+import ctypes
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+
+sys.path.insert(0, str(REPO))
+from lab.traffic import run as trun  # noqa: E402
+
+MODEL = REPO / "lab" / "traffic"
+OTHER, NT, OPEN, CLOSE = 0, 1, 2, 3
+DRAM, PMEM = 0, 1
+FIELDS = ["loads", "stores", "nt_stores", "fills_load", "fills_store", "writebacks", "writebacks_at_close",
+          "nt_line_writes", "nt_partial_writes", "nt_partial_bytes", "nt_invalidates"]
+
+pytestmark = pytest.mark.skipif(not (shutil.which("cc") and shutil.which("as") and shutil.which("objcopy")),
+                                reason="needs cc, as and objcopy")
+
+
+class Params(ctypes.Structure):
+    _fields_ = [("llc_bytes", ctypes.c_uint64), ("ways", ctypes.c_uint), ("line", ctypes.c_uint),
+                ("wc_buffers", ctypes.c_uint)]
+
+
+class Counts(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_uint64) for f in FIELDS]
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    so = tmp_path_factory.mktemp("model") / "libtraffic-model.so"
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(so), str(MODEL / "model.c")],
+                   check=True)
+    lib = ctypes.CDLL(str(so))
+    lib.tm_new.restype = ctypes.c_void_p
+    lib.tm_new.argtypes = [ctypes.POINTER(Params)]
+    for fn in ("tm_load", "tm_store", "tm_nt_store"):
+        getattr(lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint]
+    for fn in ("tm_reset", "tm_close", "tm_free"):
+        getattr(lib, fn).argtypes = [ctypes.c_void_p]
+    lib.tm_counts.restype = ctypes.POINTER(Counts)
+    lib.tm_counts.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.tm_decode.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
+    return lib
+
+
+class Model:
+    def __init__(self, lib, llc=32 << 20, ways=16, line=64, wc=10):
+        self.lib = lib
+        self.m = lib.tm_new(ctypes.byref(Params(llc, ways, line, wc)))
+        assert self.m
+
+    def counts(self, target=PMEM) -> dict:
+        c = self.lib.tm_counts(self.m, target).contents
+        return {f: getattr(c, f) for f in FIELDS if getattr(c, f)}
+
+    def __getattr__(self, name):
+        fn = getattr(self.lib, "tm_" + name)
+        return lambda *a: fn(self.m, *a)
+
+
+def test_bad_geometry_is_refused(lib):
+    for llc, ways, line, wc in [(32 << 20, 16, 48, 10), (32 << 20, 16, 128, 10), (32 << 20, 0, 64, 10),
+                                (1000, 16, 64, 10), (32 << 20, 16, 64, 0)]:
+        assert not lib.tm_new(ctypes.byref(Params(llc, ways, line, wc))), (llc, ways, line, wc)
+
+
+def copy(model, src_target, src, dst, nbytes, nt):
+    for off in range(0, nbytes, 64):
+        for w in range(0, 64, 8):
+            model.load(src_target, src + off + w, 8)
+        for w in range(0, 64, 8):
+            (model.nt_store if nt else model.store)(PMEM, dst + off + w, 8)
+
+
+def test_a_cached_copy_fills_both_sides_and_writes_the_destination_back(lib):
+    m = Model(lib)
+    m.reset()
+    copy(m, PMEM, 0, 32 << 20, 1 << 20, nt=False)
+    lines, words = (1 << 20) // 64, (1 << 20) // 8
+    assert m.counts() == {"loads": words, "stores": words, "fills_load": lines, "fills_store": lines}
+    m.close()
+    assert m.counts() == {"loads": words, "stores": words, "fills_load": lines, "fills_store": lines,
+                          "writebacks": lines, "writebacks_at_close": lines}
+
+
+def test_an_nt_copy_fills_only_the_source_and_writes_whole_lines(lib):
+    m = Model(lib)
+    m.reset()
+    copy(m, DRAM, 0, 1 << 30, 1 << 20, nt=True)
+    m.close()
+    lines, words = (1 << 20) // 64, (1 << 20) // 8
+    assert m.counts(DRAM) == {"loads": words, "fills_load": lines}
+    assert m.counts(PMEM) == {"nt_stores": words, "nt_line_writes": lines}
+
+
+def test_lru_evicts_the_least_recently_used_way_and_writes_a_dirty_victim_back(lib):
+    m = Model(lib, llc=2 * 2 * 64, ways=2)          # 2 sets of 2 ways
+    m.reset()
+    line = lambda n: n * 64                          # noqa: E731 - lines 0, 2, 4 share set 0
+    m.store(PMEM, line(0), 8)
+    m.load(PMEM, line(2), 8)
+    m.load(PMEM, line(0), 8)                         # 0 used last: 2 is the LRU way
+    m.load(PMEM, line(4), 8)                         # evicts 2 (clean)
+    assert m.counts() == {"loads": 3, "stores": 1, "fills_load": 2, "fills_store": 1}
+    m.load(PMEM, line(2), 8)                         # evicts 0 (dirty): a write-back
+    assert m.counts()["writebacks"] == 1 and m.counts()["fills_load"] == 3
+    m.close()
+    assert "writebacks_at_close" not in m.counts()
+
+
+def test_an_nt_store_to_a_cached_dirty_line_writes_it_back_and_invalidates_it(lib):
+    m = Model(lib)
+    m.reset()
+    m.store(PMEM, 0, 8)
+    m.nt_store(PMEM, 8, 8)
+    assert m.counts() == {"stores": 1, "nt_stores": 1, "fills_store": 1, "writebacks": 1, "nt_invalidates": 1}
+    m.load(PMEM, 0, 8)      # a cached access to the line in a WC buffer: the buffer goes out first, then a fill
+    m.close()
+    assert m.counts() == {"loads": 1, "stores": 1, "nt_stores": 1, "fills_store": 1, "fills_load": 1,
+                          "writebacks": 1, "nt_invalidates": 1, "nt_partial_writes": 1, "nt_partial_bytes": 8}
+
+
+def test_write_combining_buffers_are_evicted_oldest_first_as_partial_writes(lib):
+    m = Model(lib, wc=2)
+    m.reset()
+    for n in range(3):                  # three lines, two buffers: line 0 goes out at the third
+        m.nt_store(PMEM, n * 64, 8)
+    assert m.counts() == {"nt_stores": 3, "nt_partial_writes": 1, "nt_partial_bytes": 8}
+    m.nt_store(PMEM, 64 + 8, 56)        # line 1 completed: a full-line write
+    m.close()                           # line 2 flushed partial
+    assert m.counts() == {"nt_stores": 4, "nt_partial_writes": 2, "nt_partial_bytes": 16, "nt_line_writes": 1}
+
+
+def test_an_access_across_a_line_boundary_touches_both_lines(lib):
+    m = Model(lib)
+    m.reset()
+    m.load(DRAM, 60, 8)
+    m.nt_store(PMEM, 1 << 20 | 60, 8)
+    m.close()
+    assert m.counts(DRAM) == {"loads": 1, "fills_load": 2}
+    assert m.counts(PMEM) == {"nt_stores": 1, "nt_partial_writes": 2, "nt_partial_bytes": 8}
+
+
+def test_a_reset_empties_the_llc(lib):
+    m = Model(lib)
+    m.reset()
+    m.load(PMEM, 0, 8)
+    m.reset()
+    m.load(PMEM, 0, 8)
+    assert m.counts() == {"loads": 1, "fills_load": 1}
+
+
+# -- the decoder, on what the assembler makes -----------------------------------------
+INSNS = [
+    ("movnti %rax, (%rdi)", NT), ("movnti %eax, 8(%rdi)", NT), ("movnti %r9, 0x10(%r12,%rcx,8)", NT),
+    ("movntdq %xmm0, (%rdi)", NT), ("movntdq %xmm9, 0x40(%r8)", NT), ("movntps %xmm1, (%rsi)", NT),
+    ("movntpd %xmm2, (%rsi)", NT), ("movntq %mm0, (%rdi)", NT), ("maskmovdqu %xmm1, %xmm0", NT),
+    ("vmovntdq %xmm0, (%rdi)", NT), ("vmovntdq %ymm0, (%rdi)", NT), ("vmovntdq %ymm12, (%r13)", NT),
+    ("vmovntps %ymm1, 32(%rdi)", NT), ("vmovntpd %xmm3, (%rax)", NT), ("fs movnti %rax, (%rdi)", NT),
+    ("addr32 movnti %rax, (%edi)", NT),
+    ("mov %rax, (%rdi)", OTHER), ("movdqa %xmm0, (%rdi)", OTHER), ("movaps %xmm0, (%rdi)", OTHER),
+    ("vmovdqa %ymm0, (%rdi)", OTHER), ("movntdqa (%rdi), %xmm0", OTHER), ("vmovntdqa (%rdi), %ymm0", OTHER),
+    ("prefetchnta (%rdi)", OTHER), ("clwb (%rdi)", OTHER), ("sfence", OTHER), ("rep movsb", OTHER),
+    ("nopl 0x12345678(%rax)", OTHER), ("nopl 0x4e540001(%rax,%rax,1)", OTHER),
+    ("nopl 0x4e540001(%rax)", OPEN), ("nopl 0x4e540002(%rax)", CLOSE),
+]
+
+
+@pytest.fixture(scope="module")
+def assembled(tmp_path_factory):
+    d = tmp_path_factory.mktemp("insns")
+    src = "".join(f'.section .t{i},"ax"\n{text}\n' for i, (text, _) in enumerate(INSNS))
+    (d / "i.s").write_text(src)
+    subprocess.run(["as", "--64", "-o", str(d / "i.o"), str(d / "i.s")], check=True)
+    out = {}
+    for i, (text, _) in enumerate(INSNS):
+        subprocess.run(["objcopy", "-O", "binary", f"--only-section=.t{i}", str(d / "i.o"), str(d / f"{i}.bin")],
+                       check=True)
+        out[text] = (d / f"{i}.bin").read_bytes()
+    return out
+
+
+@pytest.mark.parametrize("text,kind", INSNS)
+def test_the_decoder_on_assembled_bytes(lib, assembled, text, kind):
+    code = assembled[text]
+    assert lib.tm_decode(code, len(code)) == kind, (text, code.hex())
+
+
+def test_the_window_markers_are_the_bytes_window_h_emits(lib):
+    text = (MODEL / "window.h").read_text()
+    for name, kind in (("OPEN", OPEN), ("CLOSE", CLOSE)):
+        line = next(ln for ln in text.splitlines() if f"TRAFFIC_WINDOW_{name}()" in ln and ".byte" in ln)
+        code = bytes(int(b, 16) for b in line.split('".byte ')[1].split('"')[0].split(","))
+        assert lib.tm_decode(code, len(code)) == kind, code.hex()
+
+
+# -- the driver's reading of QEMU and of the plugin -------------------------------------
+# `info ramblock` of QEMU 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18) for the lab's
+# command line, as its monitor printed it
+RAMBLOCK = """\
+              Block Name    PSize              Offset               Used              Total
+                    ram0    4 KiB  0x0000000000000000 0x0000000080000000 0x0000000080000000
+                     nv0    4 KiB  0x0000000080000000 0x0000000080000000 0x0000000080000000
+   0000:00:02.0/vga.vram    4 KiB  0x0000000100080000 0x0000000001000000 0x0000000001000000
+    /rom@etc/acpi/tables    4 KiB  0x0000000101100000 0x0000000000020000 0x0000000000200000
+                 pc.bios    4 KiB  0x0000000100000000 0x0000000000040000 0x0000000000040000
+(qemu) quit
+"""
+
+
+def test_the_ramblock_list_and_the_pmem_range():
+    blocks = trun.parse_ramblocks(RAMBLOCK)
+    assert [b.name for b in blocks] == ["ram0", "nv0", "0000:00:02.0/vga.vram", "/rom@etc/acpi/tables", "pc.bios"]
+    nv = trun.pmem_range(blocks)
+    assert (nv.offset, nv.total) == (0x80000000, 0x80000000)
+    with pytest.raises(trun.TrafficError, match="no single nv0"):
+        trun.pmem_range(blocks[:1])
+
+
+def test_the_ramblock_query_is_the_boot_stopped_with_its_monitor_on_stdio():
+    boot = ["qemu-system-x86_64", "-m", "2G", "-serial", "file:/r/console.log", "-monitor", "none", "-no-reboot",
+            "-plugin", "/p.so,out=/x"]
+    assert trun.ramblock_command(boot) == ["qemu-system-x86_64", "-m", "2G", "-no-reboot", "-S",
+                                           "-monitor", "stdio", "-serial", "null"]
+
+
+def _output(windows):
+    head = {"model": {"what": "memory traffic, not time", "llc_bytes": 33554432, "ways": 16, "line": 64},
+            "pmem_ramblock": {"start": 2147483648, "size": 2147483648}}
+    zero = {f: 0 for f in FIELDS}
+    lines = [head] + [{"window": i, "closed_by": "close", "io_accesses": 0,
+                       "counts": {"dram": zero, "pmem": {**zero, **w}}} for i, w in enumerate(windows)]
+    return "\n".join(json.dumps(x) for x in lines + [{"end": True, "windows": len(windows)}]) + "\n"
+
+
+def test_the_plugins_output_read_and_its_device_bytes():
+    out = trun.parse_output(_output([{"fills_load": 3, "fills_store": 2, "writebacks": 2},
+                                     {"nt_line_writes": 4, "nt_partial_writes": 1, "nt_partial_bytes": 8}]))
+    trun.label(out, [{"label": "a"}, {"label": "b"}])
+    assert [w.label for w in out.windows] == ["a", "b"]
+    assert out.windows[0].device_bytes() == {"read": 5 * 64, "written": 2 * 64}
+    assert out.windows[1].device_bytes() == {"read": 0, "written": 4 * 64 + 8}
+    with pytest.raises(trun.TrafficError, match="the guest ran 1 windows, the plugin saw 2"):
+        trun.label(out, [{"label": "a"}])
+    with pytest.raises(trun.TrafficError, match="model line"):
+        trun.parse_output('{"window": 0}\n')
+
+
+def test_first_principles_counts_of_the_copies():
+    mib16 = 16 << 20
+    lines, words = mib16 // 64, mib16 // 8
+    assert trun.expected_pmem("cached_pmem_pmem", mib16) == {
+        "loads": words, "fills_load": lines, "stores": words, "nt_stores": 0, "fills_store": lines,
+        "writebacks": lines, "nt_line_writes": 0, "nt_partial_writes": 0, "nt_partial_bytes": 0, "nt_invalidates": 0}
+    nt = trun.expected_pmem("nt_dram_pmem", mib16)
+    assert (nt["loads"], nt["fills_load"], nt["fills_store"], nt["nt_line_writes"]) == (0, 0, 0, lines)
+
+
+# -- a recorded run: the stock lab guest under the plugin (lab.traffic.run), its
+# plugin.jsonl, the guest's guest.json and device.json as the boot left them
+RECORDED = REPO / "tests" / "fixtures" / "recorded" / "traffic"
+
+
+def _recorded():
+    out = trun.parse_output((RECORDED / "plugin.jsonl").read_text())
+    guest = json.loads((RECORDED / "guest.json").read_text())
+    trun.label(out, guest["windows"])
+    return out, json.loads((RECORDED / "device.json").read_text())
+
+
+def test_the_recorded_run_meets_first_principles_and_a_changed_count_is_named():
+    out, _ = _recorded()
+    assert out.model["what"] == "memory traffic, not time" and out.end["unclosed"] == 0
+    assert trun.first_principles_mismatches(out) == []
+    cached = next(w for w in out.windows if w.label == "cached_pmem_pmem")
+    cached.counts["pmem"]["fills_store"] -= 1
+    assert trun.first_principles_mismatches(out) == [
+        "cached_pmem_pmem pmem fills_store: counted 262143, expected 262144"]
+
+
+def test_the_recorded_probe_lands_at_the_guests_physical_offset_in_the_nvdimms_ramblock():
+    out, device = _recorded()
+    probe = next(w for w in out.windows if w.label == "probe")
+    assert trun.probe_offset(device, probe.plan) == 0x2200000 + (48 << 20) + 0x1238
+    assert probe.pmem_offsets["first"] == trun.probe_offset(device, probe.plan)
+    # the RAMBlock offset is not the guest physical address (QEMU 7.2)
+    assert out.pmem_ramblock["start"] != int(device["region_start"], 16)
+
+
+def test_the_recorded_a_a_counts_the_same_device_traffic_and_a_difference_is_named():
+    a, _ = _recorded()
+    b = trun.parse_output((RECORDED / "aa-b" / "plugin.jsonl").read_text())
+    assert trun.aa_differences(a, b) == []
+    # the kernel's own DRAM work in a window differs between the boots
+    assert any(wa.counts["dram"] != wb.counts["dram"] for wa, wb in zip(a.windows, b.windows))
+    b.windows[2].counts["pmem"]["nt_line_writes"] += 1
+    assert trun.aa_differences(a, b) == ["nt_pmem_pmem nt_line_writes: 262144, 262145"]
+
+
+def test_the_traffic_ab_table_from_a_recorded_memmap_run():
+    """The stock guest's 6.1 kernel, memmap init by cached stores with the
+    memmap on the device (-M dev): every struct page's line read from the
+    device (the RFO) and written back, about 64 bytes each per page."""
+    from lab.traffic import ab as tab
+    s = json.loads((RECORDED / "memmap-stock" / "traffic-summary.json").read_text())
+    pp = tab.per_page(s)
+    assert set(pp) == {"rebind_fsdax", "rebind_devdax"}
+    fs = pp["rebind_fsdax"]
+    assert fs["pages"] == 515584 and 64 <= fs["device_read_per_page"] < 66 and fs["nt_lines_per_page"] == 0, fs
+    md = tab.markdown("stock", s, "stock", s, s["model"])
+    assert "models memory traffic, not time" in md and "spread is zero" in md
+    assert "| memmap init, fsdax -M dev (per initialised page) | device bytes read / page | 65.1 | 65.1 |" in md
+
+
+def test_a_recorded_demotion_run_reads_each_demoted_page_from_the_device_once():
+    """The stock guest's 6.1 kernel demotes with cached stores: every line
+    of every demoted page is read from the device (the RFO) before it is
+    written, the traffic the NT demotion RFC removes; the in-boot repeat
+    counts the same."""
+    from lab.traffic import ab as tab
+    s = json.loads((RECORDED / "demotion-stock" / "traffic-summary.json").read_text())
+    d = tab.per_page(s)["demotion"]
+    assert d["pages"] == 16400 and 4090 < d["device_read_per_page"] <= 4096 and d["nt_lines_per_page"] == 0, d
+    first, second = [w for w in s["windows"] if w["label"] == "demotion"]
+    drop = lambda c: {k: v for k, v in c.items() if k != "writebacks_at_close"}   # noqa: E731
+    assert drop(first["counts"]["pmem"]) == drop(second["counts"]["pmem"])
+
+
+def test_the_recorded_base_against_nt_v3_table_is_what_ab_makes_of_its_two_boots():
+    """lab.traffic.ab base nt-v3, recorded: the table is the one the module
+    writes from the two boots' summaries, and it shows the NT demotion RFC's
+    claim (device reads per demoted page from a page to about none, writes
+    unchanged) and the template series' (memmap init reads no struct page's
+    line from the device)."""
+    from lab.traffic import ab as tab
+    d = RECORDED / "ab-base-nt-v3"
+    base, nt = (json.loads((d / f"{v}.json").read_text()) for v in ("base", "nt-v3"))
+    assert tab.markdown("base", base, "nt-v3", nt, base["model"]) == (d / "traffic-ab.md").read_text()
+    b, n = tab.per_page(base), tab.per_page(nt)
+    assert b["demotion"]["device_read_per_page"] > 4000 and n["demotion"]["device_read_per_page"] < 2
+    assert b["demotion"]["device_written_per_page"] == n["demotion"]["device_written_per_page"] == 4096
+    assert b["rebind_fsdax"]["device_read_per_page"] > 64 and n["rebind_fsdax"]["device_read_per_page"] < 2
