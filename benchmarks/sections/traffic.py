@@ -79,8 +79,10 @@ def traffic_ab(raw: dict) -> str:
              "A/A (`tests/lab/test_traffic.py`, two boots of the stock guest) gives identical device counts."]
     host = "; ".join(f"{k}: {h['state']}, QEMU {h['own_cpu_s']} s CPU of {h['window_s']} s"
                      for k, h in run["host"].items())
-    rows += [f"- Run: one boot a side, {run['finished'][:10]}, {run['machine']} ({run['machine_name']}, {run['cpus']} CPUs), "
-                 f"commit {run['commit']} (added when saved), {run['cpu']}; {host}. "
+    named = f"{run['machine_name']}, " if "machine_name" in run else ""
+    saved = " (added when saved)" if "added_when_saved" in run else ""
+    rows += [f"- Run: one boot a side, {run['finished'][:10]}, {run['machine']} ({named}{run['cpus']} CPUs), "
+                 f"commit {run['commit']}{saved}, {run['cpu']}; {host}. "
                  f"Command: `{command(run['command'])}`."]
     return "\n".join(rows)
 
@@ -95,7 +97,7 @@ def traffic_cost(raw: dict) -> str:
             f"open (x{raw['qemu_cpu_ratio']}); wall time {without['wall_s']} s and {with_['wall_s']} s on a "
             f"{without['host']} host (load {without['loadavg_start']} and {with_['loadavg_start']}), so CPU time "
             f"is the figure. One boot each, {raw['date']}, {raw['machine']} ({raw['cpus']} CPUs), commit "
-            f"{raw['commit']} ({raw['commit_end']} at its end; added when saved), {raw['cpu']}. "
+            f"{raw['commit']}{' (added when saved)' if 'added_when_saved' in raw else ''}, {raw['cpu']}. "
             f"Command: `{cmd}`.")
 
 

@@ -3,7 +3,7 @@
 the traffic guest under the plugin with the memmap and demotion steps, and
 the device's bytes per page written as markdown and JSON.
 
-    python3 -m lab.traffic.ab base nt-v3 --out traffic-base-nt-v3
+    python3 -m lab.traffic.ab base nt-v3 --out traffic-base-nt-v3   # traffic-ab.md, .json, run.json
 
 One boot a side: the counts on the device are exact (the plugin counts, it
 does not time; an A/A of one kernel gives the same device counts,
@@ -13,7 +13,9 @@ run. It models memory traffic, not time.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 from lab.traffic import run as trun
@@ -66,6 +68,21 @@ def markdown(a_name: str, a: dict, b_name: str, b: dict, model: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def run_record(argv: list[str], a: str, b: str, commit: str, started: str, wall_s: float,
+               hosts: dict[str, dict]) -> dict:
+    """How the run is named and repeated, as lab.ab records it: the command,
+    when it ran, the machine, the commit at its start (and at its end when
+    the tree changed), the guest CPU, and each boot's host conditions."""
+    from lab import ab as lab_ab     # nttrace's conditions: imported here, so per_page needs no nttrace
+    from nttrace.kernel import conditions
+    keep = ("state", "why", "others_share", "loadavg_start", "own_cpu_s", "window_s")
+    return {"a": a, "b": b, "command": "python3 -m lab.traffic.ab " + " ".join(argv), "started": started,
+            "finished": time.strftime("%F %T"), "wall_s": round(wall_s, 1),
+            "machine": conditions.cpu_policy()["cpu"], "cpus": os.cpu_count(), "commit": lab_ab.run_commit(commit),
+            "cpu": trun.CPU.describe(),
+            "host": {name: {k: h[k] for k in keep if k in h} for name, h in hosts.items()}}
+
+
 def main(argv: list[str]) -> int:
     import argparse
     from lab import kernel_build
@@ -80,12 +97,15 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"lab.traffic.ab: {exc}", file=sys.stderr)
         return 2
-    summaries = []
+    from lab import ab as lab_ab
+    commit, started, t0 = lab_ab.checkout_commit(), time.strftime("%F %T"), time.monotonic()
+    summaries, hosts = [], {}
     try:
         for v in specs:
             k = kernel_build.build(v)
             t = trun.run(out / v.name, kernel=k, steps=("memmap", "demotion"))
             summaries.append(trun.summary(t))
+            hosts[v.name] = t.run.host_conditions
             (out / v.name / "traffic-summary.json").write_text(json.dumps(summaries[-1], indent=1))
     except (trun.TrafficError, trun.lab.LabError, trun.tbuild.BuildError, kernel_build.KernelBuildError) as exc:
         print(f"lab.traffic.ab: {exc}", file=sys.stderr)
@@ -95,6 +115,8 @@ def main(argv: list[str]) -> int:
     (out / "traffic-ab.json").write_text(json.dumps({"a": args.a, "b": args.b, "model": summaries[0]["model"],
                                                      args.a: per_page(summaries[0]),
                                                      args.b: per_page(summaries[1])}, indent=1))
+    (out / "run.json").write_text(json.dumps(run_record(argv, args.a, args.b, commit, started,
+                                                        time.monotonic() - t0, hosts), indent=1))
     print(md)
     return 0
 

@@ -12,7 +12,9 @@ both are written, with how loaded the host was.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 
 from lab import ab, lab
@@ -40,6 +42,16 @@ def boot(results: Path, scenarios: list[str], plugin: bool) -> dict:
             "host": h.get("state"), "others_share": h.get("others_share"), "loadavg_start": h.get("loadavg_start")}
 
 
+def run_record(argv: list[str], commit: str, started: str) -> dict:
+    """How the run is named and repeated, as lab.ab records it: the command,
+    when it ran, the machine, the commit at its start (and at its end when
+    the tree changed)."""
+    from nttrace.kernel import conditions
+    return {"command": "python3 -m lab.traffic.cost " + " ".join(argv), "date": started[:10], "started": started,
+            "finished": time.strftime("%F %T"), "machine": conditions.cpu_policy()["cpu"], "cpus": os.cpu_count(),
+            "commit": ab.run_commit(commit)}
+
+
 def main(argv: list[str]) -> int:
     import argparse
     ap = argparse.ArgumentParser(prog="python3 -m lab.traffic.cost", description=__doc__.split("\n\n")[0])
@@ -48,6 +60,7 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     scenarios = ab.scenarios_of(args.scenarios)
+    commit, started = ab.checkout_commit(), time.strftime("%F %T")
     try:
         rows = [boot(out / "without", scenarios, False), boot(out / "with", scenarios, True)]
     except (lab.LabError, trun.TrafficError, tbuild.BuildError) as exc:
@@ -55,7 +68,7 @@ def main(argv: list[str]) -> int:
         return 1
     ratio = rows[1]["qemu_cpu_s"] / rows[0]["qemu_cpu_s"] if rows[0]["qemu_cpu_s"] else None
     result = {"scenarios": scenarios, "cpu": trun.CPU.describe(), "boots": rows,
-              "qemu_cpu_ratio": round(ratio, 3) if ratio else None}
+              "qemu_cpu_ratio": round(ratio, 3) if ratio else None, **run_record(argv, commit, started)}
     (out / "cost.json").write_text(json.dumps(result, indent=1))
     print(json.dumps(result, indent=1))
     return 0

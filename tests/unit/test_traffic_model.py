@@ -351,3 +351,39 @@ def test_the_recorded_base_against_nt_v3_table_is_what_ab_makes_of_its_two_boots
     assert b["demotion"]["device_read_per_page"] > 4000 and n["demotion"]["device_read_per_page"] < 2
     assert b["demotion"]["device_written_per_page"] == n["demotion"]["device_written_per_page"] == 4096
     assert b["rebind_fsdax"]["device_read_per_page"] > 64 and n["rebind_fsdax"]["device_read_per_page"] < 2
+
+
+def test_an_ab_run_is_recorded_with_its_command_machine_date_and_commit():
+    """lab.traffic.ab names its run as lab.ab does (run.json): the command,
+    the machine, when, the commit at its start (a tree changed since is
+    said), each boot's host conditions; BENCHMARKS.md's section renders it."""
+    import importlib
+    from lab import ab as lab_ab
+    from lab.traffic import ab as tab
+    head = lab_ab.checkout_commit()
+    host = {"state": "contended", "why": "beside cc1", "own_cpu_s": 28.3, "window_s": 124.4, "beside": [{"name": "cc1"}]}
+    r = tab.run_record(["base", "nt-v3", "--out", "out"], "base", "nt-v3", head, "2026-12-06 16:01:00", 250.04,
+                       {"base": host, "nt-v3": host})
+    assert r["command"] == "python3 -m lab.traffic.ab base nt-v3 --out out" and r["commit"] == head
+    assert r["started"] == "2026-12-06 16:01:00" and r["wall_s"] == 250.0 and r["finished"][:2] == "20"
+    assert r["machine"] and r["cpus"] >= 1 and "icount" in r["cpu"]
+    assert r["host"]["base"] == {k: host[k] for k in ("state", "why", "own_cpu_s", "window_s")}
+    moved = tab.run_record([], "base", "nt-v3", "0000000", "2026-12-06 16:01:00", 1.0, {})
+    assert moved["commit"] == f"0000000 (the tree changed during the run: {head} at its end)"
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    section = importlib.import_module("sections.traffic")
+    d = REPO / "tests" / "fixtures" / "recorded" / "traffic" / "ab-base-nt-v3"
+    raw = {"run": r, "table": json.loads((d / "traffic-ab.json").read_text()),
+           **{v: json.loads((d / f"{v}.json").read_text()) for v in ("base", "nt-v3")}}
+    text = section.traffic_ab(raw)
+    assert f"commit {head}, " in text and "(added when saved)" not in text
+    assert "Command: `python3 -m lab.traffic.ab base nt-v3 --out out`." in text
+
+
+def test_a_cost_run_is_recorded_with_its_command_machine_date_and_commit():
+    from lab import ab as lab_ab
+    from lab.traffic import cost
+    head = lab_ab.checkout_commit()
+    r = cost.run_record(["out"], head, "2026-12-06 15:33:00")
+    assert r == {**r, "command": "python3 -m lab.traffic.cost out", "date": "2026-12-06", "commit": head}
+    assert r["machine"] and r["cpus"] >= 1 and r["finished"][:2] == "20"
