@@ -28,62 +28,82 @@ def _arrow(a, b) -> str:
     return f"{a:g} -> {b:g}" if a != b else f"{a:g} both"
 
 
-def _repeats(summary: dict) -> list[tuple[str, dict, dict]]:
-    """(label, first window's device bytes, the in-boot repeat's) per step."""
-    seen: dict = {}
+def _device_per_page(summary: dict) -> dict[str, list[tuple[float, float]]]:
+    """label -> (device bytes read, written) per page of every window of the step (the in-boot repeat too)."""
+    out: dict = {}
     for w in summary["windows"]:
-        if w["label"] in STEPS:
-            seen.setdefault(w["label"], []).append(w["pmem_device_bytes"])
-    return [(label, ws[0], ws[1]) for label, ws in seen.items() if len(ws) > 1]
+        if w["label"] in STEPS and w.get("pages"):
+            b = w["pmem_device_bytes"]
+            out.setdefault(w["label"], []).append((b["read"] / w["pages"], b["written"] / w["pages"]))
+    return out
+
+
+def _spread(runs: dict) -> str:
+    """Per step, whether every window of every boot of a kernel gave the same
+    device bytes per page, and if not, their range."""
+    said, widest = [], 0.0
+    for label, what in STEPS.items():
+        per_kernel: dict = {}
+        for r in runs.values():
+            for name in ("base", r["name"]):
+                per_kernel.setdefault(name, []).append(_device_per_page(r[name]).get(label, []))
+        parts = []
+        for name, boots in per_kernel.items():
+            values = [v for boot in boots for v in boot]
+            n = f"{name} ({len(boots)} boot{'s' if len(boots) > 1 else ''}, {len(values)} windows)"
+            if len(set(values)) == 1:
+                parts.append(f"{n} identical")
+            else:
+                span = {k: (min(v[i] for v in values), max(v[i] for v in values)) for i, k in enumerate(("read", "wrote"))}
+                widest = max([widest] + [100 * (hi - lo) / 4096 for lo, hi in span.values()])
+                parts.append(f"{n} " + ", ".join(f"{k} {lo:.1f}" + (f"..{hi:.1f}" if hi != lo else "")
+                                                 for k, (lo, hi) in span.items()))
+        said.append(f"{what.split(',')[0]}{', ' + what.split(', ')[1] if label != 'demotion' else ''}: "
+                    + "; ".join(parts))
+    return ". ".join(said) + (f". Widest: {widest:.2f}% of a page" if widest else "")
 
 
 def traffic_ab(raw: dict) -> str:
-    """The two boots' per-page device traffic and LLC fills, base -> nt-v3,
-    beside the seeds' claims; the model's parameters; what the in-boot
-    repeats say of the spread; the run's machine, date, commit, command."""
-    run, a, b, recorded = raw["run"], raw["base"], raw["nt-v3"], raw["table"]
-    pa, pb = tab.per_page(a), tab.per_page(b)
-    if {"base": pa, "nt-v3": pb} != {k: recorded[k] for k in ("base", "nt-v3")}:
-        raise SystemExit("benchmarks: traffic-ab.json is not what lab.traffic.ab makes of base.json and nt-v3.json")
-    rows = ["| step | pages | device bytes read / page | device bytes written / page | LLC fills / page: all "
-            "(from the device) | NT full lines / page | the seeds' claim |", "|---|--:|--:|--:|--:|--:|---|"]
+    """Each run's per-page device traffic and LLC fills, base -> the NT
+    kernel, beside the seeds' claims; the model's parameters; how far the
+    device's bytes per page vary over windows and boots; each run's machine,
+    date, commit and command."""
+    runs = {}
+    for kernel in PAIRS:
+        r = {k.split(" ", 1)[1]: v for k, v in raw.items() if k.startswith(kernel + " ")}
+        r["name"] = kernel
+        r[kernel] = r.pop("kernel")
+        pa, pb = tab.per_page(r["base"]), tab.per_page(r[kernel])
+        if {"base": pa, kernel: pb} != {k: r["table"][k] for k in ("base", kernel)}:
+            raise SystemExit(f"benchmarks: {kernel}'s traffic-ab.json is not what lab.traffic.ab makes of its two boots")
+        r["per_page"] = (pa, pb)
+        runs[kernel] = r
+    rows = ["| step | base -> | pages | device bytes read / page | device bytes written / page | LLC fills / page: "
+            "all (from the device) | NT full lines / page | the seeds' claim |", "|---|---|--:|--:|--:|--:|--:|---|"]
     for label, what in STEPS.items():
-        x, y = pa[label], pb[label]
-        rows.append(f"| {what} | {x['pages']} / {y['pages']} | **{_arrow(x['device_read_per_page'], y['device_read_per_page'])}** | "
-                    f"{_arrow(x['device_written_per_page'], y['device_written_per_page'])} | "
-                    f"{_arrow(x['llc_fills_per_page'], y['llc_fills_per_page'])} "
-                    f"({_arrow(x['pmem_fills_per_page'], y['pmem_fills_per_page'])}) | "
-                    f"{_arrow(x['nt_lines_per_page'], y['nt_lines_per_page'])} | {SEEDS[label]} |")
-    m = a["model"]
+        for i, (kernel, r) in enumerate(runs.items()):
+            x, y = (pp[label] for pp in r["per_page"])
+            rows.append(f"| {what if i == 0 else ''} | {kernel} | {x['pages']} / {y['pages']} | "
+                        f"**{_arrow(x['device_read_per_page'], y['device_read_per_page'])}** | "
+                        f"{_arrow(x['device_written_per_page'], y['device_written_per_page'])} | "
+                        f"{_arrow(x['llc_fills_per_page'], y['llc_fills_per_page'])} "
+                        f"({_arrow(x['pmem_fills_per_page'], y['pmem_fills_per_page'])}) | "
+                        f"{_arrow(x['nt_lines_per_page'], y['nt_lines_per_page'])} | {SEEDS[label] if i == 0 else ''} |")
+    m = next(iter(runs.values()))["base"]["model"]
     rows += ["", f"- Model: LLC {m['llc_bytes'] >> 20} MiB, {m['ways']} ways, {m['line']}-byte lines ({m['sets']} sets), "
                  f"{m['wc_buffers']} write-combining buffers; {m['policy']}. It counts {m['what']}."]
-    same, differ, dram = 0, [], 0
-    for name, s in (("base", a), ("nt-v3", b)):
-        for label, first, again in _repeats(s):
-            if first == again:
-                same += 1
-            else:
-                differ.append(f"{name}'s {label}: {first['read']} and {again['read']} bytes read, "
-                              + ("written the same" if first["written"] == again["written"]
-                                 else f"{first['written']} and {again['written']} written"))
-        fills = {}
-        for w in s["windows"]:
-            if w["label"] in STEPS:
-                d = w["counts"]["dram"]
-                fills.setdefault(w["label"], []).append(d["fills_load"] + d["fills_store"])
-        dram = max([dram] + [max(f) - min(f) for f in fills.values()])
-    rows += ["- Spread: none to estimate (icount; the device's counts are the path's own). Each step ran twice "
-                 f"a boot: the repeat's device bytes equal the first's in {same} of {same + len(differ)}"
-             + (f" ({'; '.join(differ)})" if differ else "")
-             + f"; DRAM fills differ by up to {dram} lines, the kernel's own work in the window. The lab test's "
-             "A/A (`tests/lab/test_traffic.py`, two boots of the stock guest) gives identical device counts."]
-    host = "; ".join(f"{k}: {h['state']}, QEMU {h['own_cpu_s']} s CPU of {h['window_s']} s"
-                     for k, h in run["host"].items())
-    named = f"{run['machine_name']}, " if "machine_name" in run else ""
-    saved = " (added when saved)" if "added_when_saved" in run else ""
-    rows += [f"- Run: one boot a side, {run['finished'][:10]}, {run['machine']} ({named}{run['cpus']} CPUs), "
-                 f"commit {run['commit']}{saved}, {run['cpu']}; {host}. "
-                 f"Command: `{command(run['command'])}`."]
+    rows += ["- Spread, device bytes per page over each step's two windows a boot and over boots: " + _spread(runs)
+             + ". No statistics: memmap init repeats exactly (icount); demotion's per-page bytes vary by "
+               "a few pages' lines in 16,400 (reclaim's own variation), far below the change. DRAM counts vary more "
+               "(the kernel's own work in the window)."]
+    for kernel, r in runs.items():
+        run = r["run"]
+        host = "; ".join(f"{k}: {h['state']}, QEMU {h['own_cpu_s']} s CPU of {h['window_s']} s"
+                         for k, h in run["host"].items())
+        named = f"{run['machine_name']}, " if "machine_name" in run else ""
+        saved = " (added when saved)" if "added_when_saved" in run else ""
+        rows.append(f"- base/{kernel}: one boot a side, {run['finished'][:10]}, {run['machine']} ({named}{run['cpus']} "
+                    f"CPUs), commit {run['commit']}{saved}, {run['cpu']}; {host}. Command: `{command(run['command'])}`.")
     return "\n".join(rows)
 
 
@@ -101,9 +121,10 @@ def traffic_cost(raw: dict) -> str:
             f"Command: `{cmd}`.")
 
 
-AB = "lab-traffic-ab-base-nt-v3-xeon-vm-2026-12-06-5f57c63"
+PAIRS = {"nt-v3": "lab-traffic-ab-base-nt-v3-xeon-vm-2026-12-06-5f57c63",
+         "nt-v2": "lab-traffic-ab-base-nt-v2-xeon-vm-2026-12-06-f1fdce5"}
 BLOCKS = {
-    "lab-traffic-ab": (traffic_ab, {"run": f"{AB}/run.json", "base": f"{AB}/base.json", "nt-v3": f"{AB}/nt-v3.json",
-                                    "table": f"{AB}/traffic-ab.json"}),
+    "lab-traffic-ab": (traffic_ab, {f"{k} {part}": f"{d}/{f}" for k, d in PAIRS.items() for part, f in (
+        ("run", "run.json"), ("base", "base.json"), ("kernel", f"{k}.json"), ("table", "traffic-ab.json"))}),
     "lab-traffic-cost": (traffic_cost, ["lab-traffic-cost-xeon-vm-2026-12-06-b2973b1.json"]),
 }

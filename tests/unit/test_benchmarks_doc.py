@@ -103,6 +103,7 @@ def test_a_block_two_sections_define_is_refused(tmp_path):
 
 
 TRAFFIC = "lab-traffic-ab-base-nt-v3-xeon-vm-2026-12-06-5f57c63"
+TRAFFIC_RUNS = {"nt-v3": TRAFFIC, "nt-v2": "lab-traffic-ab-base-nt-v2-xeon-vm-2026-12-06-f1fdce5"}
 
 
 def test_the_traffic_table_is_its_raw_files_and_a_changed_count_breaks_the_check(tmp_path):
@@ -111,7 +112,8 @@ def test_the_traffic_table_is_its_raw_files_and_a_changed_count_breaks_the_check
     boot's summary changes the table (the check fails), and a table file
     that is not what ab makes of the boots is refused."""
     text = (REPO / "BENCHMARKS.md").read_text()
-    assert "| demotion (memory.reclaim), per demoted page | 16398 / 16399 | **4097 -> 1** | 4096 both |" in text
+    assert "| demotion (memory.reclaim), per demoted page | nt-v3 | 16398 / 16399 | **4097 -> 1** | 4096 both |" in text
+    assert "|  | nt-v2 | 16398 / 16400 | **4095.3 -> 0** | 4095.3 -> 4096 |" in text
     copy = _copy_of_the_tree(tmp_path)
     summary = copy / "benchmarks" / TRAFFIC / "nt-v3.json"
     data = json.loads(summary.read_text())
@@ -119,20 +121,22 @@ def test_the_traffic_table_is_its_raw_files_and_a_changed_count_breaks_the_check
     demotion["pmem_device_bytes"]["read"] += 64 * 16399 * 64
     summary.write_text(json.dumps(data))
     proc = _render(copy, "--check")
-    assert proc.returncode == 1 and "traffic-ab.json is not what lab.traffic.ab makes" in proc.stderr, proc.stderr
+    assert proc.returncode == 1 and "nt-v3's traffic-ab.json is not what lab.traffic.ab makes" in proc.stderr, \
+        proc.stderr
     table = copy / "benchmarks" / TRAFFIC / "traffic-ab.json"
     recorded = json.loads(table.read_text())
     recorded["nt-v3"]["demotion"]["device_read_per_page"] = 4097.0
     table.write_text(json.dumps(recorded))
     proc = _render(copy)
     assert proc.returncode == 0, proc.stderr
-    assert "| demotion (memory.reclaim), per demoted page | 16398 / 16399 | **4097 both** |" in \
+    assert "| demotion (memory.reclaim), per demoted page | nt-v3 | 16398 / 16399 | **4097 both** |" in \
         (copy / "BENCHMARKS.md").read_text()
 
 
-def test_the_traffic_raw_files_are_the_recorded_run_the_unit_tests_hold():
-    """benchmarks/ holds the same two boots as tests/fixtures/recorded/traffic/ab-base-nt-v3
-    (whose table tests/unit/test_traffic_model.py checks against lab.traffic.ab)."""
-    for name in ("base.json", "nt-v3.json", "traffic-ab.json"):
-        assert (REPO / "benchmarks" / TRAFFIC / name).read_bytes() == \
-            (REPO / "tests" / "fixtures" / "recorded" / "traffic" / "ab-base-nt-v3" / name).read_bytes(), name
+def test_the_traffic_raw_files_are_the_recorded_runs_the_unit_tests_hold():
+    """benchmarks/ holds the same boots as tests/fixtures/recorded/traffic/ab-base-nt-v3 and -nt-v2
+    (whose tables tests/unit/test_traffic_model.py checks against lab.traffic.ab)."""
+    for kernel, run in TRAFFIC_RUNS.items():
+        for name in ("base.json", f"{kernel}.json", "traffic-ab.json"):
+            assert (REPO / "benchmarks" / run / name).read_bytes() == (
+                REPO / "tests" / "fixtures" / "recorded" / "traffic" / f"ab-base-{kernel}" / name).read_bytes(), name

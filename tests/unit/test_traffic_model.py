@@ -372,9 +372,12 @@ def test_an_ab_run_is_recorded_with_its_command_machine_date_and_commit():
     assert moved["commit"] == f"0000000 (the tree changed during the run: {head} at its end)"
     sys.path.insert(0, str(REPO / "benchmarks"))
     section = importlib.import_module("sections.traffic")
-    d = REPO / "tests" / "fixtures" / "recorded" / "traffic" / "ab-base-nt-v3"
-    raw = {"run": r, "table": json.loads((d / "traffic-ab.json").read_text()),
-           **{v: json.loads((d / f"{v}.json").read_text()) for v in ("base", "nt-v3")}}
+    raw = {}
+    for kernel in section.PAIRS:
+        d = RECORDED / f"ab-base-{kernel}"
+        raw.update({f"{kernel} run": r, f"{kernel} table": json.loads((d / "traffic-ab.json").read_text()),
+                    f"{kernel} base": json.loads((d / "base.json").read_text()),
+                    f"{kernel} kernel": json.loads((d / f"{kernel}.json").read_text())})
     text = section.traffic_ab(raw)
     assert f"commit {head}, " in text and "(added when saved)" not in text
     assert "Command: `python3 -m lab.traffic.ab base nt-v3 --out out`." in text
@@ -387,3 +390,26 @@ def test_a_cost_run_is_recorded_with_its_command_machine_date_and_commit():
     r = cost.run_record(["out"], head, "2026-12-06 15:33:00")
     assert r == {**r, "command": "python3 -m lab.traffic.cost out", "date": "2026-12-06", "commit": head}
     assert r["machine"] and r["cpus"] >= 1 and r["finished"][:2] == "20"
+
+
+def test_the_recorded_base_against_nt_v2_table_is_what_ab_makes_of_its_two_boots():
+    """lab.traffic.ab base nt-v2, recorded: the table is the module's own, the
+    RFC v2 demotion reads nothing from the device and writes each page once,
+    and base's second recorded boot repeats the first's memmap device counts
+    exactly, while its demotion differs by the few pages reclaim demoted or not."""
+    from lab.traffic import ab as tab
+    d = RECORDED / "ab-base-nt-v2"
+    base, nt = (json.loads((d / f"{v}.json").read_text()) for v in ("base", "nt-v2"))
+    assert tab.markdown("base", base, "nt-v2", nt, base["model"]) == (d / "traffic-ab.md").read_text()
+    b, n = tab.per_page(base), tab.per_page(nt)
+    assert b["demotion"]["device_read_per_page"] > 4000 and n["demotion"]["device_read_per_page"] == 0
+    assert n["demotion"]["device_written_per_page"] == 4096 and n["demotion"]["nt_lines_per_page"] == 64
+    assert n["rebind_fsdax"]["device_read_per_page"] < 2 and n["rebind_devdax"]["device_read_per_page"] < 2
+    other = json.loads((RECORDED / "ab-base-nt-v3" / "base.json").read_text())
+
+    def device(s, label):
+        return [(w["pages"], w["pmem_device_bytes"]) for w in s["windows"] if w["label"] == label]
+    for label in ("rebind_fsdax", "rebind_devdax"):
+        assert device(base, label) == device(other, label), label
+    (p1, b1), (p2, b2) = device(base, "demotion")[0], device(other, "demotion")[0]
+    assert p1 == p2 and b1 != b2 and abs(b1["written"] - b2["written"]) <= 4 * 4096
