@@ -89,12 +89,7 @@ def write_atomic(path: Path, text: str, keep_previous: bool = False) -> None:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
-            data = text.encode()
-            view = memoryview(data)
-            while view:
-                n = os.write(fd, view)
-                view = view[n:]
-            os.fsync(fd)
+            _write_all(fd, text.encode())
         finally:
             os.close(fd)
         if keep_previous:
@@ -107,6 +102,14 @@ def write_atomic(path: Path, text: str, keep_previous: bool = False) -> None:
             pass
         raise
     _fsync_dir(path.parent)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    """Every byte of data to fd (os.write may write less), then to the disk."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+    os.fsync(fd)
 
 
 def _keep_previous(path: Path) -> None:
@@ -133,11 +136,7 @@ def append_line(path: Path, line: str) -> None:
     fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
     try:
         new = os.fstat(fd).st_size == 0
-        data = memoryview(("\n" + line + "\n").encode() if _ends_cut(fd) else (line + "\n").encode())
-        while data:
-            n = os.write(fd, data)
-            data = data[n:]
-        os.fsync(fd)
+        _write_all(fd, ("\n" + line + "\n").encode() if _ends_cut(fd) else (line + "\n").encode())
     finally:
         os.close(fd)
     if new:
