@@ -57,6 +57,14 @@ def versioned_repo(tmp_path):
     for f in VERSIONED:
         (repo / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(REPO / f, repo / f)
+    # a package build's tree carries its own snapshot version and entry: back to the release's
+    release = nttrace.__version__.split("+")[0]
+    init = repo / "tracer" / "__init__.py"
+    init.write_text(re.sub(r'^__version__ = "[^"]+"', f'__version__ = "{release}"', init.read_text(), flags=re.M))
+    changelog = repo / "debian" / "changelog"
+    text = changelog.read_text()
+    changelog.write_text(text[text.index(f"nttrace ({release})"):])
+    (repo / "tools" / "archive-commit").write_text("$Format:%ct %H %(describe:tags=true,match=v[0-9]*)$\n")
     _git(repo, "init", "-q")
     _git(repo, "add", "-A")
     _git(repo, "commit", "-qm", "one", date="2026-12-01T10:00:00Z")
