@@ -44,9 +44,14 @@ mv "$export_dir" "$src"
 mv "$work/changelog" "$src/debian/changelog"
 sed -i "s/^__version__ = \"$release\"/__version__ = \"$version\"/" "$src/tracer/__init__.py"
 
-(cd "$src" && dpkg-checkbuilddeps) || { echo "build-deb: install the build dependencies above (tools/install-system-packages.sh)" >&2; exit 2; }
+# The build's environment is Debian's, not the caller's: no PATH entry of a
+# pyenv, venv or ~/.local whose python3 would build (and test) the package
+# instead of /usr/bin/python3, no PYTHONPATH, a locale every host has.
+clean_env=(env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME="$work" LC_ALL=C.UTF-8 TMPDIR="$work"
+           ${DEB_BUILD_OPTIONS:+DEB_BUILD_OPTIONS="$DEB_BUILD_OPTIONS"})
+(cd "$src" && "${clean_env[@]}" dpkg-checkbuilddeps) || { echo "build-deb: install the build dependencies above (tools/install-system-packages.sh)" >&2; exit 2; }
 t0=$(date +%s)
-(cd "$src" && dpkg-buildpackage -us -uc) > "$work/build.log" 2>&1 || {
+(cd "$src" && "${clean_env[@]}" dpkg-buildpackage -us -uc) > "$work/build.log" 2>&1 || {
     tail -40 "$work/build.log" >&2
     echo "build-deb: dpkg-buildpackage failed (the tail of its log is above)" >&2
     exit 1
