@@ -57,7 +57,8 @@ t0=$(date +%s)
     exit 1
 }
 for f in "nttrace_${version}_amd64.deb" "nttrace_${version}.dsc" "nttrace_${version}.tar.xz" \
-         "nttrace_${version}_amd64.buildinfo" "nttrace_${version}_amd64.changes"; do
+         "nttrace_${version}_amd64.buildinfo" "nttrace_${version}_amd64.changes" \
+         "nttrace-dbgsym_${version}_amd64.deb"; do
     cp "$work/$f" "$out/"
 done
 echo "build-deb: $out/nttrace_${version}_amd64.deb and its source package (nttrace_${version}.dsc) in $(( $(date +%s) - t0 ))s"
