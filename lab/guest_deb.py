@@ -6,7 +6,9 @@ package is what it installs. The host built two packages into RESULTS/deb/
 tests/lab/test_deb.py).
 
 1. `apt-get install ./nttrace_A.deb` with the guest's network down: every
-   dependency must already be on the image.
+   dependency must already be on the image. Then the package's own tests
+   (debian/tests/smoke and the needs-root daemon test) on the shipped
+   configuration.
 2. The config edited as an operator would (the tracepoint probe, listening
    where the host's forwarded port reaches), under Debian's
    perf_event_paranoid=3: `systemctl enable --now nttrace` fails once,
@@ -98,6 +100,23 @@ def installed_capability(expr: str) -> str:
     return p.stdout.strip() or p.stderr[-1000:]
 
 
+def package_tests() -> dict:
+    """debian/tests/smoke and debian/tests/daemon as autopkgtest runs them
+    (from a scratch directory, with its variables), the shipped
+    /etc/nttrace/nttrace.toml untouched: each one's exit code and output."""
+    shipped = sh("dpkg-query", "-W", "-f=${Conffiles}", "nttrace").stdout
+    digest = sh("md5sum", str(CONFIG)).stdout.split()[0]
+    out: dict = {"config_as_shipped": f"{CONFIG} {digest}" in shipped}
+    for name in ("smoke", "daemon"):
+        artifacts = RESULTS / "deb" / f"artifacts-{name}"
+        artifacts.mkdir(parents=True, exist_ok=True)
+        env = {**APT_ENV, "AUTOPKGTEST_ARTIFACTS": str(artifacts), "AUTOPKGTEST_TMPDIR": "/tmp"}
+        t0 = time.monotonic()
+        p = sh(str(RESULTS / "deb" / "tests" / name), check=False, timeout=1500, env=env)
+        out[name] = {"rc": p.returncode, "s": time.monotonic() - t0, "output": (p.stdout + p.stderr)[-4000:]}
+    return out
+
+
 def dpkg_status() -> str:
     return sh("dpkg-query", "-W", "-f=${Status} ${Version}", "nttrace", check=False).stdout.strip()
 
@@ -168,6 +187,10 @@ def main() -> dict:
     out["active_after_install"] = prop("ActiveState")
     out["conffiles"] = sh("dpkg-query", "-W", "-f=${Conffiles}", "nttrace").stdout.split()
     out["which_nttrace"] = sh("sh", "-c", "command -v nttrace").stdout.strip()
+
+    # 1b. the package's own autopkgtest scripts (debian/tests), as autopkgtest
+    # runs them, on the configuration as shipped
+    out["package_tests"] = package_tests()
 
     # 2. the operator's edit, then Debian's perf_event_paranoid=3: one
     # failure, said once, no restart loop
