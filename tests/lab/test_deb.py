@@ -199,6 +199,20 @@ def test_validate_quick_runs_from_usr_bin(deb_lab):
     assert "kernel.nt_support" in v["stdout"], v
 
 
+def test_the_validate_unit_runs_the_checks_its_sandbox_allows_as_root_does(deb_lab):
+    """nttrace-validate.service (bounded capabilities, read-only system but
+    its ReadWritePaths, the system-call filter) gives every quick check the
+    status the same run gets as unconfined root, and writes the textfile
+    into the directory the package's tmpfiles.d entry made."""
+    r = deb_lab[2].json("deb")
+    unit = r["validate_unit"]
+    assert unit["dir_before"], "no /var/lib/prometheus/node-exporter: tmpfiles.d made none"
+    assert unit["start_rc"] == 0 and unit["Result"] == "success" and unit["ExecMainStatus"] in ("0", "1"), unit
+    statuses = r["validate_statuses"]
+    assert statuses["unconfined"] and "probe.migrate" in statuses["unconfined"], statuses
+    assert statuses["unit"] == statuses["unconfined"], (statuses, unit["journal"])
+
+
 def test_upgrade_keeps_the_edited_config_and_restarts_the_daemon(deb_lab):
     r = deb_lab[2].json("deb")
     assert r["upgrade"]["rc"] == 0, r["upgrade"]["output"]
