@@ -242,6 +242,7 @@ def main() -> dict:
     out["host_scraped"] = bool(wait_until(lambda: (RESULTS / "host-scraped").exists(), 300))
     out["rss_kib_after_scrapes"] = rss_kib(pid)
     t0 = time.monotonic()
+    UNCONFINED.mkdir(parents=True, exist_ok=True)
     v = sh("/usr/bin/nttrace", "validate", "--quick", "--textfile-dir", str(UNCONFINED), check=False, timeout=900)
     out["validate"] = {"rc": v.returncode, "s": time.monotonic() - t0, "stdout": v.stdout[-3000:],
                        "stderr": v.stderr[-2000:]}
