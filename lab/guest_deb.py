@@ -6,7 +6,9 @@ package is what it installs. The host built two packages into RESULTS/deb/
 tests/lab/test_deb.py).
 
 1. `apt-get install ./nttrace_A.deb` with the guest's network down: every
-   dependency must already be on the image.
+   dependency must already be on the image. Then the package's own tests
+   (debian/tests/smoke and the needs-root daemon test) on the shipped
+   configuration.
 2. The config edited as an operator would (the tracepoint probe, listening
    where the host's forwarded port reaches), under Debian's
    perf_event_paranoid=3: `systemctl enable --now nttrace` fails once,
@@ -31,6 +33,7 @@ Writes RESULTS/deb.json."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -96,6 +99,48 @@ def installed_capability(expr: str) -> str:
     p = sh("/usr/bin/python3", "-c", "import json; from nttrace.probes import capabilities as c; "
            f"print(json.dumps({expr}.as_json()))", check=False)
     return p.stdout.strip() or p.stderr[-1000:]
+
+
+def package_tests() -> dict:
+    """debian/tests/smoke and debian/tests/daemon as autopkgtest runs them
+    (from a scratch directory, with its variables), the shipped
+    /etc/nttrace/nttrace.toml untouched: each one's exit code and output."""
+    shipped = sh("dpkg-query", "-W", "-f=${Conffiles}", "nttrace").stdout
+    digest = sh("md5sum", str(CONFIG)).stdout.split()[0]
+    out: dict = {"config_as_shipped": f"{CONFIG} {digest}" in shipped}
+    for name in ("smoke", "daemon"):
+        artifacts = RESULTS / "deb" / f"artifacts-{name}"
+        artifacts.mkdir(parents=True, exist_ok=True)
+        env = {**APT_ENV, "AUTOPKGTEST_ARTIFACTS": str(artifacts), "AUTOPKGTEST_TMPDIR": "/tmp"}
+        t0 = time.monotonic()
+        p = sh(str(RESULTS / "deb" / "tests" / name), check=False, timeout=1500, env=env)
+        out[name] = {"rc": p.returncode, "s": time.monotonic() - t0, "output": (p.stdout + p.stderr)[-4000:]}
+    return out
+
+
+UNCONFINED = Path("/run/nttrace-validate-unconfined")
+TEXTFILE = Path("/var/lib/prometheus/node-exporter/nttrace_validate.prom")
+
+
+def check_statuses(textfile: str) -> dict[str, str]:
+    """check -> status, from a validate textfile's nttrace_validate_check_status lines."""
+    return dict(re.findall(r'^nttrace_validate_check_status\{check="([^"]+)",status="([^"]+)"\} 1', textfile, re.M))
+
+
+def validate_unit() -> dict:
+    """`systemctl start nttrace-validate.service` (a oneshot: returns when the
+    run ends): its result, exit status, journal and the textfile it wrote."""
+    mark = cursor()
+    out = {"dir_before": TEXTFILE.parent.is_dir()}
+    t0 = time.monotonic()
+    out["start_rc"] = sh("systemctl", "start", "nttrace-validate.service", check=False, timeout=1200).returncode
+    out["s"] = time.monotonic() - t0
+    show = sh("systemctl", "show", "-p", "Result", "-p", "ExecMainStatus", "nttrace-validate.service").stdout
+    out.update(dict(line.split("=", 1) for line in show.split()))
+    p = sh("journalctl", "-u", "nttrace-validate", "--no-pager", "-o", "cat", f"--after-cursor={mark}", check=False)
+    out["journal"] = p.stdout[-4000:]
+    out["textfile"] = TEXTFILE.read_text() if TEXTFILE.exists() else ""
+    return out
 
 
 def dpkg_status() -> str:
@@ -169,6 +214,10 @@ def main() -> dict:
     out["conffiles"] = sh("dpkg-query", "-W", "-f=${Conffiles}", "nttrace").stdout.split()
     out["which_nttrace"] = sh("sh", "-c", "command -v nttrace").stdout.strip()
 
+    # 1b. the package's own autopkgtest scripts (debian/tests), as autopkgtest
+    # runs them, on the configuration as shipped
+    out["package_tests"] = package_tests()
+
     # 2. the operator's edit, then Debian's perf_event_paranoid=3: one
     # failure, said once, no restart loop
     CONFIG.write_text(EDITED)
@@ -193,9 +242,17 @@ def main() -> dict:
     out["host_scraped"] = bool(wait_until(lambda: (RESULTS / "host-scraped").exists(), 300))
     out["rss_kib_after_scrapes"] = rss_kib(pid)
     t0 = time.monotonic()
-    v = sh("/usr/bin/nttrace", "validate", "--quick", check=False, timeout=900)
+    UNCONFINED.mkdir(parents=True, exist_ok=True)
+    v = sh("/usr/bin/nttrace", "validate", "--quick", "--textfile-dir", str(UNCONFINED), check=False, timeout=900)
     out["validate"] = {"rc": v.returncode, "s": time.monotonic() - t0, "stdout": v.stdout[-3000:],
                        "stderr": v.stderr[-2000:]}
+    # 3b. the same checks under nttrace-validate.service's sandbox (its
+    # capability set, read-only system, system-call filter), writing where
+    # node_exporter reads: the directory the package's tmpfiles.d entry made
+    # (no prometheus-node-exporter on the image)
+    out["validate_unit"] = validate_unit()
+    out["validate_statuses"] = {"unconfined": check_statuses((UNCONFINED / TEXTFILE.name).read_text()),
+                                "unit": check_statuses(out["validate_unit"]["textfile"])}
 
     # 4. upgrade: the edit kept, the daemon restarted on the new version
     out["upgrade"] = apt_install_offline(second)

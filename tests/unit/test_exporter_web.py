@@ -305,7 +305,13 @@ def test_the_shipped_example_web_config_loads_once_its_files_exist(tmp_path):
     loaded = web_config.load(str(web))
     assert loaded.tls is not None and loaded.tls.verify_mode == ssl.CERT_REQUIRED
     assert loaded.tls.minimum_version == ssl.TLSVersion.TLSv1_2
-    assert loaded.users.hashes and loaded.headers
+    assert loaded.headers
+    assert not loaded.users.hashes          # no credential shipped: the users' lines are a commented template
+    import bcrypt
+    hashed = bcrypt.hashpw(b"secret", bcrypt.gensalt(10)).decode()
+    web.write_text(text.replace("# basic_auth_users:", "basic_auth_users:")
+                   .replace("#   prometheus: <bcrypt hash>", f"  prometheus: {hashed}"))
+    assert list(web_config.load(str(web)).users.hashes) == ["prometheus"]
 
 
 def test_client_allowed_sans_admit_only_those_certificates(tmp_path):
