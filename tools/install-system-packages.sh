@@ -24,6 +24,7 @@ PACKAGES=(
     qemu-system-x86 qemu-utils debootstrap   # the lab guest (lab/)
     flex bison bc libelf-dev libssl-dev dwarves cpio xz-utils patch kmod   # the lab's kernels (lab/kernel_build.py)
     debhelper dh-python python3-all-dev dpkg-dev lintian   # make deb (debian/control's Build-Depends) and its lintian check
+    git python3-pytest python3-prometheus-client   # make deb's build-time tests (Build-Depends <!nocheck>)
 )
 # Also try the headers matching the running kernel; absent for custom kernels.
 MATCHING_HEADERS="linux-headers-$(uname -r)"
