@@ -17,9 +17,9 @@ board). A boot that panics or hangs comes back only through what nttrace
 set up (panic=, the watchdog it arms), or the run times out. The lab's
 hands in it are the faults it injects, each named: `--inject panic` (the
 patched kernel's first boot panics: sysrq c), `--inject hang` (its first
-boot stops answering: PID 1 held in a ptrace stop), `--power-cut N:S`
-(QEMU's system_reset from its monitor S seconds after the N-th boot of a
-loop kernel began: what the guest had not written to its disk is lost).
+boot stops answering: PID 1 held in a ptrace stop), `--power-cut V:S`
+(QEMU's system_reset from its monitor S seconds after the first boot of
+kernel V began: what the guest had not written to its disk is lost).
 
 The guest's scripts (guest-loop-boot.sh early at every boot: a line for the
 host saying which kernel came up and how; guest-loop.sh and guest_loop.py
@@ -100,21 +100,21 @@ def guest_wheels() -> list[Path]:
 
 @dataclass(frozen=True)
 class PowerCut:
-    """QEMU's system_reset, `seconds` after the `boot`-th boot of a loop
-    kernel began (counted from 1; the boot's early line in ab-boots.jsonl)."""
-    boot: int
+    """QEMU's system_reset, `seconds` after the first boot of the loop
+    kernel `variant` began (its early line in ab-boots.jsonl)."""
+    variant: str
     seconds: float
 
     @classmethod
     def parse(cls, text: str) -> "PowerCut":
-        n, colon, sec = text.partition(":")
+        variant, colon, sec = text.rpartition(":")
         try:
-            cut = cls(int(n), float(sec))
+            seconds = float(sec)
         except ValueError:
-            cut = None
-        if not colon or cut is None or cut.boot < 1 or cut.seconds < 0:
-            raise ValueError(f"--power-cut {text!r}: want N:SECONDS (the N-th boot of a loop kernel, from 1)")
-        return cut
+            seconds = -1.0
+        if not colon or not variant or seconds < 0:
+            raise ValueError(f"--power-cut {text!r}: want VARIANT:SECONDS (e.g. base:60)")
+        return cls(variant, seconds)
 
 
 INJECTABLE = ("panic", "hang")     # at the patched kernel's first boot (guest-loop-boot.sh)
@@ -168,17 +168,14 @@ class _Watcher:
     def _due(self) -> float | None:
         if not self.power_cut or self.faults:
             return None
-        loop_boots = []
         for t, line in self.arrived:
             try:
                 b = json.loads(line)
             except ValueError:
                 continue
-            if b.get("event") == "boot" and b.get("kernel"):
-                loop_boots.append((t, b))
-        if len(loop_boots) < self.power_cut.boot:
-            return None
-        return loop_boots[self.power_cut.boot - 1][0] + self.power_cut.seconds
+            if b.get("event") == "boot" and b.get("kernel") == self.power_cut.variant:
+                return t + self.power_cut.seconds
+        return None
 
     def _run(self) -> None:
         while not self.stop.wait(1):
@@ -187,10 +184,10 @@ class _Watcher:
             if due is not None and time.time() >= due:
                 answer = loop_disk.monitor_command(self.monitor, "system_reset")
                 self.faults.append({"fault": "power cut", "how": "QEMU monitor: system_reset", "at": time.time(),
-                                    "after_boot": self.power_cut.boot, "seconds": self.power_cut.seconds,
+                                    "variant": self.power_cut.variant, "seconds": self.power_cut.seconds,
                                     "monitor": answer.strip()[-200:]})
-                say(f"loop: power cut (system_reset) {self.power_cut.seconds:.0f} s after loop boot "
-                    f"{self.power_cut.boot}")
+                say(f"loop: power cut (system_reset) {self.power_cut.seconds:.0f} s after the first boot of "
+                    f"{self.power_cut.variant} began")
 
     def __enter__(self):
         self.thread.start()
@@ -310,8 +307,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--inject", action="append", default=[], choices=INJECTABLE,
                     help="a fault at the patched kernel's first boot: panic (sysrq c) or hang (PID 1 stopped); "
                          "the loop must come back through the reset it set up, record it and complete")
-    ap.add_argument("--power-cut", metavar="N:SECONDS", type=PowerCut.parse,
-                    help="QEMU's system_reset SECONDS after the N-th boot of a loop kernel began")
+    ap.add_argument("--power-cut", metavar="VARIANT:SECONDS", type=PowerCut.parse,
+                    help="QEMU's system_reset SECONDS after the first boot of that kernel began")
     ap.add_argument("--icount", default=lab.MEASURE_CPU.icount or "off",
                     help="QEMU -icount for the guest clock, or off (default %(default)s, lab.ab's)")
     ap.add_argument("--vcpus", type=int, default=lab.MEASURE_CPU.vcpus, help="guest vCPUs (default %(default)s)")

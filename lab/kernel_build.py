@@ -582,15 +582,23 @@ def _build(variant: Variant, timeout: float) -> Kernel:
     shutil.copy2(bdir / ".config", out / "config")
     shutil.copy2(log, out / "build.log")
     (out / "complete").write_text(time.strftime("%F %T\n"))
-    # Older keys of this variant are superseded: keep the cache to two each,
-    # this one and the newest before it, which a test session that started
-    # before the inputs changed may still be booting.
-    older = [d for d in (CACHE / "kernels").glob(f"{variant.name}-*")
-             if d != out and not d.name.removeprefix(f"{variant.name}-").count("-")]
-    older.sort(key=lambda d: (d / "complete").stat().st_mtime if (d / "complete").exists() else 0, reverse=True)
-    for old in older[1:]:
-        shutil.rmtree(old, ignore_errors=True)
+    prune_superseded(variant.name, out)
     return Kernel.read(out)
+
+
+def prune_superseded(name: str, current: Path) -> list[Path]:
+    """Older keys of the variant are superseded: the cache keeps two a
+    variant, `current` and the newest complete one before it, which a test
+    session that started before the inputs changed may still be booting.
+    Returns what it removed."""
+    older = [d for d in current.parent.glob(f"{name}-*")
+             if d != current and not d.name.removeprefix(f"{name}-").count("-")]
+    complete = sorted((d for d in older if (d / "complete").exists()),
+                      key=lambda d: (d / "complete").stat().st_mtime, reverse=True)
+    removed = [d for d in older if d not in complete[:1]]
+    for old in removed:
+        shutil.rmtree(old, ignore_errors=True)
+    return removed
 
 
 def variant(arg: str) -> Variant:
