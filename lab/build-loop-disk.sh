@@ -56,7 +56,8 @@ chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -euc '
     # grub goes on the disk in the install boot (grub-install /dev/vdX): none here
     echo "grub-pc grub-pc/install_devices multiselect" | debconf-set-selections
     echo "grub-pc grub-pc/install_devices_empty boolean true" | debconf-set-selections
-    apt-get install -y -q --no-install-recommends \
+    # unsafe-io: no fsync a file; the tree is written to the disk by mkfs.ext4 -d afterwards
+    apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-unsafe-io \
         linux-image-amd64 linux-headers-amd64 grub-pc \
         systemd systemd-sysv udev initramfs-tools busybox kexec-tools fdisk \
         python3-bpfcc bpftool ndctl daxctl \
@@ -71,13 +72,15 @@ say "the loop's kernels, as packages: $*"
 if [ $# -gt 0 ]; then
     mkdir -p "$root/var/tmp/loop-debs"
     cp "$@" "$root/var/tmp/loop-debs/"
-    chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c 'dpkg -i /var/tmp/loop-debs/*.deb' \
+    chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive sh -c 'dpkg -i --force-unsafe-io /var/tmp/loop-debs/*.deb' \
         >"$work/dpkg.log" 2>&1 || { tail -30 "$work/dpkg.log"; exit 1; }
     rm -rf "$root/var/tmp/loop-debs"
 fi
-releases=$(chroot "$root" dpkg-query -W -f '${Package}\n' 'linux-image-*' | sed -n 's/^linux-image-//p' \
-           | grep -v -x -e amd64 -e "$stock" || true)
+# the releases of the image packages given (linux-image-R_VERSION_ARCH.deb)
+releases=$(for deb in "$@"; do basename "$deb"; done | sed -n 's/^linux-image-\([^_]*\)_.*/\1/p')
 for r in $releases; do
+    chroot "$root" dpkg-query -W -f '${Status}\n' "linux-image-$r" | grep -qx "install ok installed" \
+        || { echo "linux-image-$r is not installed" >&2; exit 1; }
     for f in "boot/vmlinuz-$r" "boot/initrd.img-$r" "boot/config-$r" "lib/modules/$r/modules.dep" \
              "lib/modules/$r/build/include"; do
         test -e "$root/$f" || { echo "package of $r installed no /$f" >&2; cat "$work/dpkg.log" >&2; exit 1; }
