@@ -261,7 +261,7 @@ def variant_key(variant: Variant, deb: Path) -> tuple[str, list[dict]]:
 
 
 # The steps below, as text: a change to how a kernel is built changes the key.
-BUILD_RECIPE = "bindeb-pkg nokerneldbg KDEB_COMPRESS=gzip;modules_install strip;headers v1"
+BUILD_RECIPE = "bindeb-pkg -d nokerneldbg KDEB_COMPRESS=gzip;modules_install strip;headers v1"
 
 
 def localversion(variant: Variant) -> str:
@@ -412,7 +412,9 @@ def configure(src: Path, build: Path, log: Path, variant: str, config: KernelCon
 # `make bindeb-pkg` without the -dbg package (a copy of every object's
 # debug info, which nothing of the lab reads: BTF is in the image), its
 # packages gzip-compressed (dpkg-deb's xz is the slowest step of a package
-# build that compiles nothing)
+# build that compiles nothing), and without dpkg-buildpackage's check of the
+# Build-Depends it writes (libdw-dev, rsync: what a build of every config
+# may need; this one needs the tools conftest's kernel-build capability lists)
 DEB_PROFILES = "pkg.linux-upstream.nokerneldbg"
 DEB_COMPRESS = "gzip"
 
@@ -426,7 +428,7 @@ def make_command(build: Path, config: KernelConfig, variant: Variant, jobs: int 
     directly, so the two are the same link of the same objects."""
     return ["make", f"-j{jobs}", f"O={build}", f"LOCALVERSION={localversion(variant)}",
             *([f"KCFLAGS={config.kcflags}"] if config.kcflags else []),
-            f"DPKG_FLAGS=-P{DEB_PROFILES}", f"KDEB_COMPRESS={DEB_COMPRESS}", "bindeb-pkg"]
+            f"DPKG_FLAGS=-d -P{DEB_PROFILES}", f"KDEB_COMPRESS={DEB_COMPRESS}", "bindeb-pkg"]
 
 
 def _packages_out(work: Path) -> list[Path]:

@@ -49,7 +49,7 @@ def test_each_variant_has_a_release_of_its_own_and_builds_its_packages():
     for name, v in kernel_build.VARIANTS.items():
         cmd = kernel_build.make_command(Path("/b"), kernel_build.LAB_CONFIG, v)
         assert f"LOCALVERSION=-nttrace-{name}" in cmd and cmd[-1] == "bindeb-pkg", cmd
-        assert f"DPKG_FLAGS=-P{kernel_build.DEB_PROFILES}" in cmd
+        assert f"DPKG_FLAGS=-d -P{kernel_build.DEB_PROFILES}" in cmd
     assert len({kernel_build.localversion(v) for v in kernel_build.VARIANTS.values()}) == len(kernel_build.VARIANTS)
 
 
