@@ -58,9 +58,10 @@ def _qemu():
 
 
 def _kernel_build():
-    # dpkg-buildpackage (dpkg-dev) and dh_builddeb (debhelper): `make bindeb-pkg`, each kernel's packages
+    # dpkg-buildpackage (dpkg-dev), dh_builddeb (debhelper) and rsync (its headers_install): `make
+    # bindeb-pkg`, each kernel's packages
     missing = [b for b in ("gcc", "make", "flex", "bison", "bc", "pahole", "patch", "apt-get", "dpkg-deb",
-                           "dpkg-buildpackage", "dh_builddeb") if not shutil.which(b)]
+                           "dpkg-buildpackage", "dh_builddeb", "rsync") if not shutil.which(b)]
     if not Path("/usr/include/libelf.h").exists():
         missing.append("libelf-dev")
     return not missing, ("missing " + ", ".join(missing)) if missing else "kernel build tools present"
