@@ -1,28 +1,25 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The A/B loop's guest disk, the host's part (lab/loop_disk.py runs it, then
-# the install boot that makes it bootable): a Debian 12 server's root as
-# debootstrap and apt make it (systemd as init, udev, Debian's stock kernel
-# with its headers, grub-pc, kexec-tools, nttrace's runtime dependencies),
-# the loop's kernels installed as their packages with dpkg (their postinst
-# makes each an initramfs; grub.cfg does not exist yet, so update-grub
-# waits for the install boot), /etc/default/grub and /etc/fstab as an
-# admin writes them, and the lab's two observer units. Written as an MBR
-# disk image with one ext4 partition at 1 MiB (mkfs.ext4 -d at an offset:
-# no loop device, no mount).
+# the install boot that makes it bootable): the server root of
+# build-loop-root.sh, the loop's kernels installed in it as their packages
+# with dpkg (their postinst makes each an initramfs; grub.cfg does not
+# exist yet, so update-grub waits for the install boot), /etc/default/grub
+# and /etc/fstab as an admin writes them, and the lab's two observer units.
+# Written as an MBR disk image with one ext4 partition at 1 MiB (mkfs.ext4
+# -d at an offset: no loop device, no mount).
 #
-#   build-loop-disk.sh OUT_DIR UUID DEB...
+#   build-loop-disk.sh OUT_DIR UUID ROOT_TAR STOCK_RELEASE DEB...
 #
-# Writes OUT_DIR/disk.raw, OUT_DIR/stock-release (the stock kernel's
-# release) and OUT_DIR/releases (the installed packages' kernels, a line
-# each). Needs root, debootstrap, e2fsprogs, python3; fetches only from
-# Debian's archive.
+# Writes OUT_DIR/disk.raw and OUT_DIR/releases (the installed packages'
+# kernels, a line each). Needs root, e2fsprogs, python3.
 set -euo pipefail
-out=${1:?usage: build-loop-disk.sh OUT_DIR UUID DEB...}
-uuid=${2:?usage: build-loop-disk.sh OUT_DIR UUID DEB...}
-shift 2
-mirror=${NTTRACE_LAB_MIRROR:-http://deb.debian.org/debian}
-security=${NTTRACE_LAB_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+usage="usage: build-loop-disk.sh OUT_DIR UUID ROOT_TAR STOCK_RELEASE DEB..."
+out=${1:?$usage}
+uuid=${2:?$usage}
+root_tar=${3:?$usage}
+stock=${4:?$usage}
+shift 4
 size_mib=${NTTRACE_LOOP_DISK_MIB:-8192}
 work=$(mktemp -d "${out%/}.build.XXXXXX")
 root=$work/root
@@ -34,39 +31,13 @@ trap cleanup EXIT
 t0=$(date +%s)
 say() { echo "loop disk: $* ($(( $(date +%s) - t0 )) s)"; }
 
-say "debootstrap bookworm into $root"
-debootstrap --variant=minbase \
-    --include=ca-certificates,kmod,iproute2,procps,util-linux,e2fsprogs,python3,python3-venv \
-    bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
-cat >"$root/etc/apt/sources.list" <<SRC
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb $security bookworm-security main
-SRC
+say "the server root from $root_tar"
+mkdir -p "$root"
+tar --numeric-owner --xattrs --acls -C "$root" -xf "$root_tar"
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
 mount --bind /dev "$root/dev"
 mount --bind /dev/pts "$root/dev/pts"
-
-say "packages: the stock kernel, grub-pc, systemd, kexec-tools, nttrace's dependencies"
-chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -euc '
-    apt-get update -q
-    # kexec-tools loads nothing at reboot: only nttrace ab kexecs
-    echo "kexec-tools kexec-tools/load_kexec boolean false" | debconf-set-selections
-    # grub goes on the disk in the install boot (grub-install /dev/vdX): none here
-    echo "grub-pc grub-pc/install_devices multiselect" | debconf-set-selections
-    echo "grub-pc grub-pc/install_devices_empty boolean true" | debconf-set-selections
-    # unsafe-io: no fsync a file; the tree is written to the disk by mkfs.ext4 -d afterwards
-    apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-unsafe-io \
-        linux-image-amd64 linux-headers-amd64 grub-pc \
-        systemd systemd-sysv udev initramfs-tools busybox kexec-tools fdisk \
-        python3-bpfcc bpftool ndctl daxctl \
-        python3-prometheus-client python3-pip python3-pytest python3-yaml python3-bcrypt linux-perf
-    apt-get clean
-' >"$work/apt.log" 2>&1 || { tail -30 "$work/apt.log"; exit 1; }
-stock=$(ls "$root/lib/modules" | sort -V | tail -n 1)
-test -e "$root/boot/vmlinuz-$stock" -a -e "$root/lib/modules/$stock/build/include" \
-    || { echo "stock kernel $stock or its headers missing" >&2; exit 1; }
 
 say "the loop's kernels, as packages: $*"
 if [ $# -gt 0 ]; then
@@ -153,7 +124,6 @@ mkdir -p "$root/etc/systemd/system/sysinit.target.wants" "$root/etc/systemd/syst
 ln -sf /etc/systemd/system/nttrace-lab-boot.service "$root/etc/systemd/system/sysinit.target.wants/"
 ln -sf /etc/systemd/system/nttrace-lab-loop.service "$root/etc/systemd/system/multi-user.target.wants/"
 for m in proc sys dev/pts dev; do umount -l "$root/$m"; done
-rm -rf "$root/var/cache/apt"/*.bin "$root/var/lib/apt/lists"/*_Packages
 
 say "an MBR disk of $size_mib MiB, one bootable Linux partition at 1 MiB, ext4 with the root"
 disk=$work/disk.raw
@@ -173,6 +143,5 @@ PY
 mkfs.ext4 -q -F -U "$uuid" -L nttrace-loop -E offset=$((2048 * 512)) -d "$root" "$disk" "$(( size_mib - 1 ))M"
 mkdir -p "$out"
 mv "$disk" "$out/disk.raw"
-echo "$stock" > "$out/stock-release"
 echo "$releases" > "$out/releases"
 say "done: stock $stock, loop kernels $(echo $releases)"

@@ -8,11 +8,14 @@ grub.cfg and grubenv, kexec-tools, nttrace's runtime dependencies) and the
 loop's kernels installed as the packages `make bindeb-pkg` made
 (kernel_build: linux-image-R and linux-headers-R, one release a variant,
 so each has its own /boot/vmlinuz-R, initrd, /lib/modules/R and headers).
-Two steps: build-loop-disk.sh on the host (debootstrap, apt, dpkg -i, the
-filesystem written into the image at its partition's offset), then an
-install boot, the lab's own guest with the new disk as its second drive,
-which runs grub-install and update-grub on it (guest-loop-install.sh) and
-powers off. The key covers both scripts and the packages' contents.
+Three steps: build-loop-root.sh (debootstrap and apt: the server's root as
+a tar archive, cached on its own in loop-root-<key>/, so a rebuilt kernel
+does not fetch Debian again), build-loop-disk.sh on the host (dpkg -i of
+the kernels' packages, the filesystem written into the image at its
+partition's offset), then an install boot, the lab's own guest with the new
+disk as its second drive, which runs grub-install and update-grub on it
+(guest-loop-install.sh) and powers off. The disk's key covers the three
+scripts and the packages' contents.
 
 The guest (qemu_command): boots from the disk through the firmware and
 grub, no -kernel and no command line from the lab, with QEMU's i6300ESB
@@ -39,7 +42,8 @@ from lab import lab
 from lab.locks import locked
 
 HERE = Path(__file__).resolve().parent
-DISK_INPUTS = ("build-loop-disk.sh", "guest-loop-install.sh")
+ROOT_INPUTS = ("build-loop-root.sh",)
+DISK_INPUTS = (*ROOT_INPUTS, "build-loop-disk.sh", "guest-loop-install.sh")
 BUILD_TIMEOUT_S = 2400
 INSTALL_BOOT_TIMEOUT_S = 900
 
@@ -73,6 +77,40 @@ class LoopDisk:
         return dest
 
 
+def root_key() -> str:
+    h = hashlib.sha256()
+    for name in ROOT_INPUTS:
+        h.update(name.encode() + b"\0" + (HERE / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def server_root(log=print) -> Path:
+    """The server root's directory (root.tar, stock-release), built first
+    when the cache lacks it (under the disk's lock)."""
+    d = lab.CACHE / f"loop-root-{root_key()}"
+    if (d / "complete").exists():
+        return d
+    shutil.rmtree(d, ignore_errors=True)
+    d.parent.mkdir(parents=True, exist_ok=True)
+    build_log = d.parent / f"{d.name}.build.log"
+    t0 = time.monotonic()
+    with open(build_log, "w") as f:
+        try:
+            p = subprocess.run(["bash", str(HERE / "build-loop-root.sh"), str(d)], stdout=f, stderr=subprocess.STDOUT,
+                               timeout=BUILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise lab.LabError(f"loop root build exceeded {BUILD_TIMEOUT_S}s: {build_log.read_text()[-3000:]}") from None
+    if p.returncode != 0:
+        raise lab.LabError(f"loop root build failed ({p.returncode}): {build_log.read_text()[-3000:]}")
+    (d / "complete").write_text(f"{time.monotonic() - t0:.1f}\n")
+    log(f"loop disk: server root built in {time.monotonic() - t0:.0f} s")
+    # older roots are superseded
+    for old in lab.CACHE.glob("loop-root-*"):
+        if old.is_dir() and old != d:
+            shutil.rmtree(old, ignore_errors=True)
+    return d
+
+
 def disk_key(kernels: list) -> str:
     """The scripts and every package's content: a rebuilt kernel is a new disk."""
     h = hashlib.sha256()
@@ -97,11 +135,20 @@ def disk(kernels: list, log=print) -> LoopDisk:
         return LoopDisk(d)
     with locked(lab.CACHE / "loop-disk.lock"):
         if not (d / "complete").exists():
-            _build(d, kernels, log)
+            _build(d, server_root(log), kernels, log)
+            for old in lab.CACHE.glob("loop-disk-*"):     # keep two: this one and the newest before it
+                if old.is_dir() and old != d and old not in _newest_other(d):
+                    shutil.rmtree(old, ignore_errors=True)
     return LoopDisk(d)
 
 
-def _build(d: Path, kernels: list, log) -> None:
+def _newest_other(d: Path) -> list[Path]:
+    """The newest complete disk besides `d` (a run that started before may still boot it)."""
+    others = [o for o in lab.CACHE.glob("loop-disk-*") if o.is_dir() and o != d and (o / "complete").exists()]
+    return sorted(others, key=lambda o: (o / "complete").stat().st_mtime)[-1:]
+
+
+def _build(d: Path, root: Path, kernels: list, log) -> None:
     shutil.rmtree(d, ignore_errors=True)
     d.parent.mkdir(parents=True, exist_ok=True)
     build_log = d.parent / f"{d.name}.build.log"
@@ -109,7 +156,8 @@ def _build(d: Path, kernels: list, log) -> None:
     t0 = time.monotonic()
     with open(build_log, "w") as f:
         try:
-            p = subprocess.run(["bash", str(HERE / "build-loop-disk.sh"), str(d), root_uuid,
+            p = subprocess.run(["bash", str(HERE / "build-loop-disk.sh"), str(d), root_uuid, str(root / "root.tar"),
+                                (root / "stock-release").read_text().strip(),
                                 *(str(deb) for k in kernels for deb in k.debs)],
                                stdout=f, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
@@ -126,7 +174,7 @@ def _build(d: Path, kernels: list, log) -> None:
     missing = set(by_variant.values()) - set(releases)
     if missing:
         raise lab.LabError(f"loop disk: the packages of {sorted(missing)} did not install (installed: {releases})")
-    info = {"uuid": root_uuid, "stock_release": (d / "stock-release").read_text().strip(),
+    info = {"uuid": root_uuid, "stock_release": (root / "stock-release").read_text().strip(), "root": root.name,
             "releases": by_variant, "debs": [deb.name for k in kernels for deb in k.debs],
             "grub_cfg": install["grub_cfg"], "host_build_s": round(host_s, 1), "install_boot_s": round(install_s, 1),
             "built_at": time.strftime("%F %T")}
