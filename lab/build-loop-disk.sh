@@ -54,7 +54,8 @@ for r in $releases; do
         || { echo "linux-image-$r is not installed" >&2; exit 1; }
     for f in "boot/vmlinuz-$r" "boot/initrd.img-$r" "boot/config-$r" "lib/modules/$r/modules.dep" \
              "lib/modules/$r/build/include"; do
-        test -e "$root/$f" || { echo "package of $r installed no /$f" >&2; cat "$work/dpkg.log" >&2; exit 1; }
+        # in the chroot: build is a link to /usr/src/linux-headers-R, an absolute path of the guest's
+        chroot "$root" test -e "/$f" || { echo "package of $r installed no /$f" >&2; cat "$work/dpkg.log" >&2; exit 1; }
     done
 done
 
