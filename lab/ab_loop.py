@@ -18,8 +18,9 @@ set up (panic=, the watchdog it arms), or the run times out. The lab's
 hands in it are the faults it injects, each named: `--inject panic` (the
 patched kernel's first boot panics: sysrq c), `--inject hang` (its first
 boot stops answering: PID 1 held in a ptrace stop), `--power-cut V:S`
-(QEMU's system_reset from its monitor S seconds after the first boot of
-kernel V began: what the guest had not written to its disk is lost).
+(QEMU's system_reset from its monitor S seconds after validate began at
+the first boot of kernel V: what the guest had not written to its disk is
+lost).
 
 The guest's scripts (guest-loop-boot.sh early at every boot: a line for the
 host saying which kernel came up and how; guest-loop.sh and guest_loop.py
@@ -100,8 +101,9 @@ def guest_wheels() -> list[Path]:
 
 @dataclass(frozen=True)
 class PowerCut:
-    """QEMU's system_reset, `seconds` after the first boot of the loop
-    kernel `variant` began (its early line in ab-boots.jsonl)."""
+    """QEMU's system_reset, `seconds` after the loop's step began validate
+    at the first boot of the loop kernel `variant` (the line the guest's
+    early unit writes to ab-boots.jsonl when the step's journal says so)."""
     variant: str
     seconds: float
 
@@ -173,7 +175,7 @@ class _Watcher:
                 b = json.loads(line)
             except ValueError:
                 continue
-            if b.get("event") == "boot" and b.get("kernel") == self.power_cut.variant:
+            if b.get("event") == "validate" and b.get("kernel") == self.power_cut.variant:
                 return t + self.power_cut.seconds
         return None
 
@@ -186,8 +188,8 @@ class _Watcher:
                 self.faults.append({"fault": "power cut", "how": "QEMU monitor: system_reset", "at": time.time(),
                                     "variant": self.power_cut.variant, "seconds": self.power_cut.seconds,
                                     "monitor": answer.strip()[-200:]})
-                say(f"loop: power cut (system_reset) {self.power_cut.seconds:.0f} s after the first boot of "
-                    f"{self.power_cut.variant} began")
+                say(f"loop: power cut (system_reset) {self.power_cut.seconds:.0f} s into validate at the first boot "
+                    f"of {self.power_cut.variant}")
 
     def __enter__(self):
         self.thread.start()
@@ -308,7 +310,7 @@ def main(argv: list[str]) -> int:
                     help="a fault at the patched kernel's first boot: panic (sysrq c) or hang (PID 1 stopped); "
                          "the loop must come back through the reset it set up, record it and complete")
     ap.add_argument("--power-cut", metavar="VARIANT:SECONDS", type=PowerCut.parse,
-                    help="QEMU's system_reset SECONDS after the first boot of that kernel began")
+                    help="QEMU's system_reset SECONDS after validate began at the first boot of that kernel")
     ap.add_argument("--icount", default=lab.MEASURE_CPU.icount or "off",
                     help="QEMU -icount for the guest clock, or off (default %(default)s, lab.ab's)")
     ap.add_argument("--vcpus", type=int, default=lab.MEASURE_CPU.vcpus, help="guest vCPUs (default %(default)s)")

@@ -26,7 +26,14 @@ printf '{"event": "boot", "kernel": %s, "release": "%s", "build": "%s", "booted_
     "$([ -n "$running" ] && echo "\"$running\"" || echo null)" "$(uname -r)" "$(uname -v)" "$by" \
     "$(cat /proc/sys/kernel/random/boot_id)" "$(cut -d' ' -f1 /proc/uptime)" \
     "$(sed 's/["\\]/_/g' /proc/cmdline)" >> /results/ab-boots.jsonl && sync /results/ab-boots.jsonl
-[ -n "$running" ] && [ "$running" = "$(cat "$LOOP/patched")" ] || exit 0
+[ -n "$running" ] || exit 0
+# when the loop's step says it runs validate (its journal line), a line for
+# the host: a power cut "while validate runs" is timed from it
+boot_id=$(cat /proc/sys/kernel/random/boot_id)
+( journalctl -f -n 0 -o cat -u "nttrace-ab-$(cat "$LOOP/name").service" 2>/dev/null | grep -m1 -q "running validate" &&
+    printf '{"event": "validate", "kernel": "%s", "boot_id": "%s", "uptime_s": %s}\n' "$running" "$boot_id" \
+        "$(cut -d' ' -f1 /proc/uptime)" >> /results/ab-boots.jsonl && sync /results/ab-boots.jsonl ) &
+[ "$running" = "$(cat "$LOOP/patched")" ] || exit 0
 inject=$(python3 -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1])).get("inject", [])))' "$LOOP/config.json")
 for fault in $inject; do
     marker=/var/lib/nttrace-lab/injected-$fault
