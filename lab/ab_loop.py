@@ -1,26 +1,38 @@
-"""`nttrace ab` in the lab: ONE QEMU run of the lab guest, which boots the
-base kernel, runs `nttrace ab start` with the lab's base and patched kernels
-and kexecs between them until the loop is over; the host waits and reads
-the loop's report.
+"""`nttrace ab` in the lab, on a guest that boots like a server: ONE QEMU
+run of the loop's guest (loop_disk.py: firmware, grub from its own disk,
+Debian's stock kernel as the default entry, the loop's kernels installed as
+packages with releases of their own, ext4, an i6300ESB watchdog), in which
+the guest's driver runs `nttrace ab start` with the installed releases and
+nttrace boots between them, by kexec or through grub (`--via`), until the
+loop is over; the host waits and reads the loop's report.
 
-    python3 -m lab.ab_loop --boots 4 --out ab-loop-base-nt-v3       # 4 boots a side
-    python3 -m lab.ab_loop --boots 2 --inject-panic --out ab-fault  # the patched kernel's first boot panics
+    python3 -m lab.ab_loop --boots 4 --out ab-loop-base-nt-v3               # 4 boots a side, kexec
+    python3 -m lab.ab_loop --boots 4 --via reboot --out ab-loop-reboot      # through the firmware and grub
+    python3 -m lab.ab_loop --boots 2 --inject panic --out ab-fault          # the patched kernel's first boot panics
 
-The guest (guest-systemd.sh -> guest-ab.sh, guest-ab-boot.sh, guest_ab.py)
-boots with systemd as PID 1, nttrace installed from a wheel built at the
-start and its scripts read from a frozen copy of the tree (lab.frozen_tree):
-the loop runs what the tree was when it started, however long it takes.
-Each loop kernel is a read-only share (kernel-<variant>, at
-/lab-kernels/<variant> in the guest: bzImage, modules/<release>/); the
-guest tells them apart by their build strings, which the host reads from
-the bzImages' headers (build_string). QEMU runs with reboot=True: a panic,
-and the loop's last reboot, bring the guest back on its default kernel
-(base, QEMU's -kernel), as firmware would.
+Nothing of the lab helps the loop: no command line (nttrace kexecs with
+the running one), no module tree of the lab's, no reset arranged by QEMU's
+options beyond the board's own (the watchdog's action is a reset, as on a
+board). A boot that panics or hangs comes back only through what nttrace
+set up (panic=, the watchdog it arms), or the run times out. The lab's
+hands in it are the faults it injects, each named: `--inject panic` (the
+patched kernel's first boot panics: sysrq c), `--inject hang` (its first
+boot stops answering: PID 1 held in a ptrace stop), `--power-cut V:S`
+(QEMU's system_reset from its monitor S seconds after validate began at
+the first boot of kernel V: what the guest had not written to its disk is
+lost).
+
+The guest's scripts (guest-loop-boot.sh early at every boot: a line for the
+host saying which kernel came up and how; guest-loop.sh and guest_loop.py
+once the machine is up: the start, the end) are read from a frozen copy of
+the tree (lab.frozen_tree), and nttrace is the wheel built at the start.
 
 Out: OUT/guest/ (the guest's console, its log, ab-boots.jsonl: one line a
 boot; ab/<name>/: the loop's state directory, report included; ab-end.json:
-what the loop left installed), and OUT/run.json: the kernels, the command,
-the wall time, each boot's host time (when its line arrived), the commit.
+what the loop left on the machine; ab-journal.txt), OUT/disk.qcow2 (the
+run's overlay of the cached disk) and OUT/run.json: the kernels, the
+command, the wall time, each boot's host time (when its line arrived),
+the faults injected, the commit.
 Exit: 0 the loop completed, 1 it did not (its status and the guest's log
 said), 2 a bad argument.
 """
@@ -31,14 +43,16 @@ import json
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab import kernel_build, lab
+from lab import kernel_build, lab, loop_disk
 from lab.ab import checkout_commit, say
 from nttrace.ab import kernels
+from nttrace.daemon.process import die_with_parent
 from nttrace.kernel import conditions
 
 NAME = "lab"
@@ -85,14 +99,39 @@ def guest_wheels() -> list[Path]:
     return sorted(d.glob("*.whl"))
 
 
+@dataclass(frozen=True)
+class PowerCut:
+    """QEMU's system_reset, `seconds` after the loop's step began validate
+    at the first boot of the loop kernel `variant` (the line the guest's
+    early unit writes to ab-boots.jsonl when the step's journal says so)."""
+    variant: str
+    seconds: float
+
+    @classmethod
+    def parse(cls, text: str) -> "PowerCut":
+        variant, colon, sec = text.rpartition(":")
+        try:
+            seconds = float(sec)
+        except ValueError:
+            seconds = -1.0
+        if not colon or not variant or seconds < 0:
+            raise ValueError(f"--power-cut {text!r}: want VARIANT:SECONDS (e.g. base:60)")
+        return cls(variant, seconds)
+
+
+INJECTABLE = ("panic", "hang")     # at the patched kernel's first boot (guest-loop-boot.sh)
+
+
 @dataclass
 class LoopRun:
     """One loop's QEMU run, as the host found it afterwards."""
     out: Path
     run: lab.LabRun
     kernels: dict            # side (base, patched) -> kernel_build.Kernel
+    disk: loop_disk.LoopDisk
     boots: list[dict] = field(default_factory=list)   # ab-boots.jsonl, each with the host's arrival time
     end: dict = field(default_factory=dict)           # ab-end.json
+    faults: list[dict] = field(default_factory=list)  # what the host injected, and when
 
     @property
     def state(self) -> Path:
@@ -104,73 +143,148 @@ class LoopRun:
             raise lab.LabError(f"the loop left no {rel}\n{self.run.tail()}")
         return json.loads(p.read_text())
 
+    def kernel_boots(self) -> list[dict]:
+        """The boot lines, each with its kernel (a variant, or None: the default)."""
+        return [b for b in self.boots if b["event"] == "boot"]
 
-def _watch(path: Path, arrived: list[tuple[float, str]], stop: threading.Event) -> None:
+
+class _Watcher:
     """Each new line of the guest's ab-boots.jsonl with the host's time it
-    was seen (within a second): the guest's own clock counts instructions."""
-    seen = 0
-    while not stop.wait(1):
+    was seen (within a second), and the power cut, when one is asked for,
+    sent through QEMU's monitor at its time."""
+
+    def __init__(self, path: Path, monitor: Path, power_cut: PowerCut | None):
+        self.path, self.monitor, self.power_cut = path, monitor, power_cut
+        self.arrived: list[tuple[float, str]] = []
+        self.faults: list[dict] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _read(self) -> None:
         try:
-            lines = path.read_text().splitlines()
+            lines = self.path.read_text().splitlines()
         except OSError:
-            continue
-        for line in lines[seen:]:
-            arrived.append((time.time(), line))
-        seen = len(lines)
+            return
+        self.arrived += [(time.time(), line) for line in lines[len(self.arrived):]]
+
+    def _due(self) -> float | None:
+        if not self.power_cut or self.faults:
+            return None
+        for t, line in self.arrived:
+            try:
+                b = json.loads(line)
+            except ValueError:
+                continue
+            if b.get("event") == "validate" and b.get("kernel") == self.power_cut.variant:
+                return t + self.power_cut.seconds
+        return None
+
+    def _run(self) -> None:
+        while not self.stop.wait(1):
+            self._read()
+            due = self._due()
+            if due is not None and time.time() >= due:
+                answer = loop_disk.monitor_command(self.monitor, "system_reset")
+                self.faults.append({"fault": "power cut", "how": "QEMU monitor: system_reset", "at": time.time(),
+                                    "variant": self.power_cut.variant, "seconds": self.power_cut.seconds,
+                                    "monitor": answer.strip()[-200:]})
+                say(f"loop: power cut (system_reset) {self.power_cut.seconds:.0f} s into validate at the first boot "
+                    f"of {self.power_cut.variant}")
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        self._read()
 
 
-def run_loop(out: Path, base, patched, boots: int, check_args: list[str], inject_panic: bool = False,
-             cpu: lab.GuestCPU = lab.DEFAULT_CPU, timeout: float = 3600, seed: int = SEED,
-             no_udev: bool = False) -> LoopRun:
-    """The loop in one QEMU run. `base`, `patched`: kernel_build.Kernel.
-    Raises lab.LabError when the guest does not power off within `timeout`
-    or stops before the loop is over."""
-    out.mkdir(parents=True, exist_ok=True)
-    tree = lab.frozen_tree(out)
+def write_loop_config(tree: Path, base, patched, boots: int, check_args: list[str], via: str,
+                      inject: tuple[str, ...], seed: int) -> Path:
+    """The frozen tree's ab-loop/: what the guest's driver reads."""
     loop = tree / "ab-loop"
     loop.mkdir()
     by_variant = {k.variant: k for k in (base, patched)}
     if len(by_variant) != 2:
         raise ValueError("the loop needs two different kernels (an A/A boots one kernel: lab.ab does that)")
     for k in by_variant.values():
-        (loop / f"{k.variant}.build").write_text(build_string(k.bzimage) + "\n")
+        (loop / f"{k.variant}.release").write_text(k.release + "\n")
     (loop / "patched").write_text(patched.variant + "\n")
     (loop / "name").write_text(NAME + "\n")
     (loop / "wheels").mkdir()
     for w in guest_wheels():
         shutil.copy(w, loop / "wheels" / w.name)
     (loop / "config.json").write_text(json.dumps({
-        "name": NAME, "kernels": {side: f"/lab-kernels/{k.variant}/bzImage" for side, k in
-                                  (("base", base), ("patched", patched))}, "boots": boots, "seed": seed,
-        "check_args": check_args, "setup": [FSDAX] if "--rebind" in check_args else [],
-        "inject_panic": inject_panic, "no_udev": no_udev}, indent=1))
+        "name": NAME, "kernels": {"base": base.release, "patched": patched.release},
+        "releases": {k.variant: k.release for k in by_variant.values()}, "boots": boots, "seed": seed,
+        "via": via, "check_args": check_args, "setup": [FSDAX] if "--rebind" in check_args else [],
+        "inject": list(inject)}, indent=1))
+    return loop
+
+
+def run_loop(out: Path, base, patched, boots: int, check_args: list[str], via: str = "kexec",
+             inject: tuple[str, ...] = (), power_cut: PowerCut | None = None,
+             cpu: lab.GuestCPU = lab.DEFAULT_CPU, timeout: float = 3600, seed: int = SEED) -> LoopRun:
+    """The loop in one QEMU run of the loop's guest. `base`, `patched`:
+    kernel_build.Kernel (with their packages). Raises lab.LabError when the
+    guest does not power off within `timeout` (QEMU killed)."""
+    for fault in inject:
+        if fault not in INJECTABLE:
+            raise ValueError(f"unknown fault {fault!r} (known: {', '.join(INJECTABLE)})")
+    out.mkdir(parents=True, exist_ok=True)
+    tree = lab.frozen_tree(out)
+    write_loop_config(tree, base, patched, boots, check_args, via, tuple(inject), seed)
+    disk = loop_disk.disk([base, patched], log=say)
     results = out / "guest"
-    for stale in ("ab-boots.jsonl", "ab-end.json", "ab-start.log", "ab-error.txt", "ab-journal.txt"):
+    results.mkdir(parents=True, exist_ok=True)
+    for stale in ("ab-boots.jsonl", "ab-end.json", "ab-start.log", "ab-error.txt", "ab-journal.txt",
+                  "ab-journal-boots.txt", "guest-run.log", "guest-run.rc", "console.log"):
         (results / stale).unlink(missing_ok=True)
     shutil.rmtree(results / "ab", ignore_errors=True)
-    arrived: list[tuple[float, str]] = []
-    stop = threading.Event()
-    watcher = threading.Thread(target=_watch, args=(results / "ab-boots.jsonl", arrived, stop), daemon=True)
-    watcher.start()
+    for w in (results / "wheel").glob("*.whl"):
+        w.unlink()
+    lab.build_wheel(results / "wheel")
+    overlay = disk.overlay(out / "disk.qcow2")
+    nvdimm = out / "nvdimm.img"
+    with open(nvdimm, "wb") as f:
+        f.truncate(2 << 30)  # sparse
+    sockdir = Path(tempfile.mkdtemp(prefix="nttrace-loop-"))   # a socket's path must be short
+    monitor = sockdir / "monitor"
+    t0 = time.monotonic()
+    proc = subprocess.Popen(loop_disk.qemu_command(overlay, results, tree, nvdimm, monitor, cpu),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
+    watcher = _Watcher(results / "ab-boots.jsonl", monitor, power_cut)
+    timed_out = False
     try:
-        run = lab.run(results, timeout=timeout, kernel=base, systemd=True, cpu=cpu, reboot=True, tree=tree,
-                      shares={f"kernel-{v}": k.directory for v, k in by_variant.items()},
-                      append="nttrace.ab nttrace.boot=firmware")
+        with watcher:
+            while proc.poll() is None:
+                if time.monotonic() - t0 > timeout:
+                    timed_out = True
+                    break
+                time.sleep(0.5)
     finally:
-        stop.set()
-        watcher.join()
-    _watch_once(results / "ab-boots.jsonl", arrived)
-    boots_seen = [{**json.loads(line), "host_time": t} for t, line in arrived]
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        nvdimm.unlink(missing_ok=True)
+        shutil.rmtree(sockdir, ignore_errors=True)
+    qemu_out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+    console = (results / "console.log").read_text(errors="replace") if (results / "console.log").exists() else ""
+    run = lab.LabRun(results, console + qemu_out, time.monotonic() - t0)
+    boots_seen = []
+    for t, line in watcher.arrived:
+        try:
+            boots_seen.append({**json.loads(line), "host_time": t})
+        except ValueError:
+            boots_seen.append({"event": "unreadable", "line": line, "host_time": t})
     end_file = results / "ab-end.json"
-    return LoopRun(out, run, {"base": base, "patched": patched}, boots_seen,
-                   json.loads(end_file.read_text()) if end_file.exists() else {})
-
-
-def _watch_once(path: Path, arrived: list[tuple[float, str]]) -> None:
-    """Lines the watcher had not seen when QEMU exited (the last), stamped now."""
-    if path.exists():
-        lines = path.read_text().splitlines()
-        arrived += [(time.time(), line) for line in lines[len(arrived):]]
+    r = LoopRun(out, run, {"base": base, "patched": patched}, disk, boots_seen,
+                json.loads(end_file.read_text()) if end_file.exists() else {}, watcher.faults)
+    if timed_out:
+        raise lab.LabError(f"the loop's guest did not power off within {timeout:.0f}s; QEMU killed\n{run.tail()}")
+    return r
 
 
 def checks_of(text: str) -> list[str]:
@@ -186,14 +300,17 @@ def main(argv: list[str]) -> int:
     import argparse
     ap = argparse.ArgumentParser(prog="python3 -m lab.ab_loop", description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--base", default="base", help="the default kernel, and the loop's base (default base)")
+    ap.add_argument("--base", default="base", help="the loop's base kernel (default base)")
     ap.add_argument("--patched", default="nt-v3", help="the loop's patched kernel (default nt-v3)")
     ap.add_argument("--boots", type=int, default=4, help="boots a side (default 4)")
+    ap.add_argument("--via", choices=("kexec", "reboot"), default="kexec",
+                    help="how nttrace boots each kernel: kexec, or a reboot through the firmware and grub")
     ap.add_argument("--checks", default="memmap", help="check sets each boot runs: memmap, memremap (default memmap)")
-    ap.add_argument("--inject-panic", action="store_true",
-                    help="the patched kernel's first boot panics (the loop must record it, retry, and complete)")
-    ap.add_argument("--no-udev", action="store_true",
-                    help="stop udevd early in each kexec'd boot (a diagnosis: what it adds to the timings)")
+    ap.add_argument("--inject", action="append", default=[], choices=INJECTABLE,
+                    help="a fault at the patched kernel's first boot: panic (sysrq c) or hang (PID 1 stopped); "
+                         "the loop must come back through the reset it set up, record it and complete")
+    ap.add_argument("--power-cut", metavar="VARIANT:SECONDS", type=PowerCut.parse,
+                    help="QEMU's system_reset SECONDS after validate began at the first boot of that kernel")
     ap.add_argument("--icount", default=lab.MEASURE_CPU.icount or "off",
                     help="QEMU -icount for the guest clock, or off (default %(default)s, lab.ab's)")
     ap.add_argument("--vcpus", type=int, default=lab.MEASURE_CPU.vcpus, help="guest vCPUs (default %(default)s)")
@@ -219,30 +336,34 @@ def main(argv: list[str]) -> int:
         return 1
     cpu = lab.GuestCPU(args.vcpus, None if args.icount == "off" else args.icount)
     timeout = args.timeout or 900 * (2 * args.boots + 3)
-    say(f"loop: {base.variant} against {patched.variant}, {args.boots} boots a side, checks {args.checks}; "
-        f"{cpu.describe()}; bound {timeout:.0f} s")
+    say(f"loop: {base.release} against {patched.release}, {args.boots} boots a side via {args.via}, checks "
+        f"{args.checks}; {cpu.describe()}; bound {timeout:.0f} s")
     t0 = time.time()
     try:
-        r = run_loop(out, base, patched, args.boots, check_args, args.inject_panic, cpu, timeout, args.seed,
-                     args.no_udev)
+        r = run_loop(out, base, patched, args.boots, check_args, args.via, tuple(args.inject), args.power_cut,
+                     cpu, timeout, args.seed)
         error = None
     except lab.LabError as exc:
         r, error = None, str(exc)
     wall = time.time() - t0
-    boots = [b for b in (r.boots if r else []) if b["event"] == "boot"]
+    boots = r.kernel_boots() if r else []
     marks = [b["host_time"] for b in boots] + [t0 + wall]
     run_json = {
-        "base": base.variant, "patched": patched.variant, "boots_a_side": args.boots, "checks": check_args,
-        "inject_panic": args.inject_panic, "no_udev": args.no_udev, "seed": args.seed, "cpu": cpu.describe(),
+        "base": base.variant, "patched": patched.variant, "boots_a_side": args.boots, "via": args.via,
+        "checks": check_args, "inject": args.inject, "power_cut": vars(args.power_cut) if args.power_cut else None,
+        "seed": args.seed, "cpu": cpu.describe(),
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name,
-                     "build": build_string(k.bzimage)} for k in (base, patched)],
+                     "build": build_string(k.bzimage), "debs": [d.name for d in k.debs]} for k in (base, patched)],
+        "disk": ({"directory": str(r.disk.directory), **{k: r.disk.info[k] for k in
+                  ("stock_release", "releases", "host_build_s", "install_boot_s")}} if r else None),
         "wall_s": round(wall, 1),
         # each boot's host seconds: from its line (early in the boot) to the
         # next boot's, the last to QEMU's exit; the first line comes after
-        # the firmware boot's start, kernel and systemd: before_first_boot_s
+        # the firmware, grub, the kernel and systemd's early boot: before_first_boot_s
         "before_first_boot_s": round(boots[0]["host_time"] - t0, 1) if boots else None,
-        "boots": [{"kernel": b.get("kernel"), "booted_by": b.get("booted_by"),
+        "boots": [{"kernel": b.get("kernel"), "release": b.get("release"), "booted_by": b.get("booted_by"),
                    "host_s": round(marks[i + 1] - b["host_time"], 1)} for i, b in enumerate(boots)],
+        "faults": r.faults if r else None,
         "end": r.end if r else None, "error": error,
         "finished": time.strftime("%F %T"), "machine": conditions.cpu_policy()["cpu"],
         # the guest ran the tree frozen at the start and the wheel built then:

@@ -6,9 +6,6 @@
 # as well it runs the Debian package's scenario instead (guest_deb.py, with
 # Debian's python3: the package is what it installs). Every step is bounded.
 set -u
-# nttrace.ab on the command line: the A/B loop's guest (guest-ab.sh), which
-# boots many times in one QEMU run and powers off only once the loop is over
-case " $(cat /proc/cmdline) " in *" nttrace.ab "*) exec sh /nttrace/lab/guest-ab.sh ;; esac
 mkdir -p /nttrace /results
 mountpoint -q /nttrace || mount -t 9p -o trans=virtio,version=9p2000.L,ro nttrace /nttrace
 mountpoint -q /results || mount -t 9p -o trans=virtio,version=9p2000.L results /results

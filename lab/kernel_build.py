@@ -25,7 +25,13 @@ Cache ($NTTRACE_KERNEL_CACHE, default /var/cache/nttrace-kernel):
   work/<variant>/build make O= output, kept: a changed input rebuilds only
                        what depends on it
   kernels/<variant>-<key>/  bzImage, modules/<release>/ (with build/ holding
-                       the headers bcc needs), build.json; `complete` last
+                       the headers bcc needs), debs/ (linux-image-<release>
+                       and linux-headers-<release>, made by the kernel's own
+                       `make bindeb-pkg`), build.json; `complete` last
+Each variant has a release of its own, 7.2.13-nttrace-<variant>
+(LOCALVERSION): installed side by side as packages, two variants keep
+their own /boot/vmlinuz-R, /lib/modules/R and headers, as two kernels on a
+real machine must (nttrace ab refuses two kernels that share them).
 The key hashes the source package, the config inputs, the patches' diffs and
 the fixups, and the compiler: anything else (a reworded review reply, a
 test) does not rebuild a kernel.
@@ -132,6 +138,11 @@ class Kernel:
     modules: Path          # holds <release>/ (modules_install output + build/ headers)
     info: dict
 
+    @property
+    def debs(self) -> list[Path]:
+        """linux-image-R and linux-headers-R, as `make bindeb-pkg` made them."""
+        return sorted((self.directory / "debs").glob("*.deb"))
+
     @classmethod
     def read(cls, d: Path) -> "Kernel":
         info = json.loads((d / "build.json").read_text())
@@ -236,6 +247,7 @@ def variant_key(variant: Variant, deb: Path) -> tuple[str, list[dict]]:
     h.update(f"source {deb.name} {deb.stat().st_size}\n".encode())
     h.update(b"config\0" + LAB_CONFIG.inputs())
     h.update(b"builder\0" + BUILD_RECIPE.encode())
+    h.update(f"localversion {localversion(variant)}\n".encode())
     h.update(f"gcc {compiler_version()}\n".encode())
     plan = []
     for s in variant.series:
@@ -249,7 +261,13 @@ def variant_key(variant: Variant, deb: Path) -> tuple[str, list[dict]]:
 
 
 # The steps below, as text: a change to how a kernel is built changes the key.
-BUILD_RECIPE = "bzImage modules;modules_install strip;headers v1"
+BUILD_RECIPE = "bindeb-pkg -d nokerneldbg KDEB_COMPRESS=gzip;modules_install strip;headers v1"
+
+
+def localversion(variant: Variant) -> str:
+    """What the variant's release adds to the source's (7.2.13 ->
+    7.2.13-nttrace-nt-v3): one release per variant."""
+    return f"-nttrace-{variant.name}"
 
 
 # -- patching -----------------------------------------------------------------
@@ -391,10 +409,48 @@ def configure(src: Path, build: Path, log: Path, variant: str, config: KernelCon
                                "olddefconfig: " + "; ".join(problems[:5]))
 
 
-def make_command(build: Path, config: KernelConfig, jobs: int = JOBS) -> list[str]:
-    """The build step proper: what `build` runs."""
-    return ["make", f"-j{jobs}", f"O={build}", *([f"KCFLAGS={config.kcflags}"] if config.kcflags else []),
-            "bzImage", "modules"]
+# `make bindeb-pkg` without the -dbg package (a copy of every object's
+# debug info, which nothing of the lab reads: BTF is in the image), its
+# packages gzip-compressed (dpkg-deb's xz is the slowest step of a package
+# build that compiles nothing), and without dpkg-buildpackage's check of the
+# Build-Depends it writes (libdw-dev, rsync: what a build of every config
+# may need; this one needs the tools conftest's kernel-build capability lists)
+DEB_PROFILES = "pkg.linux-upstream.nokerneldbg"
+DEB_COMPRESS = "gzip"
+
+
+def make_command(build: Path, config: KernelConfig, variant: Variant, jobs: int = JOBS) -> list[str]:
+    """The build step proper: the kernel's own `make bindeb-pkg`, which
+    builds vmlinux, bzImage and the modules (its debian/rules runs `make
+    all`) and packages them as linux-image-R and linux-headers-R (and
+    linux-libc-dev, which the lab does not use), written beside the build
+    directory. One build for the packages and the bzImage the lab boots
+    directly, so the two are the same link of the same objects."""
+    return ["make", f"-j{jobs}", f"O={build}", f"LOCALVERSION={localversion(variant)}",
+            *([f"KCFLAGS={config.kcflags}"] if config.kcflags else []),
+            f"DPKG_FLAGS=-d -P{DEB_PROFILES}", f"KDEB_COMPRESS={DEB_COMPRESS}", "bindeb-pkg"]
+
+
+def _packages_out(work: Path) -> list[Path]:
+    """What dpkg-buildpackage leaves beside the build directory."""
+    return [p for pat in ("*.deb", "*.buildinfo", "*.changes") for p in work.glob(pat)]
+
+
+def keep_packages(work: Path, out: Path, release: str, log: Path, variant: str) -> list[Path]:
+    """linux-image-R and linux-headers-R moved into out/debs; the rest of
+    what dpkg-buildpackage wrote removed."""
+    debs = out / "debs"
+    debs.mkdir()
+    kept = []
+    for name in (f"linux-image-{release}", f"linux-headers-{release}"):
+        found = sorted(work.glob(f"{name}_*.deb"))
+        if len(found) != 1:
+            raise KernelBuildError(variant, "bindeb-pkg", log, f"want one {name}_*.deb in {work}, found "
+                                   f"{[p.name for p in found] or 'none'}")
+        kept.append(found[0].rename(debs / found[0].name))
+    for p in _packages_out(work):
+        p.unlink()
+    return kept
 
 
 def config_values(text: str) -> dict[str, str]:
@@ -423,7 +479,8 @@ def install(src: Path, build: Path, out: Path, log: Path, variant: str) -> str:
     release = (build / "include/config/kernel.release").read_text().strip()
     shutil.copy2(build / "arch/x86/boot/bzImage", out / "bzImage")
     staging = out / "modules-staging"
-    run_step(["make", "-s", f"O={build}", f"INSTALL_MOD_PATH={staging}", "INSTALL_MOD_STRIP=1", "modules_install"],
+    run_step(["make", "-s", f"O={build}", f"KERNELRELEASE={release}", f"INSTALL_MOD_PATH={staging}",
+              "INSTALL_MOD_STRIP=1", "modules_install"],
          log, variant, "modules_install", cwd=src, timeout=900)
     mods = staging / "lib" / "modules" / release
     if not (mods / "modules.dep").exists() or not (mods / "modules.builtin").exists():
@@ -508,27 +565,43 @@ def _build(variant: Variant, timeout: float) -> Kernel:
     previous.write_text(json.dumps(touched))
     bdir = work / "build"
     configure(work / "src", bdir, log, variant.name)
+    for stale in _packages_out(work):     # an earlier build's packages are not this one's
+        stale.unlink()
     t_build = time.monotonic()
-    run_step(make_command(bdir, LAB_CONFIG), log, variant.name, "build (make bzImage modules)", cwd=work / "src",
-         timeout=timeout)
+    run_step(make_command(bdir, LAB_CONFIG, variant), log, variant.name, "build (make bindeb-pkg)",
+             cwd=work / "src", timeout=timeout)
     build_s = time.monotonic() - t_build
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     release = install(work / "src", bdir, out, log, variant.name)
+    debs = keep_packages(work, out, release, log, variant.name)
     info = {"variant": variant.name, "key": key, "release": release, "source": deb.name,
             "series": [f"{i['series'].path().name} {i['series'].version} {i['patch'].number}/{i['patch'].total}"
                        + (f" + {', '.join(f.name for f in i['fixups'])}" if i["fixups"] else "") for i in plan],
-            "patched_files": touched, "applied_with_fuzz": list(FUZZED), "build_s": round(build_s, 1), "total_s": round(time.monotonic() - t0, 1),
+            "patched_files": touched, "applied_with_fuzz": list(FUZZED), "debs": [d.name for d in debs],
+            "build_s": round(build_s, 1), "total_s": round(time.monotonic() - t0, 1),
             "jobs": JOBS, "compiler": compiler_version(), "built_at": time.strftime("%F %T")}
     (out / "build.json").write_text(json.dumps(info, indent=1))
     shutil.copy2(bdir / ".config", out / "config")
     shutil.copy2(log, out / "build.log")
     (out / "complete").write_text(time.strftime("%F %T\n"))
-    # Older keys of this variant are superseded: keep the cache to one each.
-    for old in (CACHE / "kernels").glob(f"{variant.name}-*"):
-        if old != out and not old.name.removeprefix(f"{variant.name}-").count("-"):
-            shutil.rmtree(old, ignore_errors=True)
+    prune_superseded(variant.name, out)
     return Kernel.read(out)
+
+
+def prune_superseded(name: str, current: Path) -> list[Path]:
+    """Older keys of the variant are superseded: the cache keeps two a
+    variant, `current` and the newest complete one before it, which a test
+    session that started before the inputs changed may still be booting.
+    Returns what it removed."""
+    older = [d for d in current.parent.glob(f"{name}-*")
+             if d != current and not d.name.removeprefix(f"{name}-").count("-")]
+    complete = sorted((d for d in older if (d / "complete").exists()),
+                      key=lambda d: (d / "complete").stat().st_mtime, reverse=True)
+    removed = [d for d in older if d not in complete[:1]]
+    for old in removed:
+        shutil.rmtree(old, ignore_errors=True)
+    return removed
 
 
 def variant(arg: str) -> Variant:

@@ -45,13 +45,16 @@ def _binary(name):
 
 
 def _qemu():
-    missing = [b for b in ("qemu-system-x86_64", "debootstrap", "mkfs.ext2") if not shutil.which(b)]
+    missing = [b for b in ("qemu-system-x86_64", "qemu-img", "debootstrap", "mkfs.ext2", "mkfs.ext4")
+               if not shutil.which(b)]
     return not missing, ("missing " + ", ".join(missing)) if missing else "qemu-system-x86_64, debootstrap"
 
 
 def _kernel_build():
-    missing = [b for b in ("gcc", "make", "flex", "bison", "bc", "pahole", "patch", "apt-get", "dpkg-deb")
-               if not shutil.which(b)]
+    # dpkg-buildpackage (dpkg-dev), dh_builddeb (debhelper) and rsync (its headers_install): `make
+    # bindeb-pkg`, each kernel's packages
+    missing = [b for b in ("gcc", "make", "flex", "bison", "bc", "pahole", "patch", "apt-get", "dpkg-deb",
+                           "dpkg-buildpackage", "dh_builddeb", "rsync") if not shutil.which(b)]
     if not Path("/usr/include/libelf.h").exists():
         missing.append("libelf-dev")
     return not missing, ("missing " + ", ".join(missing)) if missing else "kernel build tools present"

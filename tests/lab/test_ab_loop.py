@@ -1,19 +1,30 @@
-"""`nttrace ab` proven in the lab: ONE QEMU run (lab/ab_loop.py) in which the
-guest boots the base kernel, runs `nttrace ab start` with the lab's base and
-nt-v3 kernels, two boots a side, and kexecs between them; the patched
-kernel's first boot panics for real (sysrq c at boot; QEMU resets into its
-default kernel, base, as firmware would), and the loop must record that
-failed boot, boot the slot once more and complete; at its end the guest is
-back on its default kernel with nothing of the loop left enabled. The tests
-read the loop's own state directory and report, copied out by the guest.
+"""`nttrace ab` proven in the lab, on a guest that boots like a server
+(lab/loop_disk.py: firmware and grub from its own disk, Debian's stock
+kernel as grub's default entry, base and nt-v3 installed as the packages
+`make bindeb-pkg` made, with releases of their own, ext4, an i6300ESB
+watchdog). The lab gives the loop nothing: no command line, no module
+tree, no reset of its own; its hands in it are the faults it injects.
 
-Each boot checks the memmap path only (kernel.memmap_latency over a few
-rebinds of an fsdax namespace): the series' path, and little else for the
-guest to spend time on. Two boots a side prove the machinery, not a change:
-the report says no figure is testable at 2/2 runs, as it must.
+Two QEMU runs (lab/ab_loop.py), one boot a side each:
+- `--via kexec`, with a power cut (QEMU's system_reset from its monitor)
+  while the base kernel's boot runs validate: the run is cut, redone at the
+  next boot, and the loop completes on an ext4 root; and, where nttrace sets
+  up its own reset (tracer/ab/reset.py), a panic at the patched kernel's
+  first boot, reset by the panic= nttrace put on the kexec command line;
+- `--via reboot` (grub-reboot and a reboot through the firmware), and,
+  where nttrace sets up its own reset, a hang at the patched kernel's first
+  boot (PID 1 stopped: nothing feeds the watchdog), reset by the watchdog
+  nttrace armed.
+At each end the machine is back on its default kernel, with nothing of
+the loop left enabled. The tests read the loop's own state directory and
+report, copied out by the guest, and the lab's own record of each boot.
+
+One boot a side proves the machinery, not a change: the report says no
+figure is testable at 1/1 runs, as it must.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -25,70 +36,118 @@ import pytest
 from conftest import SELECTED, has, lab_kernel
 from lab import ab_loop
 from lab import lab as labmod
+from lab import loop_disk
 from lab_boots import POOL, Boot
 from nttrace.validate.ab_text import verdict
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu", "kernel-build", "seeds")]
 
-BOOTS = 2
+BOOTS = 1
 RUNS = 3           # rebinds a boot: enough for the check's figures, few for the guest's time
-KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", "/var/cache/nttrace-lab/kernels-last-run")) / "ab-loop"
-# one bound for the whole QEMU run: first boot, 2 + 2 slots, the failed boot, the last reboot
+KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", "/var/cache/nttrace-lab/kernels-last-run"))
 TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
+# nttrace sets up its own reset for the loop (panic= on the kexec command
+# line, a sysctl.d drop-in, the watchdog armed through systemd): without it
+# an injected panic or hang would stop the guest until the run's bound.
+RESET = importlib.util.find_spec("nttrace.ab.reset") is not None
+NEEDS_RESET = pytest.mark.skipif(not RESET, reason="nttrace ab sets up no reset of its own here "
+                                 "(no nttrace.ab.reset): an injected panic or hang would never come back")
+# The power cut: 5 s after the loop's step said it runs validate at the
+# base kernel's boot (validate takes about 20 s there under TCG)
+POWER_CUT = ab_loop.PowerCut("base", 5)
+RUN_ARGS = {
+    "kexec": {"via": "kexec", "power_cut": POWER_CUT, "inject": ("panic",) if RESET else ()},
+    "reboot": {"via": "reboot", "power_cut": None, "inject": ("hang",) if RESET else ()},
+}
 
 
 def _wanted() -> bool:
     return any("test_ab_loop.py" in n for n in SELECTED) and has("kernel-build", "seeds")
 
 
-def _kernels():
-    return lab_kernel("base"), lab_kernel("nt-v3")
-
-
-def _loop(kernels):
-    """The LoopRun, or the error that stopped a build or the run."""
+def _prepare():
+    """The kernels, then the disk they are installed on (built once for both runs)."""
+    kernels = lab_kernel("base"), lab_kernel("nt-v3")
     for k in kernels:
         if isinstance(k, Exception):
             return k
-    shutil.rmtree(KEEP, ignore_errors=True)
     try:
-        return ab_loop.run_loop(KEEP, *kernels, boots=BOOTS, inject_panic=True, timeout=TIMEOUT,
-                                check_args=[*ab_loop.MEMMAP, "--runs", str(RUNS), "--wait-quiet", "60"])
+        loop_disk.disk(list(kernels))
     except labmod.LabError as exc:
         return exc
+    return kernels
 
 
-# The run's time on epyc-vm, 2026-12-06, from the wheel's build to QEMU's
-# exit, 9 boots: 338 s (770d864; 548 s at baf1d45 beside the 4+4 loop's
-# guest and a CI run): the pool starts the longest guest first.
-SECONDS = 338
-POOL.register(Boot("ab-loop", _wanted, _loop, prepare=_kernels, seconds=SECONDS))
+def _loop(via: str):
+    def run(prepared):
+        if isinstance(prepared, Exception):
+            return prepared
+        out = KEEP / f"ab-loop-{via}"
+        shutil.rmtree(out, ignore_errors=True)
+        try:
+            return ab_loop.run_loop(out, *prepared, boots=BOOTS, timeout=TIMEOUT, **RUN_ARGS[via],
+                                    check_args=[*ab_loop.MEMMAP, "--runs", str(RUNS), "--wait-quiet", "60"])
+        except labmod.LabError as exc:
+            return exc
+    return run
 
 
-@pytest.fixture(scope="module")
-def loop():
-    r = POOL.result("ab-loop")
+# Each run's time on this 2-core Xeon VM, from the wheel's build to QEMU's
+# exit (the disk built before): the pool starts the longest guest first.
+SECONDS = {"kexec": 600, "reboot": 600}
+for _via in RUN_ARGS:
+    POOL.register(Boot(f"ab-loop-{_via}", _wanted, _loop(_via), prepare=_prepare, seconds=SECONDS[_via]))
+
+
+@pytest.fixture(scope="module", params=list(RUN_ARGS))
+def loop(request):
+    r = POOL.result(f"ab-loop-{request.param}")
     if isinstance(r, Exception):
         raise r
     return r
 
 
 @pytest.fixture(scope="module")
-def report(loop):
+def kexec_loop():
+    r = POOL.result("ab-loop-kexec")
+    if isinstance(r, Exception):
+        raise r
+    return r
+
+
+@pytest.fixture(scope="module")
+def reboot_loop():
+    r = POOL.result("ab-loop-reboot")
+    if isinstance(r, Exception):
+        raise r
+    return r
+
+
+def _report(loop) -> dict:
     return loop.json("report/ab.json")
 
 
-def test_the_loop_completes_and_the_guest_ends_on_its_default_kernel(loop):
+def _via(loop) -> str:
+    return "reboot" if loop.out.name.endswith("reboot") else "kexec"
+
+
+def test_the_loop_completes_and_the_machine_ends_on_its_default_kernel(loop):
     end = loop.end
-    assert end["why"] == "complete, back on the default kernel", loop.run.tail()
+    assert end.get("why") == "complete, back on the default kernel", loop.run.tail()
     assert end["status"]["state"] == "complete" and end["status"]["done"] == 2 * BOOTS, end["status"]
-    # base is QEMU's -kernel: after the loop's last reboot the guest came up on it
-    assert (end["kernel"], end["booted_by"]) == ("base", "firmware"), end
-    assert "nttrace.boot=firmware" in end["cmdline"].split()
-    # nothing of the loop left enabled or loaded
-    assert not end["status"]["unit_installed"], end
+    # grub's default entry, Debian's stock kernel, through the firmware
+    assert (end["kernel"], end["release"], end["booted_by"]) == (None, loop.disk.stock_release, "firmware"), end
+
+
+def test_nothing_of_the_loop_is_left_on_the_machine(loop):
+    end = loop.end
+    assert not end["status"]["unit_installed"], end["status"]
     assert not [u for u in end["unit_files"] if u.startswith("nttrace-ab")] and not end["enabled"], end
     assert end["kexec_loaded"] == "0", end
+    assert end["dropins"] == [], end["dropins"]
+    assert "RuntimeWatchdogUSec=0" in end["watchdog"], end["watchdog"]
+    # no one-shot entry left for grub: the next boot is the default one
+    assert not [v for v in end["grubenv"] if v.startswith("next_entry=") and v != "next_entry="], end["grubenv"]
 
 
 def test_the_loop_writes_its_report_in_every_format(loop):
@@ -96,24 +155,24 @@ def test_the_loop_writes_its_report_in_every_format(loop):
         (loop.run.results / "ab-journal.txt").read_text()[-3000:]
 
 
-def test_the_report_keeps_two_runs_a_side_of_each_kernel(loop, report):
-    lp = report["loop"]
-    assert lp["state"] == "complete" and lp["via"] == "kexec", lp
+def test_the_kernels_are_the_installed_packages_with_releases_of_their_own(loop):
+    lp = _report(loop)["loop"]
+    assert lp["state"] == "complete" and lp["via"] == _via(loop), lp
     assert {side: (r["kept"], r["planned"]) for side, r in lp["runs"].items()} == \
         {"base": (BOOTS, BOOTS), "patched": (BOOTS, BOOTS)}, lp["runs"]
-    # the kernels: the lab's base and nt-v3, one release, told apart by their build strings
     kernels = lp["kernels"]
-    assert kernels["base"]["release"] == kernels["patched"]["release"] == loop.kernels["base"].release, kernels
     for side in ("base", "patched"):
-        assert kernels[side]["image"] == f"/lab-kernels/{loop.kernels[side].variant}/bzImage", kernels[side]
-        assert kernels[side]["build"].endswith(ab_loop.build_string(loop.kernels[side].bzimage)), kernels[side]
-    assert kernels["base"]["build"] != kernels["patched"]["build"]
+        release = loop.kernels[side].release
+        assert release == f"7.2.13-nttrace-{loop.kernels[side].variant}"
+        assert (kernels[side]["release"], kernels[side]["image"]) == (release, f"/boot/vmlinuz-{release}"), kernels
+        assert loop.disk.releases[loop.kernels[side].variant] == release
+    assert kernels["base"]["release"] != kernels["patched"]["release"]
 
 
 def test_each_run_was_taken_on_its_sides_kernel(loop):
     """Each kept run's boot (its boot id) is one the guest's early unit saw
     running that side's kernel: the lab's own account, not the loop's."""
-    variant_at = {b["boot_id"]: b["kernel"] for b in loop.boots if b["event"] == "boot"}
+    variant_at = {b["boot_id"]: b["kernel"] for b in loop.kernel_boots()}
     runs = [json.loads(f.read_text()) for f in sorted((loop.state / "runs").glob("*.json"))]
     assert len(runs) == 2 * BOOTS
     for run in runs:
@@ -124,55 +183,98 @@ def test_each_run_was_taken_on_its_sides_kernel(loop):
         assert memmap["evidence"]["runs"] == RUNS and memmap["evidence"]["mode"] == "fsdax", memmap["summary"]
 
 
-def test_the_boots_came_in_the_schedules_order(loop, report):
-    """The kernels the guest's early unit found at each boot are the
-    schedule's, slot by slot: the first boot (the default, before the loop),
-    then each slot's kernel (the failed one: the patched kernel that
-    panicked, the default that the reset brought up, the patched kernel
-    again), and the default at the end."""
-    schedule = sorted(report["loop"]["schedule"], key=lambda s: s["slot"])
+def test_the_boots_came_in_the_schedules_order(loop):
+    """The kernels the guest's early unit found at each boot, and how each
+    was reached (grub marks what it boots with BOOT_IMAGE=), are the
+    schedule's, slot by slot: the default kernel first (through the
+    firmware), then each slot's kernel (by kexec, or through the firmware
+    and grub's one-shot entry); a boot that did not end in a run (a fault
+    the lab injected) is followed by the default kernel, through the
+    firmware, and the slot's kernel again; the default kernel at the end."""
+    lp = _report(loop)["loop"]
+    schedule = sorted(lp["schedule"], key=lambda s: s["slot"])
     variant = {side: k.variant for side, k in loop.kernels.items()}
-    failed = {b["slot"] for b in report["loop"]["failed_boots"]}
-    expected = [("base", "firmware")]
+    how = "kexec" if _via(loop) == "kexec" else "firmware"
+    cut = {f["variant"] for f in loop.faults}
+    injected = {b["kernel"] for b in loop.boots if b["event"] == "inject"}
+    expected = [(None, "firmware")]
     for s in schedule:
-        if s["slot"] in failed:
-            expected += [(variant[s["side"]], "kexec"), ("base", "firmware")]
-        expected.append((variant[s["side"]], "kexec"))
-    expected.append(("base", "firmware"))
-    seen = [(b["kernel"], b["booted_by"]) for b in loop.boots if b["event"] == "boot"]
-    assert seen == expected, (seen, report["loop"]["order"])
-    # interleaved: each round holds one boot of each side
-    rounds: dict = {}
-    for s in schedule:
-        rounds.setdefault(s["round"], []).append(s["side"])
-    assert sorted(rounds) == list(range(1, BOOTS + 1)) and all(sorted(v) == ["base", "patched"] for v in rounds.values())
+        v = variant[s["side"]]
+        if v in cut | injected:
+            expected += [(v, how), (None, "firmware")]
+        expected.append((v, how))
+    expected.append((None, "firmware"))
+    seen = [(b["kernel"], b["booted_by"]) for b in loop.kernel_boots()]
+    assert seen == expected, (seen, lp["order"])
 
 
-def test_the_panicking_boot_is_recorded_retried_once_and_the_loop_goes_on(loop, report):
-    failed = report["loop"]["failed_boots"]
-    assert len(failed) == 1, failed
-    f = failed[0]
-    builds = report["loop"]["kernels"]
-    assert f["side"] == "patched" and not f["slot_given_up"], f
-    # expected the patched kernel; found the default one, which the reset brought up
-    assert (f["expected"]["build"], f["found"]["build"]) == (builds["patched"]["build"], builds["base"]["build"]), f
-    slot = loop.json("state.json")["slots"][str(f["slot"])]
-    assert slot["attempts"] == 2 and slot["outcome"] == "run", slot
-    # it was a real panic, once
-    console = loop.run.console
-    assert console.count("nttrace-lab: injected panic at the first boot of nt-v3") == 1
-    assert re.search(r"Kernel panic - not syncing: sysrq triggered crash", console), loop.run.tail()
-    assert loop.end["panicked_marker"]
-
-
-def test_two_runs_a_side_are_not_tested_and_the_report_says_so(loop, report):
-    """validate's rules hold in the loop's report: at 2 runs a side no
-    figure can reach its alpha, so none is tested, and the text says so."""
-    rows = report["ab"]["baseline_comparison"]
+def test_one_run_a_side_is_not_tested_and_the_report_says_so(loop):
+    """validate's rules hold in the loop's report: one run a side gives no
+    spread to test a difference against, so no figure is tested, and the
+    report says so."""
+    rows = _report(loop)["ab"]["baseline_comparison"]
     tested = [r for r in rows if r["role"] in ("primary", "secondary")]
     assert any(r["role"] == "primary" and r["check"] == "kernel.memmap_latency" for r in tested), rows
     for r in tested:
         assert r["runs"] == [BOOTS, BOOTS] and not r["stats"]["significant"], r
-        assert verdict(r) == f"not testable at {BOOTS}/{BOOTS} runs", (r["label"], r["stats"]["verdict"])
-    text = (loop.state / "report" / "ab.txt").read_text()
-    assert f"not testable at {BOOTS}/{BOOTS} runs" in text, text
+        assert verdict(r) == "not tested: 1 run a side", (r["label"], r["stats"]["verdict"])
+
+
+# -- the faults -----------------------------------------------------------------
+def _console_between(loop, start_marker: str) -> str:
+    """The console from the line holding start_marker to the next boot's line."""
+    text = loop.run.console
+    i = text.index(start_marker)
+    j = text.find("nttrace-lab: boot: ", i + len(start_marker))
+    return text[i:j if j >= 0 else len(text)]
+
+
+def test_a_power_cut_while_validate_runs_is_a_run_redone_and_the_loop_completes(kexec_loop):
+    loop = kexec_loop
+    assert [f["fault"] for f in loop.faults] == ["power cut"], loop.faults
+    st = loop.end["status"]
+    # the cut came during validate: the run was cut short and redone, not a failed boot
+    assert st["runs_redone"] == 1 and not st["failures"], st
+    base_boots = [b for b in loop.kernel_boots() if b["kernel"] == "base"]
+    assert len(base_boots) == 2 and base_boots[0]["boot_id"] != base_boots[1]["boot_id"], base_boots
+    # a power cut: the kernel said nothing of a reboot or a panic before the next boot
+    after = _console_between(loop, "nttrace-lab: boot: kernel base")
+    assert "reboot: Restarting system" not in after and "Kernel panic" not in after, after[-3000:]
+
+
+@NEEDS_RESET
+def test_a_panic_at_a_patched_boot_is_reset_by_the_panic_setting_nttrace_made(kexec_loop):
+    loop = kexec_loop
+    lp = _report(loop)["loop"]
+    failed = lp["failed_boots"]
+    assert len(failed) == 1 and failed[0]["side"] == "patched" and not failed[0]["slot_given_up"], failed
+    assert loop.end["injected"] == ["panic"], loop.end
+    # a real panic, once; the kernel rebooted itself after nttrace's panic=N
+    panic = _console_between(loop, "nttrace-lab: injected panic at the first boot of nt-v3")
+    assert "Kernel panic - not syncing: sysrq triggered crash" in panic, panic[-3000:]
+    m = re.search(r"Rebooting in (\d+) seconds", panic)
+    assert m, panic[-3000:]
+    sched_reset = loop.json("schedule.json")["reset"]
+    assert f"panic={m[1]}" in sched_reset["cmdline_added"], sched_reset
+    assert sched_reset["text"] in (loop.state / "report" / "ab.txt").read_text()
+
+
+@NEEDS_RESET
+def test_a_hang_at_a_patched_boot_is_reset_by_the_watchdog_nttrace_armed(reboot_loop):
+    loop = reboot_loop
+    lp = _report(loop)["loop"]
+    failed = lp["failed_boots"]
+    assert len(failed) == 1 and failed[0]["side"] == "patched" and not failed[0]["slot_given_up"], failed
+    assert loop.end["injected"] == ["hang"], loop.end
+    sched_reset = loop.json("schedule.json")["reset"]
+    wd = sched_reset["watchdog"]
+    assert wd and wd["driver"] == "i6300esb" and wd["device"].startswith("/dev/watchdog"), sched_reset
+    # nothing in the guest rebooted it: no kernel reboot, no panic, between
+    # the hang and the next boot; only the watchdog's reset brought it back
+    hung = _console_between(loop, "nttrace-lab: injected hang at the first boot of nt-v3")
+    assert "reboot: Restarting system" not in hung and "Kernel panic" not in hung, hung[-3000:]
+    inject = next(b for b in loop.boots if b["event"] == "inject")
+    after = [b for b in loop.kernel_boots() if b["host_time"] > inject["host_time"]][0]
+    assert after["kernel"] is None and after["booted_by"] == "firmware", after
+    # the reset came no sooner than the watchdog's runtime timeout after the hang
+    assert after["host_time"] - inject["host_time"] >= wd["runtime_s"] - 2, (inject, after, wd)

@@ -107,5 +107,5 @@ def test_a_build_that_breaks_fails_its_step_with_the_log(tmp_path):
             " // SPDX-License-Identifier: GPL-2.0\n #include \"relocs.h\"\n \n")
     f = _series_file(tmp_path, "inject-build", diff)
     err = _inject(tmp_path, "inject-build", kernel_build.Series(str(f), "v1"), bound_s=600)
-    assert err.step == "build (make bzImage modules)"
+    assert err.step == "build (make bindeb-pkg)"
     assert "nttrace test: an injected build failure" in str(err)
