@@ -430,3 +430,21 @@ def test_a_first_boot_whose_state_cannot_be_written_is_a_failed_start_not_a_trac
     monkeypatch.setattr(loop_module.Loop, "save_state", full)
     assert step.begin(loop, sim.machine()) == 1          # `ab start` then removes the loop and exits 3
     assert sim.finished == [False] and sim.asked == []
+
+
+def test_the_last_step_asks_for_the_reboot_before_it_removes_its_unit(tmp_path, monkeypatch):
+    """Removing the unit reloads systemd, which then holds the running step
+    to its default start timeout and may kill it: the reboot is asked for
+    first. On a fault (no reboot) the unit goes first, then what is pending."""
+    from nttrace.ab import boot as boot_mod, step as step_mod, unit as unit_mod
+    order = []
+    monkeypatch.setattr(unit_mod, "remove", lambda name: order.append("unit removed") or ["disabled and removed"])
+    monkeypatch.setattr(boot_mod.Booter, "clear", lambda self: order.append("cleared") or ["kexec -u"])
+    monkeypatch.setattr(boot_mod.Booter, "_must", lambda self, cmd: order.append(" ".join(cmd)))
+    from nttrace.ab.loop import Loop
+    m = step_mod.real_machine(Loop(tmp_path / "lab"), {"via": "kexec"})
+    assert m.finish(True) == ["kexec -u", "systemctl reboot (the default kernel)", "disabled and removed"]
+    assert order == ["cleared", "systemctl --no-block reboot", "unit removed"]
+    order.clear()
+    assert m.finish(False) == ["disabled and removed", "kexec -u"]
+    assert order == ["unit removed", "cleared"]

@@ -170,8 +170,10 @@ class Booter:
                             f"{NOT_CLEARED}the {loader.kind} one-shot entry may stay set ({Path(cmd[0]).name}: {why})")
         return done
 
-    def reboot_default(self) -> None:
+    def reboot_default(self) -> list[str]:
+        """Clear what is pending, then reboot; returns what clear() did."""
         done = self.clear()
         if not all_cleared(done):        # a reboot now could boot what is still pending
             raise RuntimeError("; ".join(done))
         self._must(["systemctl", "--no-block", "reboot"])
+        return done

@@ -145,11 +145,15 @@ def real_machine(loop: Loop, sched: dict) -> Machine:
     booter = boot.Booter(sched["via"])
 
     def finish(reboot: bool) -> list:
-        done = unit.remove(loop.name) + booter.clear()
+        # The reboot is asked for before the unit goes: removing the unit
+        # reloads systemd, which then holds the running step to its default
+        # start timeout (90 s) and may kill it before it asks. A step killed
+        # after asking leaves the unit behind for the default kernel's boot,
+        # whose step finds the loop over and removes it.
         if reboot:
-            booter.reboot_default()
-            done.append("systemctl reboot (the default kernel)")
-        return done
+            done = booter.reboot_default() + ["systemctl reboot (the default kernel)"]
+            return done + unit.remove(loop.name)
+        return unit.remove(loop.name) + booter.clear()
 
     def run_validate(argv: list[str], timeout: float) -> tuple[int, str, str]:
         try:
