@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # nttrace: setup, tests and validation. Run as root (bcc and perf need it).
 #   make setup     install system packages, prepare the host, build .venv
 #   make test      setup, then run the test suite: tests/unit, tests/live, tests/lab

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # setuptools needs a setup.py for the native reference library and for the
 # package list; all other metadata lives in setup.cfg.
 from pathlib import Path

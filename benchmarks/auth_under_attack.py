@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's endpoint under a password attack: 512 concurrent
 connections (one asyncio process) each sending GET /metrics with a fresh
 wrong password for the configured user, again and again, while one

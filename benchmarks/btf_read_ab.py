@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A/B of reading the kernel's BTF for what a `nttrace validate` asks of it:
 the reader as it was at REV (every type parsed into Python objects up front)
 against the current one (one walk over the type section, a type decoded when

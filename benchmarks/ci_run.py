@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Time CI as CI runs it: `bash .ci/run` on a fresh clone of HEAD, and
 write what it took to a raw file for BENCHMARKS.md.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """How the quick plan's cells start cold, three ways on this host, each run
 through nttrace.reference.measurements (the code validate runs), each
 method a process of its own so its peak RSS is its own:

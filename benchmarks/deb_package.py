@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Debian package's figures for BENCHMARKS.md, as one raw file: what
 `make deb` takes, what the package installs, and the daemon started from it
 (its READY time and resident memory) in the lab's TCG guest.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A/B of migrate probe programs: each C file given is compiled with the
 defines nttrace would give it on this kernel, attached alone to the migrate
 tracepoints, and driven by compaction; the order rotates every round.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Rotate-order rounds of migrate-tracepoint program variants (C files holding nttrace_migrate_start/_done), each attached alone: the floor a probe is held to. Usage: probe_floor.py ROUNDS EVENTS A.c B.c ... (ratios to the first)."""
 import json, statistics, sys
 from pathlib import Path

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BENCHMARKS.md's generated tables, made from the raw files beside this
 script: each block between
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A/B of how a migrate snapshot reads its maps: through the descriptors a
 loader handed over (bpf(2) by ctypes, as the daemon reads them) against
 bcc's tables (as `nttrace trace` reads them). One process holds both sets of

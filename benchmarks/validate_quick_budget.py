@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace validate --quick` as a whole, against its floors, in turn: wall,
 CPU and peak RSS of each command as the kernel accounts the reaped child
 (benchmarks/whole_command.py's one()), with the load average before each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Time a command as a whole process: wall, user and system CPU, and peak
 resident memory (the kernel's accounting of the reaped child, wait4), over
 counted runs after a warm-up; write the runs and their min/median/max to a

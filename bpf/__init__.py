@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BPF C programs, compiled by bcc at run time. `source(name)` reads one;
 `struct_type(name, struct)` turns one of its C structs into the ctypes
 layout Python reads it with, `map_decls(name)` lists its maps with their

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * Reference programs for `nttrace bench probes`, attached (each alone, in
  * turn with the probe) to the tracepoints the probe uses: what an empty

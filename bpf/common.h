@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause */
 /*
  * Shared by nttrace's BPF programs. Field offsets of tracepoint records and
  * kernel structs are never written here: the loader defines them from the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * copy probe: calls and bytes of the kernel's page/folio copy routines, so a
  * user sees which one really ran: folio_copy, folio_mc_copy (cached) and

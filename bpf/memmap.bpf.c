@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * memmap probe: each memmap_init_zone_device() call (ZONE_DEVICE memmap
  * init when a pmem/DAX namespace binds): latency, nr_pages, pgmap type,

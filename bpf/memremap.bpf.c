@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * memremap probe: each memremap_pages() call (ZONE_DEVICE memory mapped by
  * a driver: HMM's DEVICE_PRIVATE chunks, P2PDMA, pmem/DAX), with its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * migrate probe: every migrate_pages() call, from the pair of tracepoints
  * migrate:mm_migrate_pages_start (entry: mode, reason) and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * page_ref probe: counts page_ref:page_ref_set events. Opt-in: on the
  * zone-device template series (revisions 4 to 8), enabling this tracepoint

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: GPL-2.0-only OR BSD-2-Clause
 /*
  * reclaim probe: page reclaim episodes, from the vmscan tracepoints, paired
  * per task:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The probes' BPF programs as the kernel counts them: run time and runs
 per program (run_time_ns and run_cnt, nttrace.kernel.bpf_stats), as
 ebpf_exporter and bpftop read them. The counters grow only while run-time

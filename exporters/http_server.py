@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's HTTP endpoint: /metrics (Prometheus text format) and
 /healthz (JSON probe status), with TLS, client certificates, basic auth,
 response headers and a rate limit from the web configuration

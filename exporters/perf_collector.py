@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """System-wide perf counters for the daemon: LLC misses (generic hardware
 cache events) and memory-device read/write bytes (uncore/CXL PMUs named in
 sysfs). Opened once, read at scrape time; what a host lacks is reported by

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Prometheus collector: reads the probes' BPF maps at scrape time (no
 per-event work in Python), exports each probe's rows as the metrics it
 declares, and turns the kernel's log2 histograms into cumulative Prometheus

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Demotion, promotion and migration counters from /proc/vmstat and the
 per-node vmstat files, as Prometheus counters. node_exporter leaves these
 untyped and off by default; they are the independent cross-check of the

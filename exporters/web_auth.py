@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Who may ask the web endpoint, and how often: the web config's
 `basic_auth_users` (bcrypt hashes, checked through bounded caches and a
 bounded number of concurrent compares) and its `rate_limit` (a token

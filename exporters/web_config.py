@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exporter toolkit's web configuration (`--web.config.file`), as every
 Prometheus exporter takes it, read and checked into one WebConfig: TLS
 (nttrace.exporters.web_tls), response headers, bcrypt basic-auth users and

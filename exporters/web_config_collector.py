@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The web configuration's reload state as metrics (as node_exporter and
 the exporter toolkit export theirs), for whichever WebConfigSource the
 server holds now (a daemon reload can replace it). Nothing is exported

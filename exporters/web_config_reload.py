@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The running web configuration, re-read when its files change.
 
 `WebConfigSource` re-reads the web config file, and the certificate, key

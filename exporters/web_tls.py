@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The web endpoint's TLS: the web config's `tls_server_config` checked
 and built into one ssl.SSLContext (server certificate and key, from files
 or inline PEM; client CA and client certificate policy; allowed client

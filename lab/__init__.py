@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab: Linux kernels built from Debian's source with a series applied as
 posted, booted in a QEMU guest with an emulated NVDIMM and a CPU-less memory
 node, where nttrace runs for real; and the A/B of two kernels over several

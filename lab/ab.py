@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The A/B a kernel developer runs for their series: two lab kernels, each
 booted N times in the lab guest, interleaved (A B A B ...: host drift spreads
 over both sides), the chosen scenarios run in every boot, and the A/B written

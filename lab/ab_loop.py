@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab` in the lab, on a guest that boots like a server: ONE QEMU
 run of the loop's guest (loop_disk.py: firmware, grub from its own disk,
 Debian's stock kernel as the default entry, the loop's kernels installed as

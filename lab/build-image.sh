@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the lab guest: a Debian 12 root filesystem with Debian's stock
 # kernel (from bookworm-security, with its matching headers for bcc) and
 # nttrace's runtime dependencies, as an ext2 image plus the kernel and

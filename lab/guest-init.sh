@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # PID 1 of the lab guest: mount what nttrace needs, mount the host's shares,
 # run the lab script from the working tree, power off. Whatever happens, the
 # guest powers off (and QEMU, run with -no-reboot, exits).

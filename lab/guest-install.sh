@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the lab guest (from guest-run.sh and guest-systemd.sh): installs
 # the nttrace wheel the host built ($1/wheel) into /opt/venv, as a user would,
 # and says how long that took. The venv gets no pip of its own: ensurepip

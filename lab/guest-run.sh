@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the lab guest (started by guest-init.sh): installs the nttrace
 # wheel the host built into the results share, then runs the scenarios.
 # Every step is bounded; the host bounds the whole run as well.

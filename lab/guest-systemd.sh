@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Runs inside the lab guest booted with systemd as PID 1 (started by the
 # image's nttrace-lab-systemd.service when the kernel command line says
 # nttrace.systemd): mounts the host's shares, installs the nttrace wheel,

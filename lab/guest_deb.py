@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Debian package's scenario, run inside the lab guest booted with
 systemd as PID 1 and `nttrace.deb` on the kernel command line
 (guest-systemd.sh). Run by Debian's python3 with no nttrace installed: the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab's scenarios, run inside the guest by guest-run.sh. Each writes
 RESULTS/<name>.json; a scenario that raises writes its error instead, and
 the next one still runs. Every command is bounded with a timeout."""

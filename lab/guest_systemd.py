@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The systemd scenario, run inside a guest booted with systemd as PID 1
 (guest-systemd.sh, started by the image's nttrace-lab-systemd.service):
 nttrace's shipped unit (the file the Debian package installs; the package

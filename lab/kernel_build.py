@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab's kernels: Debian's linux-source-7.2 with the seed series applied
 as posted, one config for every variant, built once and cached outside the
 clone, keyed on what goes into them.
@@ -240,6 +241,15 @@ def unpacked_source(deb: Path, log: Path) -> Path:
 
 
 # -- keys ---------------------------------------------------------------------
+SPDX_LINE = re.compile(rb"\ASPDX-License-Identifier: [^\n]*\n")
+
+
+def fixup_key_bytes(path: Path) -> bytes:
+    """A fixup's bytes as the key covers them: all of it but its first line
+    when that is its SPDX licence line, which patch never reads."""
+    return SPDX_LINE.sub(b"", path.read_bytes(), count=1)
+
+
 def variant_key(variant: Variant, deb: Path) -> tuple[str, list[dict]]:
     """The cache key and the patch list it covers. A series that cannot be
     read raises SeriesError (the caller reports it as the 'series' step)."""
@@ -255,7 +265,7 @@ def variant_key(variant: Variant, deb: Path) -> tuple[str, list[dict]]:
             h.update(f"patch {s.version} {p.number}/{p.total}\0".encode() + p.diff.encode())
             fix = [FIXUPS / name for name in s.fixups.get(p.number, ())]
             for f in fix:
-                h.update(b"fixup\0" + f.read_bytes())
+                h.update(b"fixup\0" + fixup_key_bytes(f))
             plan.append({"series": s, "patch": p, "fixups": fix})
     return h.hexdigest()[:16], plan
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab harness: build (and cache) the guest image, boot it under QEMU
 (TCG) with an emulated NVDIMM as a CPU-less NUMA node, hand it nttrace as a
 wheel built from the working tree, and bring its results back. Every wait is

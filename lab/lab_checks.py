@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Assertions the lab tests share (the stock guest and the lab's kernels),
 and the helpers the host's and the guest's scripts both use: polling, and a
 guest scenario's result file."""

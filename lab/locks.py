@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab's one lock on its caches: an exclusive flock on a file, released
 however the holder ends (kill -9 included), across threads and processes."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Cut a patch series out of a mailing-list text file or an mbox, as `git am`
 or b4 would take it: the patches named `[PATCH vN k/n]` (any order of
 RFC/PATCH and the version; a lone `[PATCH]` or `[PATCH vN]` is 1/1), each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """perf's Python binding built from the lab's Linux source (tools/perf), the
 build whose `evsel.read()` can count: Debian 12's python3-perf (6.1) cannot,
 so without this the adapter's binding path (nttrace.perf.counters) never runs.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Which patch did it: a series built at each step (a prefix of the series
 ending at each group's last patch), all steps booted N times interleaved in
 the lab guest with the base kernel, and a step table: each step's primary

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Cache eviction for the cold-cache measurements where the last-level cache
  * is larger than the buffers a bounded plan may hold: every line of a range
  * is written back (if dirty) and invalidated in every cache level, so the

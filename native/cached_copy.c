@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Cached copy primitives, as in the batch-page-copy table. */
 #include <string.h>
 #include "nttrace_native.h"

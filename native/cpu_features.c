@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 #include <string.h>
 #include <time.h>
 #include "nttrace_native.h"

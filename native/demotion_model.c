@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Model of the demotion copy path: N cold pages copied from a source region
  * to a destination region (optionally bound to a NUMA node), page by page as
  * folio_mc_copy()/folio_mc_copy_nt() do, drained per page or once per folio

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * Model of memmap_init_zone_device(): one descriptor per PFN, initialised
  * the way the kernel initialises a ZONE_DEVICE struct page.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /*
  * Tables, self-tests and timing loops of the native reference, and the
  * CPython module init that lets setuptools build the library as

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* Non-temporal copies with MOVNTI (x86-64). None of them drains. */
 #include <string.h>
 #include "nttrace_native.h"

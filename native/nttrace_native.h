@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /*
  * nttrace native reference: the copies the kernel's NT paths perform,
  * done in user space on the same CPU, so the kernel can be compared with

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: Apache-2.0
 /* 4 KiB page copies. dst and src are page aligned; none of them drains. */
 #include <string.h>
 #include "nttrace_native.h"

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A loop of `nttrace ab` on a machine that is a plain Python object: the
 kernels are small files with a real bzImage setup header (what nttrace.ab.
 kernels reads), the boots are what the test says the firmware did, and each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every room shares: the checkout's paths, the installed command
 (run_nttrace, one_line_error), the running kernel's own tables, a document's
 excerpts, and the fixtures below. The suite's jobs are plugins of their own:

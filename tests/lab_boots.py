@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The session's lab guests, booted by one pool: the stock guests of
 test_lab.py and the lab kernels of test_lab_kernels.py.
 

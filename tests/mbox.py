@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Mailing-list text for the tests: patches as an mboxrd such as `git format-patch
 --stdout` or lore's t.mbox gives."""
 from __future__ import annotations

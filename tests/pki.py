@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test certificates made with the openssl command: a CA, server
 certificates for 127.0.0.1 and client certificates signed by a CA."""
 from __future__ import annotations

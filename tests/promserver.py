@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real Prometheus server on loopback for the tests: started with the
 scrape jobs given, its HTTP API queried, always stopped."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Builds --sysroot trees for tests: a small but well-formed BTF blob, the
 migrate tracepoints' format files and a kallsyms, for the enum layouts of a
 base kernel and of the two NT demotion revisions in the seeds

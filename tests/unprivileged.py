@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nttrace run as `nobody`, from a clone `nobody` cannot reach.
 
 The privilege tests drop to uid 65534 and run `nttrace validate`. A clone

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A client of the daemon's web endpoint, for the tests: bcrypt hashes of
 each prefix, a basic-auth header, and a GET of /metrics over TLS that
 answers with its status or why the connection was refused."""

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs the Debian packages nttrace needs. Idempotent: does nothing (and
 # does not touch the network) when every package is already installed.
 set -euo pipefail

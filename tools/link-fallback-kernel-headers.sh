@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # FALLBACK FOR HOSTS WITHOUT MATCHING KERNEL HEADERS.
 #
 # bcc compiles BPF programs at run time against /lib/modules/$(uname -r)/build.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Mounts tracefs at /sys/kernel/tracing when the host has not done so.
 # bcc attaches tracepoints and uprobes through it.
 set -euo pipefail

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Exit codes and the errors that map onto them.
 
 Every command-line failure is one of these; the CLI prints its message as one

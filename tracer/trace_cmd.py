@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace trace`: attach probes, print a periodic table (bcc-tools style)
 or a final JSON summary, optionally recording per-call events as JSON Lines."""
 from __future__ import annotations

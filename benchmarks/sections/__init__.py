@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BENCHMARKS.md's renderers, one module per section of the document.
 
 A section module holds the functions that turn its raw files (in

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Formatting shared by the sections: figures, spreads, durations, and
 names of machines and runs."""
 from __future__ import annotations

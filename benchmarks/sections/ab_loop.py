@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab`'s loop in the lab (python3 -m lab.ab_loop), beside lab.ab's
 boots of the same kernels."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """CI wall time: every benchmarks/ci-*.json, one row each (newest first),
 the cached runs as a ratio to the newest cold run on their machine. A new run is a new raw file
 (`python3 benchmarks/ci_run.py [--cold] --json benchmarks/ci-COLD|CACHED-MACHINE-DATE-COMMIT.json`),

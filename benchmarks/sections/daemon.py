@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Daemon footprint: the loader handover's A/B, resident memory against a
 Python exporter's floor, scrapes under a password flood."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab: base against nt-v3 on the icount guest (`python3 -m lab.ab`, an
 A/A beside the A/B), and the series step by step (`python3 -m lab.steps`)."""
 from __future__ import annotations

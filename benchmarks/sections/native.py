@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Native reference: the C reference's memmap model, page copies, fixed-size
 MOVNTI copies and copy table, from one `nttrace bench native --json`
 run (the CPU itself, no kernel)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Debian package: what `make deb` takes, what the package weighs, and
 the daemon started from it in the lab's Debian 12 guest."""
 from __future__ import annotations

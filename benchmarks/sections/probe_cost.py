@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Probe cost: the migrate probe's programs per event and per migrate_pages()
 call, beside the empty and clock-only reference programs (the floor), from
 one `nttrace bench probes --json` run."""

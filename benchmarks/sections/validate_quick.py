@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace validate --quick`: whole commands and their floors (wall, CPU,
 peak RSS), from benchmarks/validate_quick_budget.py."""
 from __future__ import annotations

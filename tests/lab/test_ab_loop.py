@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab` proven in the lab, on a guest that boots like a server
 (lab/loop_disk.py: firmware and grub from its own disk, Debian's stock
 kernel as grub's default entry, base and nt-v3 installed as the packages

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nttrace as a Debian package, proven in the lab: `make deb` on this
 checkout, lintian, then in the Debian 12 guest with systemd as PID 1 (the
 image's stock kernel): apt install with the network down, start, scrape,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab's kernel builds: the posted series cut from mailing-list text,
 and the failures a user must be told about (a patch that does not apply, a
 build that breaks), each named by its step, within a bound, with nothing

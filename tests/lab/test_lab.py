@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nttrace on a real kernel with kprobes, fentry, pmem and a CPU-less memory
 tier: a Debian 6.1 guest under QEMU/TCG (lab/). One boot runs every
 scenario; the tests below read its results. Select with -m lab, skip with

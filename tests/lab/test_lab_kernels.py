@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nttrace on the kernels it exists for: Debian's 7.2 source built three
 ways by lab/kernel_build.py (base; nt-v3 = zone-device template v8 +
 NT demotion RFC v3; nt-v2 = v8 + RFC v2), each booted once in the lab guest.

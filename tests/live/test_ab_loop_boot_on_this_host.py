@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One boot of a loop on this host, with everything real but the boot: the
 running kernel's facts (uname, /proc/version, the boot id), the quiet-host
 wait, and `nttrace validate --json` run by the installed command as the

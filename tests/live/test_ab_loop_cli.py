@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab` on this host, through the installed command: the dry run of
 a start with a kernel image (conftest's kernel_image: a bzImage's setup
 header, made by the suite, so no test waits for one), and every refusal a start makes before

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab status|report|stop|step` through the installed command on a
 loop whose boots were simulated (tests/ab_loop_machine.py: the state machine
 is the real one, the runs the lab's recorded ones): what a user on the

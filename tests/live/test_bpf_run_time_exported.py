@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kernel's run-time statistics while nttrace runs: the daemon holds
 them on by BPF_ENABLE_STATS, exports each program's run time and runs, and
 they go back to what they were when it stops, by SIGTERM or SIGKILL."""

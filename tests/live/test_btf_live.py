@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The BTF reader on this host's kernel: every lookup gives what decoding
 every type would (the hand-made tables are in tests/unit/test_btf.py)."""
 from pathlib import Path

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Parts of the capability report on this host: which kernel functions
 kallsyms lists, and bcc and fentry told apart from one test compile, as bcc
 itself finds them (the rules alone: tests/unit/test_capability_rules.py)."""

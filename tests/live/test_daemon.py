@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon for real: systemd notify, reload, termination, a port in use,
 the unit's capabilities, and a real Prometheus server (its config checks
 and shipped files: tests/unit/test_daemon_config.py)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon without a compiler: a loader process compiles and attaches the
 probes, hands their descriptors over (SCM_RIGHTS) and exits; the daemon
 reads the maps with bpf(2). Killed with SIGKILL at any point of start-up,

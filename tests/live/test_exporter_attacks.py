@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's endpoint against hostile and slow clients, each with its
 outcome: bad credentials, malformed Authorization headers, an old TLS
 version, a missing client certificate, oversized headers, and 200 idle

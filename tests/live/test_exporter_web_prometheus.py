@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A real Prometheus scraping the daemon over TLS with a client certificate
 and basic auth while the certificates and the password rotate under it,
 without a restart (the web config's schema, errors and endpoint on their

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Enum values and offsets from this host's BTF, against its tracepoint
 tables and bpftool (the --sysroot trees are in tests/unit/test_kernel_metadata.py)."""
 import re

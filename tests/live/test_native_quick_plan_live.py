@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The quick plan run on this host: native.nt_benefit within its time and
 memory budget, a bad emulated LLC refused in one line, and `bench native`
 stating its plan, progress, wall time and peak memory."""

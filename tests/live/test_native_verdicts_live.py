@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """native.nt_benefit on this host: each series gets its verdict, its reason
 and its evidence, and the table prints a line per series."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The perf adapter's binding path, run for real: perf's Python extension
 built from the lab's Linux 7.2 source (lab/perf_binding.py, cached),
 imported in a child process in place of Debian's, counting the same work as

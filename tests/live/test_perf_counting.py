@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """perf counting on this host (software events, real); the adapter's
 arithmetic is in tests/unit/test_perf_scaling.py."""
 import ctypes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PMU discovery on this host's own sysfs (the fixtures of uncore and CXL
 PMUs are in tests/unit/test_pmu_sysfs.py)."""
 from pathlib import Path

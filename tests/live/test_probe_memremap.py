@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The memremap probe (memremap_pages(), tracer/probes/memremap.py). On this
 host: its program generated from the running kernel's BTF and loaded
 through the verifier (kprobes and fentry cannot attach here), its workload's

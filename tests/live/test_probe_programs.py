@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Program generation for every probe: the C text with this kernel's
 offsets, compiled by bcc and loaded through the verifier even where the
 attach point (kprobe, fentry, page_ref tracepoint) is missing."""

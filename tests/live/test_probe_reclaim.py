@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The reclaim probe on this host's kernel: memcg reclaim episodes of a
 scratch cgroup, counted as the cgroup counts them; its table and metrics."""
 import io

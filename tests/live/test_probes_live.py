@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The probes on this host's real kernel: tracepoints, uprobes, compaction."""
 import contextlib
 import json

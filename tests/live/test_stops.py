@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Stops: SIGINT and SIGTERM end `nttrace trace` and `nttrace daemon` at
 any point (compiling, attaching, attached under load, in a scrape) within
 STOP_BOUND_S, and leave none of their BPF programs loaded.

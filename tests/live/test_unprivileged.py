@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The privilege tests' staged command (tests/unprivileged.py) where the
 clone is out of nobody's reach, as a clone in root's 0700 home is: the
 installed nttrace copied under a 0700 directory, then run as nobody

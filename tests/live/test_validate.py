@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nttrace validate end to end on this host (--baseline of reports written
 by hand: tests/unit/test_validate_baseline.py)."""
 import json

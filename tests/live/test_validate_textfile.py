@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace validate --textfile-dir`: the run's results for node_exporter's
 textfile collector, read by a real node_exporter and scraped by a real
 Prometheus (the alert rules on them, the timer and service units and bad

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """docs/ab.md held to what nttrace prints and computes: its example is the
 recorded lab A/B redone by today's nttrace, line for line; the sizes at
 which a test is possible and the icount lab's spread are quoted as the code

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The boot actions' commands and checks: the command line kexec passes,
 grub's one-shot entry for a release, kexec -l then -u for each kernel."""
 import subprocess

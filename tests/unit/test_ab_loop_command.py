@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab` without the host: its help and its one-shot unit under
 systemd-analyze verify (the command on this host: tests/live/test_ab_loop_cli.py)."""
 import subprocess

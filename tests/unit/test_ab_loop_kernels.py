@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Which kernel a KERNEL argument names and whether it is the one running:
 the release AND the build string, read from the bzImage's setup header and
 from /proc/version (the formats as Debian's and the lab's kernels write them)."""

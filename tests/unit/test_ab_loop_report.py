@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loop's report: validate's own A/B of the kept runs (its statistics
 rules unchanged: 2 runs a side are not testable), in every format, with
 what only the loop knows: the kernels, the schedule, the failed boots, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loop's schedule: N rounds, both kernels once in each, in an order the
 seed fixes (and the seed is recorded)."""
 import pytest

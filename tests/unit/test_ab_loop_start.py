@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`ab start`'s options become validate's own flags; the plan records the
 seed, the order, both kernels' identity and nttrace's, the reset path, the
 kernels' preflight and the time the loop takes; the command line kexec

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`ab status` mid-loop (boot k of N, the kernel now, failures, time left
 at the pace so far) and `ab stop` (state stopped, nothing pending, runs
 kept, and the next boot's step does nothing but make sure of it)."""

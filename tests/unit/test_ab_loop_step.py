@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab step`, the state machine each boot runs, driven boot by boot
 on a simulated machine (tests/ab_loop_machine.py): the running kernel and
 the boot action are plain functions, so every fault happens on demand."""

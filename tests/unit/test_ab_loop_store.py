@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loop's files are written whole: a write cut short leaves the old file
 (or none), never half a run, and a run file that is not whole is not read
 as a run."""

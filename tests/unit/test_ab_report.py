@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The A/B report: bad inputs refused before anything is written, the HTML
 page opened by a real headless browser (its DOM and a screenshot), and the
 statistics on boots recorded in the lab: tests/fixtures/recorded/ab/ holds

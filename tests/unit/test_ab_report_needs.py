@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the A/B report needs and says when it is missing: numpy for the
 statistics (validate --baseline, nttrace ab's report), matplotlib for the
 HTML page; each missing one is a line and exit 3, never a traceback; and a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The A/B's statistics (nttrace.validate.statistics) held to what they
 promise: the interval and the test agree by construction, the p is the exact
 Mann-Whitney p, one run a side is never tested, and, calibrated on the lab's

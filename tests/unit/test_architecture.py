@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The import architecture (.importlinter at the top of the tree): the
 installed package keeps its layers, and a wrong-way import planted in a copy
 of it breaks the contract with the edge named."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BENCHMARKS.md against its raw data: every generated table is what
 benchmarks/render.py makes of its raw files now, no table is written by
 hand, and every raw file the document names exists."""

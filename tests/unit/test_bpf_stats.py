@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nttrace.kernel.bpf_stats without a kernel: the sysctl fallback where
 BPF_ENABLE_STATS is missing restores the old value on close, and a run
 killed while holding it on leaves a state file the next start restores."""

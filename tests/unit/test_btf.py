@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The BTF reader decodes a type only when a query reaches it: its lookups
 must give what decoding every type would, on hand-made tables with the
 shapes a producer may choose (on this host's BTF: tests/live/test_btf_live.py)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The last-level cache the native reference plans for: what /sys reports
 (fake sysfs trees in tests/fixtures/sysfs, and this host's own), or what
 NTTRACE_LLC_SIZE emulates; bad input is a usage error."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The capability report's rules without the host: which kernel functions a
 kallsyms file lists, whether the kernel has trampolines by bcc's rule, and
 bcc and fentry told apart from one test compile's outcome (against this

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The command line: help, version, exit codes and one-line errors."""
 from conftest import one_line_error, run_nttrace
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon without a daemon: its config file checked and refused (one
 line, exit 2), sd_notify against a socket nobody reads, and the shipped
 unit and alert rules under systemd-analyze and promtool (the daemon for

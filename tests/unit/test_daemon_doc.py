@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """docs/daemon.md's metrics table names every metric family the daemon
 exports, and nothing it does not: the probes' families from their own
 declarations, the collectors' from their source."""

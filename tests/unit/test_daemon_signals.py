@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's signal handling (nttrace.daemon.signals) against the
 deadlock it replaced: a handler that calls threading.Event.set() while the
 main thread is inside Event.wait() holding the Event's lock waits for

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """debian/ against the tree it packs (the package itself is built and
 installed by tests/lab/test_deb.py): each shipped unit and config is
 installed from its one source in tracer/data/, and the units run the

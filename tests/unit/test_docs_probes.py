@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """docs/probes.md stays true: its examples are excerpts of the golden outputs
 recorded on a real kernel, and its map of the probe layer names every module
 of tracer/probes/ and every file of bpf/, and nothing that does not exist."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A docs page's example under `<!-- recorded: PATH -->` is an excerpt of
 that recording (real output, kept in tests/fixtures): its lines stand in the
 file in the same order, "..." marking what is left out."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Golden end-to-end output of the collectors (node_exporter style): fixture
 inputs in, the exact Prometheus text out. Regenerate a golden file only
 after reading the diff: NTTRACE_UPDATE_GOLDEN=1 pytest tests/unit/test_exporter_golden.py"""

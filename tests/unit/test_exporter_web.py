@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exporter toolkit's web configuration in the daemon: its schema and
 errors, bcrypt users, TLS and the endpoint's limits (a real Prometheus
 scraping through a rotation: tests/live/test_exporter_web_prometheus.py)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Golden text outputs from snapshots and reports recorded on real kernels
 (tests/fixtures/recorded/<kernel>/: this host's 6.18, and the lab's 7.2
 builds, base and nt-v3 with the seed series; where a recording kept the

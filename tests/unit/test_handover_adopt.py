@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's handover is data the Tracer adopts (nttrace.probes.tracer.adopt):
 a probe handed over attached reads the maps it was given and carries the state
 the loader's probe worked out; one handed over unattached keeps its reason; one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab's kernel builds before any build: a series cut from text that is
 cut short or lacks a patch, an mbox of one unnumbered patch, the config
 check, a variant of one's own and bad arguments from the command line, and

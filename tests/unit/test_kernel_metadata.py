@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Enum values and offsets from BTF, on --sysroot trees of the NT demotion
 revisions (on this host: tests/live/test_kernel_metadata_live.py)."""
 import json

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab's boot pool (tests/lab_boots.py), with boots that only record
 what ran when: one boot at a time until a lab test asks, then two; slots to
 the longest boot first, ties in registration order; a boot's prepare step (a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The lab's clock check (lab_checks.memmap_matches_the_kernels_line) on
 recorded boots of the series' kernels, and on the same records with the
 probe's counts changed the ways a real failure or an emulated clock would

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The A/B loop guest's host side that needs no guest: the packages a
 kernel build keeps, the superseded kernels the cache keeps, a release per
 variant, and the faults' arguments (the guest itself: tests/lab/test_ab_loop.py)."""

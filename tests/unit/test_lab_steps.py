@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """lab.steps, the per-patch attribution, without a kernel: the step list's
 bad input, a patch that does not apply (one line naming the patch and the
 hunk, exit 2, no half-patched tree left, the steps before it kept), a step

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Resolving a pmem namespace to the device its driver binds, and refusing
 to unbind one that is in use. Trees are built the way libnvdimm lays out
 /sys/bus/nd (namespaceX.Y, pfnX.Y for fsdax map=dev, daxX.Y for devdax).

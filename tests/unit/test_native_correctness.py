@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The native reference is byte-exact: copy primitives against memcpy, the
 fixed-size routines, and the memmap models against the per-field slow path."""
 import ctypes

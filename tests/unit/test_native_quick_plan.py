@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The native reference's quick plan (validate --quick's native.nt_benefit)
 is bounded by its budget whatever LLC /sys reports, and makes its cells cold
 another way where the budget cannot exceed the LLC (the plan run on this

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """native.nt_benefit judges each patch series on its own: the template
 series by its memmap model, the NT demotion RFC by its page copy. A verdict
 is PASS or WARN only where the runs' interval clears the line; otherwise it

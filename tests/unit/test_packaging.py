@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What `pip install .` puts in site-packages."""
 import importlib.machinery
 from pathlib import Path

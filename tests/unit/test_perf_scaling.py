@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """perf counting without the host: a multiplexed count scaled to the time it
 was enabled, and which perf bindings can count (the counters on this host:
 tests/live/test_perf_counting.py)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PMU discovery and alias parsing on fixtures of uncore and CXL PMUs
 (tests/fixtures/sysfs/README.md says where each layout comes from; this
 host's own sysfs: tests/live/test_pmu_sysfs_host.py)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What probes make of what they read, without the host: memmap's template
 path from page_ref_set counts, copy's folio-order offset from a hand-made
 BTF, memremap's ground truth from test_hmm's own lines and what memremap

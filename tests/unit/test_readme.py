@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """README.md is the front door: short, its examples real, its links alive.
 Each example block under a `<!-- golden: PATH -->` marker is an excerpt of
 that golden output (recorded on a real kernel and held by the golden tests):

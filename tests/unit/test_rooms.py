@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The suite's rooms (tests/plugin_rooms.py): tests/unit needs no root, no
 kernel and no guest; a test marked lab boots a guest and lives in tests/lab.
 A test filed where it does not fit stops the collection, named."""

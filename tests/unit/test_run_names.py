@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Runs are named by date, machine and commit, never by a working-period
 counter ("session 12", "stop 26"): a reader can resolve a date, a machine
 and a commit, not a counter of the periods someone worked in. The whole

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """nttrace.probes.stop_guard: a stop signal ends the process while its main
 thread is inside a C call that does not return (here libc's sleep with the
 signal blocked in that thread, as a compile or bcc's drain holds it), at

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """validate's Prometheus side without a run: its alert rules under promtool,
 its timer and service under systemd-analyze, and a textfile directory it
 cannot use refused before any check (the textfile written by real runs:

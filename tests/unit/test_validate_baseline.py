@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """validate --baseline/--current through the installed command: the A/B of
 two reports written here (per-check deltas, lab-shaped reports as markdown,
 the mitigations note) and its bad inputs, one line and exit 2."""

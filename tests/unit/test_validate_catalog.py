@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """validate's catalog: one check per exercised path, and each check's
 evidence read back through the check that wrote it, from reports recorded on
 the lab's kernels (tests/fixtures/recorded), under the ids checks had then."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The exporter toolkit's good and bad web configs (its web/testdata/),
 ported by what each one tests into tests/fixtures/web_config/, written for
 nttrace, with nttrace's own additions. Each file has its expected outcome

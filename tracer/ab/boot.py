@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Booting the next kernel, and the machine's default one.
 
 --via kexec: `kexec -l IMAGE --initrd=INITRD --command-line=CMDLINE`, then

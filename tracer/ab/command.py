@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab start|step|status|stop|report`: the subcommands' entry points
 (the parser is in nttrace.cli)."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Which kernel a KERNEL argument names, and how to tell it is the one running.
 
 KERNEL is an installed release R (/boot/vmlinuz-R, with /boot/initrd.img-R,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """One loop's files: NAME/schedule.json (written once by `ab start`),
 NAME/state.json (rewritten whole at every change, its previous copy kept as
 state.json.prev), NAME/events.jsonl (each event of the state appended as it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loop's report: validate's own A/B over the kept runs (`nttrace validate
 --baseline BASE-RUNS --current PATCHED-RUNS --format F`, the same command a
 user runs by hand, so its statistics rules hold unchanged: one run a side is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loop's order of boots: N rounds, each round one boot of each side in a
 random order drawn from a recorded seed (drift over the hours of a loop then
 falls on both sides alike, and the order cannot follow the clock).

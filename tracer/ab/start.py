@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab start`: everything checked before the first reboot, then the
 schedule written, the unit installed and enabled, the reset path armed, the
 first kernel booted.

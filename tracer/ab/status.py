@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab status NAME`: where the loop is (boot k of N, the kernel now,
 the failed boots and failed measurements with who is blamed, the runs cut
 short, a state recovered from its copy or rebuilt, the reset the loop

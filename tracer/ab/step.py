@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the unit runs at each boot (`nttrace ab step NAME`): the loop's state
 machine. Everything it reads from the machine or does to it goes through a
 `Machine` (the real one below; the tests pass plain functions), so every

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace ab stop NAME`: the loop ends now, its unit disabled and removed,
 nothing pending (no kexec kernel loaded, no one-shot grub entry), every run
 kept; the default kernel boots next."""

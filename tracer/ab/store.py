@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loop's state directory and its files, each written whole.
 
 `$NTTRACE_AB_DIR` or /var/lib/nttrace/ab holds one directory per loop NAME,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loop's one-shot systemd unit, nttrace-ab-NAME.service: at each boot it
 runs the schedule's own command, `/abs/path/nttrace ab step NAME`, and
 nothing else. Enabled by `ab start`, disabled and removed by `ab stop`, at

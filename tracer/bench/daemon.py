@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace bench daemon`: start-up to READY, resident memory, idle CPU
 share, and scrape latency under a bounded loopback load, for the daemon
 with its default probe set. Every request goes to 127.0.0.1; the load is a

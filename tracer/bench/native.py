@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace bench native`: the seeds' tables reproduced with the native
 reference on this CPU (the measurements and their method:
 nttrace.reference.measurements)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace bench overhead`: what the probes cost the work they observe.
 
 The work: migrate_pages() moving pages, one of two ways, each the workload a

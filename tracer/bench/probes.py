@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace bench probes`: what each probe's BPF programs cost per event,
 from the kernel's own accounting (BPF run-time statistics: run_time_ns /
 run_cnt per program, read with bpftool), while the probe's benchmark

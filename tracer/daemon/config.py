@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's TOML configuration (stdlib tomllib).
 
     listen = "127.0.0.1:9435"          # loopback by default

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The loader: a short-lived process that compiles, loads and attaches the
 daemon's probes with bcc, hands the daemon the descriptors that keep them
 attached (the maps it reads and the attachments: perf events, BPF links)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The daemon's child processes: die_with_parent (a child the daemon starts,
 its loader, is killed when the daemon dies, however it dies) and free_port
 (a free loopback port, for a daemon started to listen on one)."""

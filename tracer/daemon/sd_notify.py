@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """systemd's notification protocol (sd_notify(3)) without libsystemd: one
 datagram per message to $NOTIFY_SOCKET. A no-op outside systemd.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace daemon`: the probes, the vmstat counters and the perf counters
 exported for Prometheus, run as a systemd service (Type=notify).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the daemon's signals ask of its main loop: stop (SIGTERM, SIGINT)
 and reload (SIGHUP).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the running kernel (or a captured sysroot) is: BTF, enums and offsets, tracefs formats, the machine."""
 import mmap
 from pathlib import Path

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kernel's own count of what each BPF program costs: run_time_ns and
 run_cnt per program, kept while run-time statistics are on (a few tens of
 ns a run while on, nothing while off; the kernel's entry cost around the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A reader for the kernel's BTF (`/sys/kernel/btf/vmlinux`).
 
 nttrace takes enum values and struct member offsets from the running kernel's

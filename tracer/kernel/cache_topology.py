@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CPU's last-level cache, as the kernel reports it under
 /sys/devices/system/cpu/cpu0/cache/index*/{level,type,size} (the highest
 level that holds data), or as NTTRACE_LLC_SIZE emulates it.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The host's conditions over a measured window: what else ran beside the
 measurement. A timing taken beside a compiler or another emulator is not
 the timing of a quiet machine, and an A/B whose sides were measured under

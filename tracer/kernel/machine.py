@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where a report was measured: bare metal, a virtual machine, or an
 emulator (QEMU TCG). Detected from the CPU and firmware, never assumed:
 timings from an emulator count instructions, not cache or memory behaviour,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Enum values and struct offsets of the running (or --sysroot) kernel.
 
 Sources, in order: BTF (`sys/kernel/btf/vmlinux`) for enums and offsets; the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Where kernel metadata is read from: `/` on a live host, or a directory that
 holds a copy of another machine's `sys/kernel/btf/vmlinux`,
 `sys/kernel/tracing/...` and `proc/kallsyms` (`--sysroot DIR`)."""

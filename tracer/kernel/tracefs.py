@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Tracepoint `format` files: field offsets and `__print_symbolic` tables.
 
 BPF programs attached to tracepoints read the raw record; nttrace takes each

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The kernel's vmstat counters: /proc/vmstat, or a node's
 /sys/devices/system/node/nodeN/vmstat. The one parser of these files (the
 workloads, the checks, the benchmarks and the daemon's collector read

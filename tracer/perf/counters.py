@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Counting perf events: one adapter over the `perf` Python module.
 
 Newer builds of the binding (2025 on) can count: `evsel.read(cpu, thread)`,

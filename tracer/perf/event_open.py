@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """perf_event_open(2) through ctypes: the counting path used when the `perf`
 Python binding has no counting API (Debian 12's binding has `evsel.open` but
 no `evsel.read`)."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Memory-device read/write traffic from uncore and CXL PMUs.
 
 Which named sysfs event means "bytes read from this memory device" differs

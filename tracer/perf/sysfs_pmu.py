@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """PMUs as the kernel describes them under /sys/bus/event_source/devices:
 `type`, `cpumask`, `format/*` (which config bits each term sets) and
 `events/*` (named encodings, with optional `.scale` and `.unit`).

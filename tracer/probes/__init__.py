@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The probes nttrace knows. Each lives in its own module beside its BPF C in
 bpf/ and declares what it needs and what it shows (nttrace.probes.contract);
 the Tracer, `trace`, `validate`, the capability report and the exporter read

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What every probe provides to the Tracer."""
 from __future__ import annotations
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """BPF maps read with the bpf(2) system call, without bcc or LLVM: the
 daemon's side of the loader (nttrace.daemon.loader). It holds the map and
 attachment descriptors the loader passed it (Handed: one probe's, as data

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What the running kernel lets nttrace observe, each fact found by looking
 (a file, a symbol) or by trying (compiling a BPF program, opening a perf
 event), with the reason when it is missing."""

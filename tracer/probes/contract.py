@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What a probe declares, beside its BPF C, so that every consumer can use it
 without knowing it by name:
 

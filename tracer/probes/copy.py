@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The copy probe: calls and bytes of folio_copy, folio_mc_copy,
 folio_mc_copy_nt and copy_mc_page_nt (bpf/copy.bpf.c).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """What makes a probe see work, and the kernel's own count of that work that
 the probe's count must agree with. Each probe declares its Exercise
 (`Probe.exercise`); checks, `bench probes`, `bench overhead`, the lab's

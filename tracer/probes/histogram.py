@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """log2 histograms read from BPF maps: decoding, the fixed bucket layout
 every exported histogram uses, cumulative buckets for Prometheus, and
 percentile estimates.

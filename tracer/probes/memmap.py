@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The memmap probe: memmap_init_zone_device() calls (bpf/memmap.bpf.c), by
 fentry or kprobe; or, with target="native", the native reference's memmap
 model by uprobe (the same maps and records, to validate the latency

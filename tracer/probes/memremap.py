@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The memremap probe: memremap_pages() calls (bpf/memremap.bpf.c) by fentry
 or kprobe: how long a driver waits to map ZONE_DEVICE memory, the pages its
 ranges span, by pgmap type. The template series (v8) reports it for HMM's

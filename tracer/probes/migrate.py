@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The migrate probe: migrate_pages() calls by (mode, reason), from the
 migrate tracepoints (bpf/migrate.bpf.c)."""
 from __future__ import annotations

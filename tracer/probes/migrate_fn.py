@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The migrate_fn probe: migrate_pages() timed at the function itself, by
 fentry/fexit where the kernel's BPF trampoline takes it and by
 kprobe/kretprobe otherwise (bpf/migrate.bpf.c, function mode). Whole-call

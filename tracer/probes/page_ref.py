@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The page_ref probe: page_ref:page_ref_set events (bpf/page_ref.bpf.c).
 Opt-in, because enabling this tracepoint turns the zone-device template
 path off on the series' revisions 4 to 8."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The reclaim probe: page reclaim episodes (direct, memcg, node reclaim;
 kswapd from wake to sleep) from the vmscan tracepoints, with each episode's
 latency, the pages it reclaimed and the MR_DEMOTION pages migrated inside it

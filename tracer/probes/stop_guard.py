@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """StopGuard: a stop signal ends `nttrace trace` within STOP_GRACE_S,
 whatever its main thread is doing.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The Tracer: attaches a set of probes, snapshots their kernel-side
 aggregates, and always detaches (normal exit, SIGINT, SIGTERM, exceptions).
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The native reference's measurements on this CPU: the seeds' copy table,
 fixed-size MOVNTI, the memmap model, cold page copies, the two hazards and
 byte-exact correctness. `nttrace bench native` runs and prints them all (the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The native reference library (nttrace._native), loaded with ctypes.
 
 The C sources live in native/; every function here is a thin typed wrapper.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Figures from the seed patch series (../shared/reference/seeds), quoted
 beside this host's measurements. Sources are named per figure."""
 

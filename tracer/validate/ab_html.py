@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace validate --baseline ... --current ... --format html`: the A/B as
 one self-contained page that opens offline (styles inline, plots as inline
 SVG from matplotlib, no external resource). At the top, where each side was

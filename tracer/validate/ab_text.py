@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The A/B in words: its header, its table's cells and columns, the legend
 that says what the marks mean and what the runs cannot say, and the text
 and markdown forms (nttrace.validate.ab_html is the HTML page; the figures

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace validate --baseline A1.json [A2.json ...] [--current B1.json ...]`:
 base against patched, check by check, each side one run (a boot) or several.
 

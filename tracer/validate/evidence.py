@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A check's evidence as a typed record, read back from a report. Each check
 whose evidence other code reads (the A/B, its HTML page, the lab's checks)
 declares its class beside it (`@check(..., evidence=...)`), with one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace validate`: run the check catalog, print a table or JSON, compare
 with a saved run (`--baseline`)."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The statistics of an A/B. The unit of replication is the run (a boot):
 each run is summarised first (e.g. the fastest of its 30 rebinds), and a
 figure is compared across runs, never across the samples inside one run,

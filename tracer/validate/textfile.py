@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """`nttrace validate --textfile-dir DIR`: a run's results for node_exporter's
 textfile collector, so every scrape of node_exporter carries the last
 validation of the host (the convention for one-shot jobs; a systemd timer,

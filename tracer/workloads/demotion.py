@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A scratch demotion: a child process in its own cgroup v2 touches
 anonymous memory, and `memory.reclaim` pushes it out; with
 demotion_enabled=1 and a lower memory tier, reclaim demotes it

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Rebinding a pmem namespace's driver, the seeds' memmap-init procedure:
 unbind and bind nd_pmem (fsdax) or dax_pmem (devdax) and let the kernel run
 memmap_init_zone_device() on each bind.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A scratch memory cgroup: made for one workload and removed after it,
 whatever happens (with the memory controller switched back off in the root's
 subtree_control when nttrace switched it on). On cgroup v2 when its root

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Workloads that make the kernel run the traced paths.
 
 compaction() fragments a scratch mapping of its own (so there is movable

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The validation catalog: every check nttrace validate can run, with a
 stable id. One module per family (env, native, kernel, perf, and exercises:
 one probe.<name> check per exercised path, made from its probe's declared

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """env.*: the capability report as checks. What nttrace cannot work without
 fails; what only some probes need skips with the reason."""
 from __future__ import annotations

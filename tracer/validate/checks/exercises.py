@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """probe.<name>: one check per exercised path, made from its probe's declared
 exercise (nttrace.probes.exercise): the probe attached alone, its workload
 run, its count held to the kernel's own. One check per probe in PROBES whose

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kernel.*: what the live kernel does on the NT paths (its memmap
 latency: checks/memmap_latency.py)."""
 from __future__ import annotations

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """kernel.memmap_latency: the seeds' rebind procedure (first bind, then the
 average of subsequent rebinds) timed by the memmap probe, with the native
 model's ns/descriptor for the same number of pages as the reference; its

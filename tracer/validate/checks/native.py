@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """native.*: the native reference on this CPU (no kernel involvement)."""
 from __future__ import annotations
 

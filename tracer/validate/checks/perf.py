@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """perf.*: what the copies cost in counted events."""
 from __future__ import annotations
 
