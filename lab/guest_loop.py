@@ -88,18 +88,12 @@ def setup() -> None:
             raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr[-2000:]}")
 
 
-def start_options() -> list[str]:
-    """`--yes` where this nttrace's start asks before its first reboot (the
-    lab answers for the user who typed the command)."""
-    p = subprocess.run([NTTRACE, "ab", "start", "--help"], capture_output=True, text=True, timeout=120)
-    return ["--yes"] if "--yes" in p.stdout else []
-
-
 def start() -> int:
     setup()
     cmd = [NTTRACE, "ab", "start", NAME, "--base", CONFIG["kernels"]["base"], "--patched",
            CONFIG["kernels"]["patched"], "--boots", str(CONFIG["boots"]), "--via", CONFIG["via"],
-           "--seed", str(CONFIG["seed"]), *start_options(), *CONFIG["check_args"]]
+           "--seed", str(CONFIG["seed"]), "--yes", *CONFIG["check_args"]]
+    # --yes: the lab answers start's question for the user who typed the command
     say("starting the loop: " + " ".join(cmd))
     record("start", command=cmd)
     # its output straight to the share: a start that boots at once never returns here

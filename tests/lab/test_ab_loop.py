@@ -25,7 +25,6 @@ figure is testable at 1/1 runs, as it must.
 """
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import re
@@ -47,18 +46,12 @@ BOOTS = 1
 RUNS = 3           # rebinds a boot: enough for the check's figures, few for the guest's time
 KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", "/var/cache/nttrace-lab/kernels-last-run"))
 TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
-# nttrace sets up its own reset for the loop (panic= on the kexec command
-# line, a sysctl.d drop-in, the watchdog armed through systemd): without it
-# an injected panic or hang would stop the guest until the run's bound.
-RESET = importlib.util.find_spec("nttrace.ab.reset") is not None
-NEEDS_RESET = pytest.mark.skipif(not RESET, reason="nttrace ab sets up no reset of its own here "
-                                 "(no nttrace.ab.reset): an injected panic or hang would never come back")
 # The power cut: 5 s after the loop's step said it runs validate at the
 # base kernel's boot (validate takes about 20 s there under TCG)
 POWER_CUT = ab_loop.PowerCut("base", 5)
 RUN_ARGS = {
-    "kexec": {"via": "kexec", "power_cut": POWER_CUT, "inject": ("panic",) if RESET else ()},
-    "reboot": {"via": "reboot", "power_cut": None, "inject": ("hang",) if RESET else ()},
+    "kexec": {"via": "kexec", "power_cut": POWER_CUT, "inject": ("panic",)},
+    "reboot": {"via": "reboot", "power_cut": None, "inject": ("hang",)},
 }
 
 
@@ -243,7 +236,6 @@ def test_a_power_cut_while_validate_runs_is_a_run_redone_and_the_loop_completes(
     assert "reboot: Restarting system" not in after and "Kernel panic" not in after, after[-3000:]
 
 
-@NEEDS_RESET
 def test_a_panic_at_a_patched_boot_is_reset_by_the_panic_setting_nttrace_made(kexec_loop):
     loop = kexec_loop
     lp = _report(loop)["loop"]
@@ -260,7 +252,6 @@ def test_a_panic_at_a_patched_boot_is_reset_by_the_panic_setting_nttrace_made(ke
     assert sched_reset["text"] in (loop.state / "report" / "ab.txt").read_text()
 
 
-@NEEDS_RESET
 def test_a_hang_at_a_patched_boot_is_reset_by_the_watchdog_nttrace_armed(reboot_loop):
     loop = reboot_loop
     lp = _report(loop)["loop"]
