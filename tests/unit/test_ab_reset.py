@@ -35,7 +35,9 @@ def machine(root, cmdline="BOOT_IMAGE=/vmlinuz-6.1.0 root=/dev/sda1 ro quiet", w
     for n, w in enumerate(watchdogs):
         n = w.get("n", n)
         dev = root / f"sys/devices/pci0000:00/0000:00:0{n + 4}.0"
-        d = dev / "watchdog" / f"watchdog{n}"
+        # a driver that registers its watchdog without a parent (i6300esb):
+        # a virtual device, no `device` link; its module lists the driver
+        d = (dev / "watchdog" if w.get("parent", True) else root / "sys/devices/virtual/watchdog") / f"watchdog{n}"
         d.mkdir(parents=True)
         (d / "identity").write_text(w["identity"] + "\n")
         (d / "timeout").write_text("30\n")
@@ -44,13 +46,18 @@ def machine(root, cmdline="BOOT_IMAGE=/vmlinuz-6.1.0 root=/dev/sda1 ro quiet", w
         (d / "nowayout").write_text("1\n" if w.get("nowayout") else "0\n")
         drv = root / "sys/bus/pci/drivers" / w["driver"]
         drv.mkdir(parents=True, exist_ok=True)
-        (d / "device").symlink_to(dev)
-        (dev / "driver").symlink_to(drv)
+        if w.get("parent", True):
+            (d / "device").symlink_to(dev)
+            dev.mkdir(parents=True, exist_ok=True)
+            (dev / "driver").symlink_to(drv)
         if w.get("module"):
             mod = root / "sys/module" / w["module"]
             mod.mkdir(parents=True, exist_ok=True)
             if not (drv / "module").exists():
                 (drv / "module").symlink_to(mod)
+            (mod / "drivers").mkdir(exist_ok=True)
+            if not (mod / "drivers" / f"pci:{w['driver']}").exists():
+                (mod / "drivers" / f"pci:{w['driver']}").symlink_to(drv)
         (root / "sys/class/watchdog").mkdir(parents=True, exist_ok=True)
         (root / "sys/class/watchdog" / f"watchdog{n}").symlink_to(d)
         if w.get("node", True):
@@ -103,6 +110,18 @@ def test_the_watchdog_is_found_through_sysfs_its_module_through_the_drivers_link
                                 "arms the watchdog again (a driver may stop the timer when it loads, as i6300esb does)"]
     assert reset.system_conf_text("mine", r["watchdog"]).splitlines()[1:] == \
         ["[Manager]", "RuntimeWatchdogSec=60", "RebootWatchdogSec=600", "KExecWatchdogSec=300"]
+
+
+def test_a_watchdog_registered_without_a_parent_is_found_by_its_drivers_identity(tmp_path):
+    """i6300esb registers its watchdog with no parent device: sysfs gives
+    /sys/devices/virtual/watchdog/watchdog0, no `device` link, and the
+    module is found through /sys/module/i6300esb/drivers/pci:i6300ESB timer."""
+    esb = dict(ESB, driver="i6300ESB timer", parent=False)
+    w = reset.plan_reset(args(), {}, "kexec", machine(tmp_path, watchdogs=[esb]))["watchdog"]
+    assert (w["device"], w["driver"], w["module"]) == ("/dev/watchdog0", "i6300ESB timer", "i6300esb")
+    other = dict(esb, identity="another timer")     # no loaded module's driver bears its identity
+    r = reset.plan_reset(args(), {}, "kexec", machine(tmp_path / "other", watchdogs=[other]))
+    assert r["watchdog"] is None and any("no driver named in sysfs" in line for line in r["passed_over"])
 
 
 def test_timeouts_are_bounded_by_the_hardware_and_a_second_device_is_named(tmp_path):

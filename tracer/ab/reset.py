@@ -119,14 +119,30 @@ def watchdogs(root: Path | None = None) -> list[dict]:
         if _int(d.name[len("watchdog"):]) is None:
             continue
         drv = d / "device" / "driver"
-        driver = drv.resolve().name if drv.exists() else None
-        module_link = drv / "module"
-        module = module_link.resolve().name if module_link.exists() else driver
+        if drv.exists():
+            driver = drv.resolve().name
+            module_link = drv / "module"
+            module = module_link.resolve().name if module_link.exists() else driver
+        else:
+            driver, module = driver_by_identity(root, _read(d / "identity"))
         out.append({"device": f"/dev/{d.name}", "present": (root / "dev" / d.name).exists(),
                     "identity": _read(d / "identity") or d.name, "driver": driver, "module": module,
                     "timeout_s": _int(_read(d / "timeout")), "max_timeout_s": _int(_read(d / "max_timeout")),
                     "nowayout": _read(d / "nowayout") == "1"})
     return out
+
+
+def driver_by_identity(root: Path, identity: str | None) -> tuple[str | None, str | None]:
+    """(driver, module) of a watchdog registered without a parent device,
+    so sysfs links it to no driver (i6300esb is one): the loaded module
+    whose driver bears the watchdog's identity, as /sys/module/M/drivers/
+    BUS:NAME lists each module's drivers. (None, None) where none does."""
+    if not identity:
+        return None, None
+    for link in sorted((root / "sys/module").glob("*/drivers/*")):
+        if link.name.partition(":")[2] == identity:
+            return identity, link.parent.parent.name
+    return None, None
 
 
 def pick_watchdog(found: list[dict]) -> tuple[dict | None, list[str]]:
@@ -208,8 +224,10 @@ def check(reset: dict, ks: dict) -> tuple[list[str], list[Exception]]:
     w = reset["watchdog"]
     if w is None:
         if not reset["acknowledged_no_watchdog"]:
+            over = reset.get("passed_over") or []
             refusals.append(CapabilityError(
-                "ab start: this machine has no hardware watchdog (/sys/class/watchdog): a kernel that hangs at a "
+                "ab start: this machine has no hardware watchdog (/sys/class/watchdog"
+                + (f": {'; '.join(over)}" if over else "") + "): a kernel that hangs at a "
                 f"boot stays hung until someone power-cycles it; pass {NO_WATCHDOG_FLAG} to run the loop so"))
         return found, refusals
     for side, k in ks.items():
