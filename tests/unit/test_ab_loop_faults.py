@@ -347,22 +347,8 @@ def test_a_kernel_that_crashes_under_the_checks_twice_is_blamed_where_pstore_kep
     sim = SimMachine(loop)
     m = sim.machine()
     patched = next(s.slot for s in loop.slots() if s.side == "patched")
-
-    def validate(argv, timeout):
-        if sim.side_now() == "patched":
-            sim.crash_record("7.2.13-nt", "Kernel panic - not syncing: Fatal exception in interrupt")
-            raise KeyboardInterrupt              # the machine goes down mid-run
-        return sim.validate(argv, timeout)
-    m.validate = validate
-    step.begin(loop, m)
-    for _ in range(12):
-        if loop.state()["state"] != "running":
-            break
-        sim.reboot(lands_on=DEFAULT if sim.now.release.startswith("7.2.13-nt") else None)
-        try:
-            step.step(loop, m)
-        except KeyboardInterrupt:
-            pass
+    sim.cut_every_patched_run(m, on_cut=lambda: sim.crash_record(
+        "7.2.13-nt", "Kernel panic - not syncing: Fatal exception in interrupt"))
     f = slot_state(loop.state(), patched)["failures"][-1]
     assert f["kind"] == "cut" and f["blamed"] == "kernel"
     assert f["why"].startswith("its run was cut short 2 times; the machine came back on 6.1.0-57-amd64 (the default "

@@ -354,21 +354,7 @@ def test_a_slot_whose_run_is_cut_again_and_again_is_given_up_not_booted_forever(
     sim = SimMachine(loop)
     m = sim.machine()
     patched = next(s.slot for s in loop.slots() if s.side == "patched")
-
-    def validate(argv, timeout):
-        if sim.side_now() == "patched":
-            raise KeyboardInterrupt              # the machine goes down mid-run
-        return sim.validate(argv, timeout)
-    m.validate = validate
-    step.begin(loop, m)
-    for _ in range(12):
-        if loop.state()["state"] != "running":
-            break
-        sim.reboot(lands_on=DEFAULT if sim.now.release.startswith("7.2.13-nt") else None)
-        try:
-            step.step(loop, m)
-        except KeyboardInterrupt:
-            pass                                 # the crash; the next reboot() is the firmware's
+    sim.cut_every_patched_run(m)
     st = loop.state()
     # the schedule ended with no patched run: never "complete"
     assert st["state"] == "failed", st["why"]
