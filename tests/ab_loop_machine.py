@@ -219,3 +219,15 @@ class SimMachine:
                 step.step(self.loop, m)
             except KeyboardInterrupt:
                 pass                                 # the crash; the next reboot() is the firmware's
+
+
+def first_slot_measured(tmp_path: Path, **loop_args) -> tuple[Loop, SimMachine, step.Machine]:
+    """A loop (make_loop(tmp_path, **loop_args)) begun on a SimMachine, whose
+    first boot came up on slot 1's kernel and whose step then measured it."""
+    loop = make_loop(tmp_path, **loop_args)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    sim.reboot()
+    step.step(loop, m)
+    return loop, sim, m

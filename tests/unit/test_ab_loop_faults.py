@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ab_loop_machine import BUILDS, DEFAULT, SimMachine, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, SimMachine, first_slot_measured, make_loop
 from nttrace.ab import report, status, step, store
 from nttrace.ab.loop import slot_state
 from nttrace.kernel import last_reset
@@ -20,12 +20,7 @@ from nttrace.kernel import last_reset
 
 def _at_slot_2(tmp_path, rounds=2, seed=3, **kw):
     """A loop whose slot 1 was measured and whose slot 2 has just booted."""
-    loop = make_loop(tmp_path, rounds=rounds, seed=seed, **kw)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=rounds, seed=seed, **kw)
     sim.reboot()
     return loop, sim, m
 
@@ -136,12 +131,7 @@ def test_a_power_cut_during_the_kexec_is_not_blamed_on_the_kernel(tmp_path):
     was stored, while the kexec into slot 2's kernel runs. The machine comes
     back on the default kernel by firmware; nothing recorded a crash and the
     journal holds no boot of slot 2's kernel: a failed boot, blamed on no one."""
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=3)
     slot2 = loop.slots()[1]
     expected = loop.schedule()["kernels"][slot2.side]["release"]
     sim.reboot(lands_on=DEFAULT)
@@ -294,12 +284,7 @@ def test_an_unreadable_state_is_recovered_from_its_previous_copy_and_the_step_sa
 
 
 def test_a_state_neither_copy_holds_is_rebuilt_from_the_schedule_the_events_and_the_runs(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=3, max_failures=5)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)                          # slot 1 measured
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=3, max_failures=5)
     sim.reboot(lands_on=DEFAULT)
     step.step(loop, m)                          # slot 2: a failed boot, asked again
     sim.reboot()
@@ -324,12 +309,7 @@ def test_a_state_neither_copy_holds_is_rebuilt_from_the_schedule_the_events_and_
 
 
 def test_a_state_rebuilt_without_events_counts_the_kept_runs_and_boots_the_next_slot(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=3)
     for p in (loop.state_path, store.previous(loop.state_path), loop.events_path):
         p.unlink()
     st = loop.state()

@@ -8,7 +8,7 @@ report says whether leaving it out changes a verdict. The state machine is
 the real one (nttrace.ab.step) on the simulated machine."""
 import json
 
-from ab_loop_machine import BUILDS, DEFAULT, FIRMWARE_CMDLINE, SimMachine, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, FIRMWARE_CMDLINE, SimMachine, first_slot_measured, make_loop
 from nttrace.ab import report, status, step, store
 from nttrace.ab.loop import slot_state
 from nttrace.kernel import boot_settings
@@ -153,12 +153,7 @@ def test_each_run_records_the_boots_settings_and_the_boot_it_was_kexecd_from(tmp
 
 
 def test_a_boot_the_firmware_started_is_recorded_so_and_settings_that_differ_are_said(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=6)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)                                    # slot 1 measured on the kexec'd kernel
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=6)
     # turbo switched off and a C-state limit on the command line by the time
     # slot 2 is measured, which the firmware booted (--via reboot's path)
     (sim.root / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("1\n")

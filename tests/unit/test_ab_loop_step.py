@@ -4,7 +4,7 @@ on a simulated machine (tests/ab_loop_machine.py): the running kernel and
 the boot action are plain functions, so every fault happens on demand."""
 import json
 
-from ab_loop_machine import BUILDS, DEFAULT, SimMachine, bzimage, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, SimMachine, bzimage, first_slot_measured, make_loop
 from nttrace.ab import step
 from nttrace.ab.loop import slot_state
 
@@ -147,12 +147,7 @@ def test_a_run_cut_short_by_a_power_cut_is_redone_and_not_a_failed_boot(tmp_path
 
 
 def test_disk_full_stops_the_loop_and_keeps_the_runs(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2)
     sim.free = 10 << 20
     sim.reboot()
     assert step.step(loop, m) == 1
@@ -223,12 +218,7 @@ def test_a_check_that_fails_is_a_result_and_its_run_is_kept(tmp_path):
 
 
 def test_the_unit_running_twice_in_one_boot_does_nothing_the_second_time(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2)
     asked = len(sim.asked)
     assert step.step(loop, m) == 0
     assert len(sim.asked) == asked and len(sim.validated) == 1
