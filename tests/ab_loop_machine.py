@@ -231,3 +231,19 @@ def first_slot_measured(tmp_path: Path, **loop_args) -> tuple[Loop, SimMachine, 
     sim.reboot()
     step.step(loop, m)
     return loop, sim, m
+
+
+def drive(loop: Loop, sim: SimMachine, m: step.Machine | None = None, lands=None, limit: int = 40) -> list[int]:
+    """begin, then boot after boot until the loop leaves `running` (at most
+    `limit` boots); lands(n) may say what the n-th boot lands on (a build
+    string). m: the machine the step runs on (sim.machine() by default).
+    The exit codes of begin and of each step, in order."""
+    if m is None:
+        m = sim.machine()
+    codes = [step.begin(loop, m)]
+    n = 0
+    while loop.state()["state"] == "running" and n < limit:
+        n += 1
+        sim.reboot(lands(n) if lands else None)
+        codes.append(step.step(loop, m))
+    return codes

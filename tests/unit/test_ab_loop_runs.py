@@ -8,7 +8,7 @@ report says whether leaving it out changes a verdict. The state machine is
 the real one (nttrace.ab.step) on the simulated machine."""
 import json
 
-from ab_loop_machine import BUILDS, DEFAULT, FIRMWARE_CMDLINE, SimMachine, first_slot_measured, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, FIRMWARE_CMDLINE, SimMachine, drive, first_slot_measured, make_loop
 from nttrace.ab import report, status, step, store
 from nttrace.ab.loop import slot_state
 from nttrace.kernel import boot_settings
@@ -17,17 +17,6 @@ SKIPPED = {"version": "0.1.0", "kernel_release": "7.2.13-nt",
            "checks": [{"id": "kernel.memmap_latency", "status": "skip",
                        "summary": "no fsdax namespace (ndctl create-namespace first)", "evidence": {}},
                       {"id": "env.kernel_btf", "status": "skip", "summary": "no BTF", "evidence": {}}]}
-
-
-def drive(loop, sim, m, lands=None, limit=40):
-    """begin, then boot after boot until the loop leaves `running`."""
-    codes = [step.begin(loop, m)]
-    n = 0
-    while loop.state()["state"] == "running" and n < limit:
-        n += 1
-        sim.reboot(lands(n) if lands else None)
-        codes.append(step.step(loop, m))
-    return codes
 
 
 def skipping_on(sim, side, report=SKIPPED):

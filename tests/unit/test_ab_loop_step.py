@@ -4,22 +4,9 @@ on a simulated machine (tests/ab_loop_machine.py): the running kernel and
 the boot action are plain functions, so every fault happens on demand."""
 import json
 
-from ab_loop_machine import BUILDS, DEFAULT, SimMachine, bzimage, first_slot_measured, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, SimMachine, bzimage, drive, first_slot_measured, make_loop
 from nttrace.ab import step
 from nttrace.ab.loop import slot_state
-
-
-def run_loop(loop, sim, lands=None, limit=40):
-    """begin, then boot after boot until the loop leaves `running`;
-    lands(n) may say what the n-th boot lands on (a build string)."""
-    m = sim.machine()
-    codes = [step.begin(loop, m)]
-    n = 0
-    while loop.state()["state"] == "running" and n < limit:
-        n += 1
-        sim.reboot(lands(n) if lands else None)
-        codes.append(step.step(loop, m))
-    return codes
 
 
 def sides_asked(sim):
@@ -29,7 +16,7 @@ def sides_asked(sim):
 def test_a_loop_boots_the_schedule_in_order_keeps_a_run_a_boot_and_ends_on_the_default_kernel(tmp_path):
     loop = make_loop(tmp_path, rounds=3, seed=11)
     sim = SimMachine(loop)
-    codes = run_loop(loop, sim)
+    codes = drive(loop, sim)
     order = [s.side for s in loop.slots()]
     assert sides_asked(sim) == order                       # the schedule's order, one boot a slot
     assert [s for s, _ in sim.validated] == order          # each run on the kernel its slot expects
@@ -57,7 +44,7 @@ def test_a_kernel_that_panics_once_is_a_failed_boot_retried_and_the_loop_goes_on
         if slot == first_patched and slot_state(loop.state(), slot)["attempts"] == 1:
             return DEFAULT
         return None
-    run_loop(loop, sim, lands)
+    drive(loop, sim, lands=lands)
     st = loop.state()
     assert st["state"] == "complete"
     ss = slot_state(st, first_patched)
@@ -76,7 +63,7 @@ def test_a_slot_that_fails_twice_is_given_up_and_the_next_slot_booted(tmp_path):
 
     def lands(n):
         return DEFAULT if loop.state()["booting"]["slot"] == target else None
-    run_loop(loop, sim, lands)
+    drive(loop, sim, lands=lands)
     st = loop.state()
     assert st["state"] == "complete" and st["why"] == "complete: 3 of 4 boots measured"
     ss = slot_state(st, target)
@@ -88,7 +75,7 @@ def test_k_consecutive_failed_boots_stop_the_loop_with_a_clear_status(tmp_path):
     loop = make_loop(tmp_path, rounds=3, seed=5, max_failures=3)
     sim = SimMachine(loop)
     sim.panics = {"7.2.13-nt"}                             # patched never comes up
-    codes = run_loop(loop, sim)
+    codes = drive(loop, sim)
     st = loop.state()
     assert st["state"] == "failed"
     assert st["why"].startswith("stopped after 3 consecutive failed boots (--max-failures 3)")
