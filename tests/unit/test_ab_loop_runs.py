@@ -29,6 +29,17 @@ def skipping_on(sim, side, report=SKIPPED):
     return validate
 
 
+def driven_with_patched_skipping(tmp_path, **loop_args):
+    """A loop (make_loop(tmp_path, **loop_args)) driven to its end on a
+    machine where the patched kernel's checks all skip: loop, sim, m and
+    the exit codes of begin and each step."""
+    loop = make_loop(tmp_path, **loop_args)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    m.validate = skipping_on(sim, "patched")
+    return loop, sim, m, drive(loop, sim, m)
+
+
 def test_a_boot_whose_checks_all_skipped_is_a_failed_measurement_retried_never_a_run(tmp_path):
     loop = make_loop(tmp_path, rounds=2, seed=3, max_failures=5)
     sim = SimMachine(loop)
@@ -60,11 +71,7 @@ def test_a_boot_whose_checks_all_skipped_is_a_failed_measurement_retried_never_a
 
 
 def test_a_patched_kernel_whose_checks_always_skip_never_completes_and_k_in_a_row_stop_it(tmp_path):
-    loop = make_loop(tmp_path, rounds=3, seed=5, max_failures=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    m.validate = skipping_on(sim, "patched")
-    codes = drive(loop, sim, m)
+    loop, sim, _, codes = driven_with_patched_skipping(tmp_path, rounds=3, seed=5, max_failures=3)
     st = loop.state()
     assert st["state"] == "failed" and codes[-1] == 1
     assert st["why"].startswith("stopped after 3 consecutive failed boots (--max-failures 3): slot ")
@@ -75,11 +82,7 @@ def test_a_patched_kernel_whose_checks_always_skip_never_completes_and_k_in_a_ro
 
 def test_a_schedule_that_ends_with_an_empty_side_ends_incomplete_not_complete(tmp_path, capsys):
     # K large enough that the schedule runs out first: every patched boot measured nothing
-    loop = make_loop(tmp_path, rounds=2, seed=3, max_failures=9)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    m.validate = skipping_on(sim, "patched")
-    codes = drive(loop, sim, m)
+    loop, sim, m, codes = driven_with_patched_skipping(tmp_path, rounds=2, seed=3, max_failures=9)
     st = loop.state()
     assert codes[-1] == 1
     assert st["state"] == "failed"
