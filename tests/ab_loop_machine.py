@@ -221,13 +221,20 @@ class SimMachine:
                 pass                                 # the crash; the next reboot() is the firmware's
 
 
-def first_slot_measured(tmp_path: Path, **loop_args) -> tuple[Loop, SimMachine, step.Machine]:
-    """A loop (make_loop(tmp_path, **loop_args)) begun on a SimMachine, whose
-    first boot came up on slot 1's kernel and whose step then measured it."""
+def begun(tmp_path: Path, **loop_args) -> tuple[Loop, SimMachine, step.Machine]:
+    """A loop (make_loop(tmp_path, **loop_args)) begun on a SimMachine, its
+    first boot asked for and not yet happened."""
     loop = make_loop(tmp_path, **loop_args)
     sim = SimMachine(loop)
     m = sim.machine()
     step.begin(loop, m)
+    return loop, sim, m
+
+
+def first_slot_measured(tmp_path: Path, **loop_args) -> tuple[Loop, SimMachine, step.Machine]:
+    """A loop (make_loop(tmp_path, **loop_args)) begun on a SimMachine, whose
+    first boot came up on slot 1's kernel and whose step then measured it."""
+    loop, sim, m = begun(tmp_path, **loop_args)
     sim.reboot()
     step.step(loop, m)
     return loop, sim, m

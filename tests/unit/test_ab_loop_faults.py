@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ab_loop_machine import BUILDS, DEFAULT, SimMachine, first_slot_measured, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, SimMachine, begun, first_slot_measured, make_loop
 from nttrace.ab import report, status, step, store
 from nttrace.ab.loop import slot_state
 from nttrace.kernel import last_reset
@@ -154,10 +154,7 @@ def test_a_power_cut_during_the_kexec_is_not_blamed_on_the_kernel(tmp_path):
 
 
 def test_a_panic_pstore_recorded_is_blamed_on_the_kernel_with_its_panic_line(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     first = loop.slots()[0]
     expected = loop.schedule()["kernels"][first.side]["release"]
     old = sim.crash_record("6.1.0-57-amd64", "Kernel panic - not syncing: an old crash", name="dmesg-ramoops-1")
@@ -174,10 +171,7 @@ def test_a_panic_pstore_recorded_is_blamed_on_the_kernel_with_its_panic_line(tmp
 
 
 def test_a_hang_the_watchdog_reset_after_the_kernel_started_is_blamed_on_it(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     expected = loop.schedule()["kernels"][loop.slots()[0].side]["release"]
     (sim.root / "sys/class/watchdog/watchdog0/bootstatus").write_text("32\n")     # WDIOF_CARDRESET
     sim.reboot(lands_on=DEFAULT, started=True)
@@ -189,10 +183,7 @@ def test_a_hang_the_watchdog_reset_after_the_kernel_started_is_blamed_on_it(tmp_
 
 
 def test_a_watchdog_reset_before_the_kernel_recorded_its_start_is_not_blamed(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     expected = loop.schedule()["kernels"][loop.slots()[0].side]["release"]
     (sim.root / "sys/class/watchdog/watchdog0/bootstatus").write_text("0x20\n")
     sim.reboot(lands_on=DEFAULT)
@@ -204,10 +195,7 @@ def test_a_watchdog_reset_before_the_kernel_recorded_its_start_is_not_blamed(tmp
 
 
 def test_a_kernel_that_started_then_vanished_without_a_record_is_not_blamed(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     sim.reboot(lands_on=DEFAULT, started=True)
     step.step(loop, m)
     [f] = slot_state(loop.state(), 1)["failures"]
@@ -252,10 +240,7 @@ def test_an_unreadable_state_is_recovered_from_its_previous_copy_and_the_step_sa
     whose rename was lost: state.json is half a file. The loop is not reset
     to a fresh one: the previous copy and the events beyond it say slot 1 was
     being measured, so the run is redone (a cut), not a failed boot."""
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, seed=3)
     sim.reboot()
 
     def power_cut(argv, timeout):
@@ -337,10 +322,7 @@ def test_a_kernel_that_crashes_under_the_checks_twice_is_blamed_where_pstore_kep
 
 
 def test_a_boot_the_shutdown_under_way_refused_is_asked_again_not_counted_as_failed(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, seed=3)
     sim.reboot()
 
     def refused(kernel, cmdline, entry):

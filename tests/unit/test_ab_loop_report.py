@@ -5,15 +5,12 @@ what only the loop knows: the kernels, the schedule, the failed boots, and
 nttrace's version and commit in each run (said when they differ)."""
 import json
 
-from ab_loop_machine import DEFAULT, SimMachine, first_slot_measured, make_loop
+from ab_loop_machine import DEFAULT, begun, first_slot_measured
 from nttrace.ab import report, step
 
 
 def loop_with(tmp_path, rounds=2, seed=4, lands=None, before_boot=None):
-    loop = make_loop(tmp_path, rounds=rounds, seed=seed)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=rounds, seed=seed)
     n = 0
     while loop.state()["state"] == "running":
         n += 1

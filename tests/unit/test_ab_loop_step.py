@@ -4,7 +4,7 @@ on a simulated machine (tests/ab_loop_machine.py): the running kernel and
 the boot action are plain functions, so every fault happens on demand."""
 import json
 
-from ab_loop_machine import BUILDS, DEFAULT, SimMachine, bzimage, drive, first_slot_measured, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, SimMachine, begun, bzimage, drive, first_slot_measured, make_loop
 from nttrace.ab import step
 from nttrace.ab.loop import slot_state
 
@@ -86,10 +86,7 @@ def test_k_consecutive_failed_boots_stop_the_loop_with_a_clear_status(tmp_path):
 
 
 def test_a_kernel_image_rebuilt_in_place_is_refused(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
     assert step.step(loop, m) == 0
     # the same release rebuilt over the image between two boots
@@ -103,10 +100,7 @@ def test_a_kernel_image_rebuilt_in_place_is_refused(tmp_path):
 
 
 def test_a_run_cut_short_by_a_power_cut_is_redone_and_not_a_failed_boot(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, seed=2)
     sim.reboot()
 
     def cut(argv, timeout):
@@ -146,10 +140,7 @@ def test_disk_full_stops_the_loop_and_keeps_the_runs(tmp_path):
 def test_a_write_that_fails_for_lack_of_room_stops_the_loop(tmp_path, monkeypatch):
     import errno
     import os
-    loop = make_loop(tmp_path, rounds=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1)
     sim.reboot()
     real_write = os.write
 
@@ -167,10 +158,7 @@ def test_a_write_that_fails_for_lack_of_room_stops_the_loop(tmp_path, monkeypatc
 
 
 def test_a_missing_namespace_stops_the_loop(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, rebind="namespace0.0")
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, rebind="namespace0.0")
     sim.namespace = False
     sim.reboot()
     assert step.step(loop, m) == 1
@@ -179,10 +167,7 @@ def test_a_missing_namespace_stops_the_loop(tmp_path):
 
 
 def test_a_validate_that_cannot_run_stops_the_loop_with_its_reason(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
     sim.validate_result = (3, "", "nttrace: nttrace validate: needs CAP_BPF\n")
     assert step.step(loop, m) == 1
@@ -192,10 +177,7 @@ def test_a_validate_that_cannot_run_stops_the_loop_with_its_reason(tmp_path):
 
 
 def test_a_check_that_fails_is_a_result_and_its_run_is_kept(tmp_path):
-    loop = make_loop(tmp_path, rounds=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1)
     sim.reboot()
     run = {"version": "0.1.0", "checks": [{"id": "env.x", "status": "fail", "summary": "no",
                                            "evidence": {"ns_per_page": 41.5}}], "boot_id": "boot-1"}
@@ -223,10 +205,7 @@ def test_a_stopped_loop_only_makes_sure_nothing_is_left_enabled(tmp_path):
 
 def test_a_state_directory_others_can_write_is_refused(tmp_path):
     import os
-    loop = make_loop(tmp_path, rounds=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1)
     os.chmod(loop.dir, 0o777)
     sim.reboot()
     assert step.step(loop, m) == 1
@@ -249,10 +228,7 @@ def test_a_boot_that_cannot_be_issued_stops_the_loop(tmp_path):
 def test_a_state_that_cannot_be_written_stops_the_loop_without_a_traceback(tmp_path, monkeypatch):
     import errno
     from nttrace.ab import loop as loop_module
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
     real_save = loop_module.Loop.save_state
     calls = {"n": 0}
@@ -271,10 +247,7 @@ def test_a_state_that_cannot_be_written_stops_the_loop_without_a_traceback(tmp_p
 
 def test_a_cut_after_the_run_was_stored_keeps_that_run_and_goes_on(tmp_path, monkeypatch):
     from nttrace.ab import loop as loop_module
-    loop = make_loop(tmp_path, rounds=2, seed=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, seed=2)
     sim.reboot()
     real_save = loop_module.Loop.save_state
 
@@ -304,10 +277,7 @@ def test_ab_stop_while_validate_runs_stands_and_nothing_is_booted_after_it(tmp_p
     class Booter:
         def clear(self):
             return []
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
     asked = len(sim.asked)
 
@@ -345,10 +315,7 @@ def test_a_slot_whose_run_is_cut_again_and_again_is_given_up_not_booted_forever(
 
 
 def test_an_image_rebuilt_while_validate_runs_is_never_booted(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     sim.reboot()
     nxt = loop.slots()[1].side
 
@@ -365,10 +332,7 @@ def test_an_image_rebuilt_while_validate_runs_is_never_booted(tmp_path):
 
 
 def test_an_error_nobody_foresaw_stops_the_loop_and_leaves_nothing_enabled(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
 
     def broken(limit):
