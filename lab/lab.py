@@ -200,6 +200,20 @@ def kernel_args(img: Path, kernel=None) -> tuple[list[str], list[str]]:
     return args, extra
 
 
+def machine_args(cpu: GuestCPU, nvdimm: Path) -> list[str]:
+    """The guest machine every lab guest runs on: cpu's processor, 2 GiB of
+    RAM on NUMA node 0 and a 2 GiB NVDIMM backed by the file nvdimm on
+    node 1 (the memory tier the fsdax and tiering paths use)."""
+    return [
+        *cpu.qemu_args(),
+        "-machine", "pc,nvdimm=on", "-m", "2G,slots=2,maxmem=8G",
+        "-object", "memory-backend-ram,id=ram0,size=2G",
+        "-numa", f"node,nodeid=0,cpus=0-{cpu.vcpus - 1},memdev=ram0", "-numa", "node,nodeid=1",
+        "-object", f"memory-backend-file,id=nv0,share=on,mem-path={nvdimm},size=2G",
+        "-device", "nvdimm,id=nvdimm0,memdev=nv0,node=1",
+    ]
+
+
 def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append: str, kernel=None,
                  init: str = "/sbin/nttrace-lab-init", cpu: GuestCPU = DEFAULT_CPU, reboot: bool = False,
                  tree: Path = TREE, shares: dict[str, Path] | None = None, plugin: str | None = None) -> list[str]:
@@ -211,12 +225,7 @@ def qemu_command(img: Path, results: Path, nvdimm: Path, host_port: int, append:
     for tag, path in (shares or {}).items():
         extra += ["-virtfs", f"local,path={path},mount_tag={tag},security_model=none,readonly=on"]
     return [
-        "qemu-system-x86_64", *cpu.qemu_args(),
-        "-machine", "pc,nvdimm=on", "-m", "2G,slots=2,maxmem=8G",
-        "-object", "memory-backend-ram,id=ram0,size=2G",
-        "-numa", f"node,nodeid=0,cpus=0-{cpu.vcpus - 1},memdev=ram0", "-numa", "node,nodeid=1",
-        "-object", f"memory-backend-file,id=nv0,share=on,mem-path={nvdimm},size=2G",
-        "-device", "nvdimm,id=nvdimm0,memdev=nv0,node=1",
+        "qemu-system-x86_64", *machine_args(cpu, nvdimm),
         *kargs,
         "-append", f"root=/dev/vda rw console=ttyS0 init={init} panic=-1 oops=panic {append}".strip(),
         "-drive", f"file={img / 'root.img'},if=virtio,format=raw,snapshot=on",

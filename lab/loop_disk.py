@@ -233,15 +233,10 @@ def qemu_command(overlay: Path, results: Path, tree: Path, nvdimm: Path, monitor
                  cpu: lab.GuestCPU = lab.DEFAULT_CPU) -> list[str]:
     """The loop's guest: firmware, grub and the disk's default entry; the
     i6300ESB watchdog resets the machine when it fires; the lab's NVDIMM
-    and memory tier (lab.qemu_command's layout); the tree (read-only) and
+    and memory tier (lab.machine_args); the tree (read-only) and
     the results shares; a monitor socket for the faults the lab injects."""
     return [
-        "qemu-system-x86_64", *cpu.qemu_args(),
-        "-machine", "pc,nvdimm=on", "-m", "2G,slots=2,maxmem=8G",
-        "-object", "memory-backend-ram,id=ram0,size=2G",
-        "-numa", f"node,nodeid=0,cpus=0-{cpu.vcpus - 1},memdev=ram0", "-numa", "node,nodeid=1",
-        "-object", f"memory-backend-file,id=nv0,share=on,mem-path={nvdimm},size=2G",
-        "-device", "nvdimm,id=nvdimm0,memdev=nv0,node=1",
+        "qemu-system-x86_64", *lab.machine_args(cpu, nvdimm),
         "-drive", f"file={overlay},if=virtio,format=qcow2",
         "-device", "i6300esb", "-action", "watchdog=reset",
         "-virtfs", f"local,path={tree},mount_tag=nttrace,security_model=none,readonly=on",

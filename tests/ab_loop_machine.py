@@ -15,9 +15,8 @@ import json
 import struct
 from pathlib import Path
 
-from nttrace.ab import kernels, schedule, store
+from nttrace.ab import kernels, schedule, step, store
 from nttrace.ab.loop import Loop, new_state
-from nttrace.ab.step import Machine
 from nttrace.kernel import boot_settings, last_reset
 
 RECORDED_AB = Path(__file__).resolve().parent / "fixtures" / "recorded" / "ab" / "ab-base-nt-v3"
@@ -129,8 +128,8 @@ class SimMachine:
         self.reports: list[Loop] = []
         self.logs: list[str] = []
 
-    def machine(self) -> Machine:
-        return Machine(running=lambda: self.now, boot_id=lambda: f"boot-{self.bid}", boot=self.boot,
+    def machine(self) -> step.Machine:
+        return step.Machine(running=lambda: self.now, boot_id=lambda: f"boot-{self.bid}", boot=self.boot,
                        finish=self.finish, wait_quiet=lambda limit: {"state": "quiet"}, validate=self.validate,
                        free_bytes=lambda p: self.free, namespace_present=lambda ns: self.namespace,
                        write_report=self.reports.append, clock=lambda: self.t, nttrace=lambda: dict(self.nttrace_ident),
@@ -198,3 +197,60 @@ class SimMachine:
         via_kexec = self.sched["via"] == "kexec" and self.asked and lands_on == asked
         self.set_cmdline(self.cmdlines[-1] if via_kexec else FIRMWARE_CMDLINE)
         self.journal_boots.append((f"boot-{self.bid}", lands_on.split()[0]))
+
+    def cut_every_patched_run(self, m: step.Machine, on_cut=lambda: None, boots: int = 12) -> None:
+        """The loop from its start with the patched kernel going down in the
+        middle of each of its runs (after on_cut(), the crash's trace), the
+        firmware then bringing up the default kernel: the step is run after
+        each boot until the loop stops running or `boots` boots have passed."""
+        def validate(argv, timeout):
+            if self.side_now() == "patched":
+                on_cut()
+                raise KeyboardInterrupt              # the machine goes down mid-run
+            return self.validate(argv, timeout)
+        m.validate = validate
+        step.begin(self.loop, m)
+        patched = BUILDS["patched"].split()[0]
+        for _ in range(boots):
+            if self.loop.state()["state"] != "running":
+                break
+            self.reboot(lands_on=DEFAULT if self.now.release.startswith(patched) else None)
+            try:
+                step.step(self.loop, m)
+            except KeyboardInterrupt:
+                pass                                 # the crash; the next reboot() is the firmware's
+
+
+def begun(tmp_path: Path, **loop_args) -> tuple[Loop, SimMachine, step.Machine]:
+    """A loop (make_loop(tmp_path, **loop_args)) begun on a SimMachine, its
+    first boot asked for and not yet happened."""
+    loop = make_loop(tmp_path, **loop_args)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    step.begin(loop, m)
+    return loop, sim, m
+
+
+def first_slot_measured(tmp_path: Path, **loop_args) -> tuple[Loop, SimMachine, step.Machine]:
+    """A loop (make_loop(tmp_path, **loop_args)) begun on a SimMachine, whose
+    first boot came up on slot 1's kernel and whose step then measured it."""
+    loop, sim, m = begun(tmp_path, **loop_args)
+    sim.reboot()
+    step.step(loop, m)
+    return loop, sim, m
+
+
+def drive(loop: Loop, sim: SimMachine, m: step.Machine | None = None, lands=None, limit: int = 40) -> list[int]:
+    """begin, then boot after boot until the loop leaves `running` (at most
+    `limit` boots); lands(n) may say what the n-th boot lands on (a build
+    string). m: the machine the step runs on (sim.machine() by default).
+    The exit codes of begin and of each step, in order."""
+    if m is None:
+        m = sim.machine()
+    codes = [step.begin(loop, m)]
+    n = 0
+    while loop.state()["state"] == "running" and n < limit:
+        n += 1
+        sim.reboot(lands(n) if lands else None)
+        codes.append(step.step(loop, m))
+    return codes

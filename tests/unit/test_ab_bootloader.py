@@ -10,44 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from grub_cfg import DEBIAN_GRUB_CFG
 from nttrace.ab import boot, bootloader
 from nttrace.errors import CapabilityError, UsageError
-
-DEBIAN_GRUB_CFG = """\
-### BEGIN /etc/grub.d/00_header ###
-if [ -s $prefix/grubenv ]; then
-  load_env
-fi
-if [ "${next_entry}" ] ; then
-   set default="${next_entry}"
-   set next_entry=
-   save_env next_entry
-   set boot_once=true
-else
-   set default="%(default)s"
-fi
-menuentry 'Debian GNU/Linux' --class debian --class gnu-linux $menuentry_id_option 'gnulinux-simple-1234' {
-	load_video
-	insmod ext2
-	echo	'Loading Linux 6.1.0-57-amd64 ...'
-	linux	/boot/vmlinuz-6.1.0-57-amd64 root=UUID=1234 ro quiet
-	initrd	/boot/initrd.img-6.1.0-57-amd64
-}
-submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option 'gnulinux-advanced-1234' {
-	menuentry 'Debian GNU/Linux, with Linux 6.12.0-nt' --class debian $menuentry_id_option 'gnulinux-6.12.0-nt-advanced-1234' {
-		linux	/boot/vmlinuz-6.12.0-nt root=UUID=1234 ro quiet
-	}
-	menuentry 'Debian GNU/Linux, with Linux 6.12.0-nt (recovery mode)' --class debian $menuentry_id_option 'gnulinux-6.12.0-nt-recovery-1234' {
-		linux	/boot/vmlinuz-6.12.0-nt root=UUID=1234 ro single
-	}
-	menuentry 'Debian GNU/Linux, with Linux 6.12.0' --class debian $menuentry_id_option 'gnulinux-6.12.0-advanced-1234' {
-		linux	/boot/vmlinuz-6.12.0 root=UUID=1234 ro quiet
-	}
-}
-menuentry 'UEFI Firmware Settings' $menuentry_id_option 'uefi-firmware' {
-	fwsetup
-}
-"""
 
 # Fedora's grub.cfg: the entries are not in it, blscfg makes them from /boot/loader/entries
 FEDORA_GRUB_CFG = """\

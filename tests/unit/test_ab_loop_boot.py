@@ -5,34 +5,11 @@ import subprocess
 
 import pytest
 
+from grub_cfg import DEBIAN_GRUB_CFG
 from nttrace.ab import boot, bootloader
 from nttrace.errors import CapabilityError, UsageError
 
-GRUB_CFG = """
-### BEGIN /etc/grub.d/00_header ###
-if [ "${next_entry}" ] ; then
-   set default="${next_entry}"
-   set next_entry=
-   save_env next_entry
-fi
-menuentry 'Debian GNU/Linux' --class debian $menuentry_id_option 'gnulinux-simple-1234' {
-	linux	/boot/vmlinuz-6.1.0-57-amd64 root=UUID=1234 ro quiet
-}
-submenu 'Advanced options for Debian GNU/Linux' $menuentry_id_option 'gnulinux-advanced-1234' {
-	menuentry 'Debian GNU/Linux, with Linux 6.12.0-nt' --class debian $menuentry_id_option 'gnulinux-6.12.0-nt-advanced-1234' {
-		linux	/boot/vmlinuz-6.12.0-nt root=UUID=1234 ro quiet
-	}
-	menuentry 'Debian GNU/Linux, with Linux 6.12.0-nt (recovery mode)' --class debian $menuentry_id_option 'gnulinux-6.12.0-nt-recovery-1234' {
-		linux	/boot/vmlinuz-6.12.0-nt root=UUID=1234 ro single
-	}
-	menuentry 'Debian GNU/Linux, with Linux 6.12.0' --class debian $menuentry_id_option 'gnulinux-6.12.0-advanced-1234' {
-		linux	/boot/vmlinuz-6.12.0 root=UUID=1234 ro quiet
-	}
-}
-menuentry 'UEFI Firmware Settings' $menuentry_id_option 'uefi-firmware' {
-	fwsetup
-}
-"""
+GRUB_CFG = DEBIAN_GRUB_CFG % {"default": "0"}
 
 
 def test_the_default_command_line_drops_what_the_bootloader_adds():

@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ab_loop_machine import BUILDS, DEFAULT, SimMachine, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, SimMachine, begun, first_slot_measured, make_loop
 from nttrace.ab import report, status, step, store
 from nttrace.ab.loop import slot_state
 from nttrace.kernel import last_reset
@@ -20,12 +20,7 @@ from nttrace.kernel import last_reset
 
 def _at_slot_2(tmp_path, rounds=2, seed=3, **kw):
     """A loop whose slot 1 was measured and whose slot 2 has just booted."""
-    loop = make_loop(tmp_path, rounds=rounds, seed=seed, **kw)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=rounds, seed=seed, **kw)
     sim.reboot()
     return loop, sim, m
 
@@ -136,12 +131,7 @@ def test_a_power_cut_during_the_kexec_is_not_blamed_on_the_kernel(tmp_path):
     was stored, while the kexec into slot 2's kernel runs. The machine comes
     back on the default kernel by firmware; nothing recorded a crash and the
     journal holds no boot of slot 2's kernel: a failed boot, blamed on no one."""
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=3)
     slot2 = loop.slots()[1]
     expected = loop.schedule()["kernels"][slot2.side]["release"]
     sim.reboot(lands_on=DEFAULT)
@@ -164,10 +154,7 @@ def test_a_power_cut_during_the_kexec_is_not_blamed_on_the_kernel(tmp_path):
 
 
 def test_a_panic_pstore_recorded_is_blamed_on_the_kernel_with_its_panic_line(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     first = loop.slots()[0]
     expected = loop.schedule()["kernels"][first.side]["release"]
     old = sim.crash_record("6.1.0-57-amd64", "Kernel panic - not syncing: an old crash", name="dmesg-ramoops-1")
@@ -184,10 +171,7 @@ def test_a_panic_pstore_recorded_is_blamed_on_the_kernel_with_its_panic_line(tmp
 
 
 def test_a_hang_the_watchdog_reset_after_the_kernel_started_is_blamed_on_it(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     expected = loop.schedule()["kernels"][loop.slots()[0].side]["release"]
     (sim.root / "sys/class/watchdog/watchdog0/bootstatus").write_text("32\n")     # WDIOF_CARDRESET
     sim.reboot(lands_on=DEFAULT, started=True)
@@ -199,10 +183,7 @@ def test_a_hang_the_watchdog_reset_after_the_kernel_started_is_blamed_on_it(tmp_
 
 
 def test_a_watchdog_reset_before_the_kernel_recorded_its_start_is_not_blamed(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     expected = loop.schedule()["kernels"][loop.slots()[0].side]["release"]
     (sim.root / "sys/class/watchdog/watchdog0/bootstatus").write_text("0x20\n")
     sim.reboot(lands_on=DEFAULT)
@@ -214,10 +195,7 @@ def test_a_watchdog_reset_before_the_kernel_recorded_its_start_is_not_blamed(tmp
 
 
 def test_a_kernel_that_started_then_vanished_without_a_record_is_not_blamed(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     sim.reboot(lands_on=DEFAULT, started=True)
     step.step(loop, m)
     [f] = slot_state(loop.state(), 1)["failures"]
@@ -262,10 +240,7 @@ def test_an_unreadable_state_is_recovered_from_its_previous_copy_and_the_step_sa
     whose rename was lost: state.json is half a file. The loop is not reset
     to a fresh one: the previous copy and the events beyond it say slot 1 was
     being measured, so the run is redone (a cut), not a failed boot."""
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, seed=3)
     sim.reboot()
 
     def power_cut(argv, timeout):
@@ -294,12 +269,7 @@ def test_an_unreadable_state_is_recovered_from_its_previous_copy_and_the_step_sa
 
 
 def test_a_state_neither_copy_holds_is_rebuilt_from_the_schedule_the_events_and_the_runs(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=3, max_failures=5)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)                          # slot 1 measured
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=3, max_failures=5)
     sim.reboot(lands_on=DEFAULT)
     step.step(loop, m)                          # slot 2: a failed boot, asked again
     sim.reboot()
@@ -324,12 +294,7 @@ def test_a_state_neither_copy_holds_is_rebuilt_from_the_schedule_the_events_and_
 
 
 def test_a_state_rebuilt_without_events_counts_the_kept_runs_and_boots_the_next_slot(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=3)
     for p in (loop.state_path, store.previous(loop.state_path), loop.events_path):
         p.unlink()
     st = loop.state()
@@ -347,22 +312,8 @@ def test_a_kernel_that_crashes_under_the_checks_twice_is_blamed_where_pstore_kep
     sim = SimMachine(loop)
     m = sim.machine()
     patched = next(s.slot for s in loop.slots() if s.side == "patched")
-
-    def validate(argv, timeout):
-        if sim.side_now() == "patched":
-            sim.crash_record("7.2.13-nt", "Kernel panic - not syncing: Fatal exception in interrupt")
-            raise KeyboardInterrupt              # the machine goes down mid-run
-        return sim.validate(argv, timeout)
-    m.validate = validate
-    step.begin(loop, m)
-    for _ in range(12):
-        if loop.state()["state"] != "running":
-            break
-        sim.reboot(lands_on=DEFAULT if sim.now.release.startswith("7.2.13-nt") else None)
-        try:
-            step.step(loop, m)
-        except KeyboardInterrupt:
-            pass
+    sim.cut_every_patched_run(m, on_cut=lambda: sim.crash_record(
+        "7.2.13-nt", "Kernel panic - not syncing: Fatal exception in interrupt"))
     f = slot_state(loop.state(), patched)["failures"][-1]
     assert f["kind"] == "cut" and f["blamed"] == "kernel"
     assert f["why"].startswith("its run was cut short 2 times; the machine came back on 6.1.0-57-amd64 (the default "
@@ -371,10 +322,7 @@ def test_a_kernel_that_crashes_under_the_checks_twice_is_blamed_where_pstore_kep
 
 
 def test_a_boot_the_shutdown_under_way_refused_is_asked_again_not_counted_as_failed(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, seed=3)
     sim.reboot()
 
     def refused(kernel, cmdline, entry):

@@ -5,15 +5,12 @@ what only the loop knows: the kernels, the schedule, the failed boots, and
 nttrace's version and commit in each run (said when they differ)."""
 import json
 
-from ab_loop_machine import DEFAULT, SimMachine, make_loop
+from ab_loop_machine import DEFAULT, begun, first_slot_measured
 from nttrace.ab import report, step
 
 
 def loop_with(tmp_path, rounds=2, seed=4, lands=None, before_boot=None):
-    loop = make_loop(tmp_path, rounds=rounds, seed=seed)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=rounds, seed=seed)
     n = 0
     while loop.state()["state"] == "running":
         n += 1
@@ -54,12 +51,7 @@ def test_two_boots_a_side_report_every_format_and_say_not_testable(tmp_path):
 
 
 def test_a_report_before_both_sides_have_a_run_says_so(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=4)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)                                     # one run, one side
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=4)
     text = report.render(loop, "text")
     assert "no A/B yet: " in text and "runs kept: " in text
     data = json.loads(report.render(loop, "json"))

@@ -8,7 +8,7 @@ report says whether leaving it out changes a verdict. The state machine is
 the real one (nttrace.ab.step) on the simulated machine."""
 import json
 
-from ab_loop_machine import BUILDS, DEFAULT, FIRMWARE_CMDLINE, SimMachine, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, FIRMWARE_CMDLINE, SimMachine, drive, first_slot_measured, make_loop
 from nttrace.ab import report, status, step, store
 from nttrace.ab.loop import slot_state
 from nttrace.kernel import boot_settings
@@ -19,17 +19,6 @@ SKIPPED = {"version": "0.1.0", "kernel_release": "7.2.13-nt",
                       {"id": "env.kernel_btf", "status": "skip", "summary": "no BTF", "evidence": {}}]}
 
 
-def drive(loop, sim, m, lands=None, limit=40):
-    """begin, then boot after boot until the loop leaves `running`."""
-    codes = [step.begin(loop, m)]
-    n = 0
-    while loop.state()["state"] == "running" and n < limit:
-        n += 1
-        sim.reboot(lands(n) if lands else None)
-        codes.append(step.step(loop, m))
-    return codes
-
-
 def skipping_on(sim, side, report=SKIPPED):
     """validate as on a machine where `side`'s kernel cannot run the checks."""
     def validate(argv, timeout):
@@ -38,6 +27,17 @@ def skipping_on(sim, side, report=SKIPPED):
             return 0, json.dumps(report), ""
         return sim.validate(argv, timeout)
     return validate
+
+
+def driven_with_patched_skipping(tmp_path, **loop_args):
+    """A loop (make_loop(tmp_path, **loop_args)) driven to its end on a
+    machine where the patched kernel's checks all skip: loop, sim, m and
+    the exit codes of begin and each step."""
+    loop = make_loop(tmp_path, **loop_args)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    m.validate = skipping_on(sim, "patched")
+    return loop, sim, m, drive(loop, sim, m)
 
 
 def test_a_boot_whose_checks_all_skipped_is_a_failed_measurement_retried_never_a_run(tmp_path):
@@ -71,11 +71,7 @@ def test_a_boot_whose_checks_all_skipped_is_a_failed_measurement_retried_never_a
 
 
 def test_a_patched_kernel_whose_checks_always_skip_never_completes_and_k_in_a_row_stop_it(tmp_path):
-    loop = make_loop(tmp_path, rounds=3, seed=5, max_failures=3)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    m.validate = skipping_on(sim, "patched")
-    codes = drive(loop, sim, m)
+    loop, sim, _, codes = driven_with_patched_skipping(tmp_path, rounds=3, seed=5, max_failures=3)
     st = loop.state()
     assert st["state"] == "failed" and codes[-1] == 1
     assert st["why"].startswith("stopped after 3 consecutive failed boots (--max-failures 3): slot ")
@@ -86,11 +82,7 @@ def test_a_patched_kernel_whose_checks_always_skip_never_completes_and_k_in_a_ro
 
 def test_a_schedule_that_ends_with_an_empty_side_ends_incomplete_not_complete(tmp_path, capsys):
     # K large enough that the schedule runs out first: every patched boot measured nothing
-    loop = make_loop(tmp_path, rounds=2, seed=3, max_failures=9)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    m.validate = skipping_on(sim, "patched")
-    codes = drive(loop, sim, m)
+    loop, sim, m, codes = driven_with_patched_skipping(tmp_path, rounds=2, seed=3, max_failures=9)
     st = loop.state()
     assert codes[-1] == 1
     assert st["state"] == "failed"
@@ -153,12 +145,7 @@ def test_each_run_records_the_boots_settings_and_the_boot_it_was_kexecd_from(tmp
 
 
 def test_a_boot_the_firmware_started_is_recorded_so_and_settings_that_differ_are_said(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=6)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)                                    # slot 1 measured on the kexec'd kernel
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=6)
     # turbo switched off and a C-state limit on the command line by the time
     # slot 2 is measured, which the firmware booted (--via reboot's path)
     (sim.root / "sys/devices/system/cpu/intel_pstate/no_turbo").write_text("1\n")

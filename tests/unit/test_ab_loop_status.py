@@ -4,17 +4,12 @@ at the pace so far) and `ab stop` (state stopped, nothing pending, runs
 kept, and the next boot's step does nothing but make sure of it)."""
 import pytest
 
-from ab_loop_machine import DEFAULT, SimMachine, make_loop
+from ab_loop_machine import DEFAULT, first_slot_measured, make_loop
 from nttrace.ab import status, step, stop, unit
 
 
 def test_status_mid_loop(tmp_path):
-    loop = make_loop(tmp_path, rounds=3, seed=9)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)                    # slot 1 measured
+    loop, sim, m = first_slot_measured(tmp_path, rounds=3, seed=9)
     sim.reboot(lands_on=DEFAULT)
     step.step(loop, m)                    # slot 2's first boot failed; retried
     s = status.status(loop, running=sim.now, this_boot=m.boot_id())
@@ -31,12 +26,7 @@ def test_status_mid_loop(tmp_path):
 
 
 def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, capsys):
-    loop = make_loop(tmp_path, rounds=2, seed=9)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=9)
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
     (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent, 9000))
@@ -115,12 +105,7 @@ def test_the_unit_runs_on_a_settled_system_without_holding_up_the_boot_and_is_bo
 def _at_slot_2(tmp_path, seed: int):
     """A 2-round loop whose slot 1 was measured and whose slot 2 has just
     booted: (loop, sim, machine)."""
-    loop = make_loop(tmp_path, rounds=2, seed=seed)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)                    # slot 1 measured, slot 2 asked
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=seed)
     sim.reboot()
     return loop, sim, m
 

@@ -4,22 +4,9 @@ on a simulated machine (tests/ab_loop_machine.py): the running kernel and
 the boot action are plain functions, so every fault happens on demand."""
 import json
 
-from ab_loop_machine import BUILDS, DEFAULT, SimMachine, bzimage, make_loop
+from ab_loop_machine import BUILDS, DEFAULT, SimMachine, begun, bzimage, drive, first_slot_measured, make_loop
 from nttrace.ab import step
 from nttrace.ab.loop import slot_state
-
-
-def run_loop(loop, sim, lands=None, limit=40):
-    """begin, then boot after boot until the loop leaves `running`;
-    lands(n) may say what the n-th boot lands on (a build string)."""
-    m = sim.machine()
-    codes = [step.begin(loop, m)]
-    n = 0
-    while loop.state()["state"] == "running" and n < limit:
-        n += 1
-        sim.reboot(lands(n) if lands else None)
-        codes.append(step.step(loop, m))
-    return codes
 
 
 def sides_asked(sim):
@@ -29,7 +16,7 @@ def sides_asked(sim):
 def test_a_loop_boots_the_schedule_in_order_keeps_a_run_a_boot_and_ends_on_the_default_kernel(tmp_path):
     loop = make_loop(tmp_path, rounds=3, seed=11)
     sim = SimMachine(loop)
-    codes = run_loop(loop, sim)
+    codes = drive(loop, sim)
     order = [s.side for s in loop.slots()]
     assert sides_asked(sim) == order                       # the schedule's order, one boot a slot
     assert [s for s, _ in sim.validated] == order          # each run on the kernel its slot expects
@@ -57,7 +44,7 @@ def test_a_kernel_that_panics_once_is_a_failed_boot_retried_and_the_loop_goes_on
         if slot == first_patched and slot_state(loop.state(), slot)["attempts"] == 1:
             return DEFAULT
         return None
-    run_loop(loop, sim, lands)
+    drive(loop, sim, lands=lands)
     st = loop.state()
     assert st["state"] == "complete"
     ss = slot_state(st, first_patched)
@@ -76,7 +63,7 @@ def test_a_slot_that_fails_twice_is_given_up_and_the_next_slot_booted(tmp_path):
 
     def lands(n):
         return DEFAULT if loop.state()["booting"]["slot"] == target else None
-    run_loop(loop, sim, lands)
+    drive(loop, sim, lands=lands)
     st = loop.state()
     assert st["state"] == "complete" and st["why"] == "complete: 3 of 4 boots measured"
     ss = slot_state(st, target)
@@ -88,7 +75,7 @@ def test_k_consecutive_failed_boots_stop_the_loop_with_a_clear_status(tmp_path):
     loop = make_loop(tmp_path, rounds=3, seed=5, max_failures=3)
     sim = SimMachine(loop)
     sim.panics = {"7.2.13-nt"}                             # patched never comes up
-    codes = run_loop(loop, sim)
+    codes = drive(loop, sim)
     st = loop.state()
     assert st["state"] == "failed"
     assert st["why"].startswith("stopped after 3 consecutive failed boots (--max-failures 3)")
@@ -99,10 +86,7 @@ def test_k_consecutive_failed_boots_stop_the_loop_with_a_clear_status(tmp_path):
 
 
 def test_a_kernel_image_rebuilt_in_place_is_refused(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
     assert step.step(loop, m) == 0
     # the same release rebuilt over the image between two boots
@@ -116,10 +100,7 @@ def test_a_kernel_image_rebuilt_in_place_is_refused(tmp_path):
 
 
 def test_a_run_cut_short_by_a_power_cut_is_redone_and_not_a_failed_boot(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, seed=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, seed=2)
     sim.reboot()
 
     def cut(argv, timeout):
@@ -147,12 +128,7 @@ def test_a_run_cut_short_by_a_power_cut_is_redone_and_not_a_failed_boot(tmp_path
 
 
 def test_disk_full_stops_the_loop_and_keeps_the_runs(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2)
     sim.free = 10 << 20
     sim.reboot()
     assert step.step(loop, m) == 1
@@ -164,10 +140,7 @@ def test_disk_full_stops_the_loop_and_keeps_the_runs(tmp_path):
 def test_a_write_that_fails_for_lack_of_room_stops_the_loop(tmp_path, monkeypatch):
     import errno
     import os
-    loop = make_loop(tmp_path, rounds=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1)
     sim.reboot()
     real_write = os.write
 
@@ -185,10 +158,7 @@ def test_a_write_that_fails_for_lack_of_room_stops_the_loop(tmp_path, monkeypatc
 
 
 def test_a_missing_namespace_stops_the_loop(tmp_path):
-    loop = make_loop(tmp_path, rounds=2, rebind="namespace0.0")
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, rebind="namespace0.0")
     sim.namespace = False
     sim.reboot()
     assert step.step(loop, m) == 1
@@ -197,10 +167,7 @@ def test_a_missing_namespace_stops_the_loop(tmp_path):
 
 
 def test_a_validate_that_cannot_run_stops_the_loop_with_its_reason(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
     sim.validate_result = (3, "", "nttrace: nttrace validate: needs CAP_BPF\n")
     assert step.step(loop, m) == 1
@@ -210,10 +177,7 @@ def test_a_validate_that_cannot_run_stops_the_loop_with_its_reason(tmp_path):
 
 
 def test_a_check_that_fails_is_a_result_and_its_run_is_kept(tmp_path):
-    loop = make_loop(tmp_path, rounds=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1)
     sim.reboot()
     run = {"version": "0.1.0", "checks": [{"id": "env.x", "status": "fail", "summary": "no",
                                            "evidence": {"ns_per_page": 41.5}}], "boot_id": "boot-1"}
@@ -223,12 +187,7 @@ def test_a_check_that_fails_is_a_result_and_its_run_is_kept(tmp_path):
 
 
 def test_the_unit_running_twice_in_one_boot_does_nothing_the_second_time(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=2)
     asked = len(sim.asked)
     assert step.step(loop, m) == 0
     assert len(sim.asked) == asked and len(sim.validated) == 1
@@ -246,10 +205,7 @@ def test_a_stopped_loop_only_makes_sure_nothing_is_left_enabled(tmp_path):
 
 def test_a_state_directory_others_can_write_is_refused(tmp_path):
     import os
-    loop = make_loop(tmp_path, rounds=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1)
     os.chmod(loop.dir, 0o777)
     sim.reboot()
     assert step.step(loop, m) == 1
@@ -272,10 +228,7 @@ def test_a_boot_that_cannot_be_issued_stops_the_loop(tmp_path):
 def test_a_state_that_cannot_be_written_stops_the_loop_without_a_traceback(tmp_path, monkeypatch):
     import errno
     from nttrace.ab import loop as loop_module
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
     real_save = loop_module.Loop.save_state
     calls = {"n": 0}
@@ -294,10 +247,7 @@ def test_a_state_that_cannot_be_written_stops_the_loop_without_a_traceback(tmp_p
 
 def test_a_cut_after_the_run_was_stored_keeps_that_run_and_goes_on(tmp_path, monkeypatch):
     from nttrace.ab import loop as loop_module
-    loop = make_loop(tmp_path, rounds=2, seed=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2, seed=2)
     sim.reboot()
     real_save = loop_module.Loop.save_state
 
@@ -327,10 +277,7 @@ def test_ab_stop_while_validate_runs_stands_and_nothing_is_booted_after_it(tmp_p
     class Booter:
         def clear(self):
             return []
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
     asked = len(sim.asked)
 
@@ -354,21 +301,7 @@ def test_a_slot_whose_run_is_cut_again_and_again_is_given_up_not_booted_forever(
     sim = SimMachine(loop)
     m = sim.machine()
     patched = next(s.slot for s in loop.slots() if s.side == "patched")
-
-    def validate(argv, timeout):
-        if sim.side_now() == "patched":
-            raise KeyboardInterrupt              # the machine goes down mid-run
-        return sim.validate(argv, timeout)
-    m.validate = validate
-    step.begin(loop, m)
-    for _ in range(12):
-        if loop.state()["state"] != "running":
-            break
-        sim.reboot(lands_on=DEFAULT if sim.now.release.startswith("7.2.13-nt") else None)
-        try:
-            step.step(loop, m)
-        except KeyboardInterrupt:
-            pass                                 # the crash; the next reboot() is the firmware's
+    sim.cut_every_patched_run(m)
     st = loop.state()
     # the schedule ended with no patched run: never "complete"
     assert st["state"] == "failed", st["why"]
@@ -382,10 +315,7 @@ def test_a_slot_whose_run_is_cut_again_and_again_is_given_up_not_booted_forever(
 
 
 def test_an_image_rebuilt_while_validate_runs_is_never_booted(tmp_path):
-    loop = make_loop(tmp_path, rounds=1, seed=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=1, seed=1)
     sim.reboot()
     nxt = loop.slots()[1].side
 
@@ -402,10 +332,7 @@ def test_an_image_rebuilt_while_validate_runs_is_never_booted(tmp_path):
 
 
 def test_an_error_nobody_foresaw_stops_the_loop_and_leaves_nothing_enabled(tmp_path):
-    loop = make_loop(tmp_path, rounds=2)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
+    loop, sim, m = begun(tmp_path, rounds=2)
     sim.reboot()
 
     def broken(limit):

@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from ab_loop_machine import SimMachine, make_loop
-from nttrace.ab import step, store
+from ab_loop_machine import first_slot_measured, make_loop
+from nttrace.ab import store
 
 
 def test_a_write_cut_before_the_rename_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
@@ -48,12 +48,7 @@ def test_a_writer_killed_mid_write_leaves_the_old_file_whole(tmp_path):
 
 
 def test_a_truncated_or_unfinished_run_file_is_not_a_run(tmp_path):
-    loop = make_loop(tmp_path, rounds=1)
-    sim = SimMachine(loop)
-    m = sim.machine()
-    step.begin(loop, m)
-    sim.reboot()
-    step.step(loop, m)
+    loop, sim, m = first_slot_measured(tmp_path, rounds=1)
     slot = loop.slots()[0]
     good = loop.run_path(slot).read_text()
     assert list(loop.runs()) == [1]
@@ -103,7 +98,6 @@ def test_a_name_that_is_not_a_plain_word_is_refused(name):
 
 
 def test_the_lock_is_never_a_link_followed_out_of_the_loop_directory(tmp_path):
-    from ab_loop_machine import make_loop
     loop = make_loop(tmp_path, rounds=1)
     elsewhere = tmp_path / "etc-something"
     (loop.dir / "lock").symlink_to(elsewhere)        # planted while the directory was writable by others

@@ -36,6 +36,8 @@ from pathlib import Path
 
 from nttrace.ab import boot, kernels, store
 from nttrace.errors import CapabilityError, UsageError
+from nttrace.kernel.sysfs import read as _read
+from nttrace.kernel.sysfs import to_int as _int
 
 PANIC_S = 10
 # (command-line parameter, its value, the sysctl it sets, that sysctl's value)
@@ -94,20 +96,6 @@ def _panic_text(kept: dict[str, str], via: str) -> str:
 
 
 # -- the watchdog --------------------------------------------------------------
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
-        return None
-
-
 def watchdogs(root: Path | None = None) -> list[dict]:
     """The machine's watchdogs, watchdog0 first: each one's sysfs facts (its
     driver and the module that provides it, through the device's links)."""

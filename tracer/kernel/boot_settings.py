@@ -28,21 +28,18 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from nttrace.kernel import sysfs
+from nttrace.kernel.sysfs import to_int as _int
+
 MARKER = "nttrace.ab_from"
 CPU = "sys/devices/system/cpu"
 
 
 def _read(root: Path, rel: str) -> str | None:
+    """root/rel's value; None where it is missing, unreadable or not text."""
     try:
-        return (root / rel).read_text().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
-def _int(text: str | None) -> int | None:
-    try:
-        return int(text) if text is not None else None
-    except ValueError:
+        return sysfs.read(root / rel)
+    except UnicodeDecodeError:
         return None
 
 

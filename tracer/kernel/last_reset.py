@@ -27,6 +27,8 @@ import subprocess
 from pathlib import Path
 from typing import Callable
 
+from nttrace.kernel.sysfs import read as _read
+
 WDIOF_CARDRESET = 0x20
 # a pstore record written before the boot was asked is an older crash's
 SLACK_S = 5.0
@@ -68,13 +70,6 @@ def watchdogs(root: Path) -> list[dict]:
         out.append({"device": w.name, "identity": _read(w / "identity"), "bootstatus": status,
                     "reset_by_watchdog": bool(status is not None and status & WDIOF_CARDRESET)})
     return out
-
-
-def _read(p: Path) -> str | None:
-    try:
-        return p.read_text().strip()
-    except OSError:
-        return None
 
 
 def parse_list_boots(text: str) -> list[str]:

@@ -9,6 +9,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from nttrace.kernel.sysfs import read as _read
 from nttrace.perf.event_open import EventSpec
 
 _FIELDS = ("config", "config1", "config2")
@@ -81,13 +82,6 @@ def parse_cpulist(text: str) -> list[int]:
         lo, _, hi = part.partition("-")
         cpus.extend(range(int(lo), int(hi or lo) + 1))
     return cpus
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
 
 
 def load_pmu(path: Path, sysfs_root: Path | None = None) -> Pmu:
