@@ -442,6 +442,9 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
     print(f"installed and enabled {unit.unit_name(loop.name)}; `nttrace ab status {loop.name}`, "
           f"`nttrace ab stop {loop.name}` ends it")
     m = machine or real_machine(loop, sched)
+    # the plan on its way before the machine goes down: to a file or a pipe
+    # stdout is block-buffered, and a kexec takes what it still holds
+    sys.stdout.flush()
     try:
         rc = begin(loop, m)
     except BaseException:             # Ctrl-C while the first boot is asked for
