@@ -211,7 +211,13 @@ def test_the_validate_unit_runs_the_checks_its_sandbox_allows_as_root_does(deb_l
     assert unit["start_rc"] == 0 and unit["Result"] == "success" and unit["ExecMainStatus"] in ("0", "1"), unit
     statuses = r["validate_statuses"]
     assert statuses["unconfined"] and "probe.migrate" in statuses["unconfined"], statuses
-    assert statuses["unit"] == statuses["unconfined"], (statuses, unit["journal"])
+    # A timing verdict too noisy to call in either run (native.nt_benefit on a busy host) is a measured
+    # outcome, not the sandbox's doing: only those checks may differ between the two runs.
+    noisy = set(re.findall(r"^NOISY\s+(\S+)", unit["journal"] + "\n" + r["validate"]["stdout"], re.M))
+    differ = {c for c in set(statuses["unit"]) | set(statuses["unconfined"])
+              if statuses["unit"].get(c) != statuses["unconfined"].get(c)}
+    assert statuses["unit"].keys() == statuses["unconfined"].keys() and differ <= noisy, \
+        (differ - noisy, statuses, unit["journal"])
 
 
 def test_upgrade_keeps_the_edited_config_and_restarts_the_daemon(deb_lab):
