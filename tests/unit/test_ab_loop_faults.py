@@ -144,7 +144,7 @@ def test_a_power_cut_during_the_kexec_is_not_blamed_on_the_kernel(tmp_path):
     assert f["reached"] == {"how": "firmware", "from_boot": None}
     assert f["records"]["journal"] == {"readable": True, "asking_found": True, "between": []}
     text = report.render(loop, "text")
-    assert "slot 2 (" + slot2.side + ") at " in text and "failed boot [blamed: unknown]: expected " in text
+    assert "slot 2 (" + slot2.side + ") at " in text and "failed boot [blamed: unknown]:\n      expected " in text
     [b] = json.loads(report.render(loop, "json"))["loop"]["failed_boots"]
     assert (b["blamed"], b["known"], b["cause"]) == ("unknown", f["known"], f["cause"])
     assert b["records"]["pstore"] == [] and b["reached"]["how"] == "firmware"

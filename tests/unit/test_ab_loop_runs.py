@@ -92,7 +92,7 @@ def test_a_schedule_that_ends_with_an_empty_side_ends_incomplete_not_complete(tm
     assert sim.finished == [True] and sim.reports == [loop]       # the report written, the default kernel next
     text = report.render(loop, "text")
     assert text.startswith("nttrace ab t: failed (incomplete: no patched run")
-    assert "failed measurement: a failed measurement: all 2 selected checks skipped" in text
+    assert ", failed measurement; slot given up:\n      a failed measurement: all 2 selected checks skipped" in text
     assert "no A/B yet: 2 base and 0 patched runs kept" in text
     status.print_status(status.status(loop, running=sim.now, this_boot=m.boot_id()))
     out = capsys.readouterr().out

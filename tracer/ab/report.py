@@ -20,6 +20,7 @@ from __future__ import annotations
 import html
 import json
 import subprocess
+import textwrap
 import time
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from nttrace.ab import schedule, store
 from nttrace.ab.loop import Loop, nttrace_exe, slot_state, why_failed
 from nttrace.errors import UsageError
 from nttrace.kernel import boot_settings
+
+_WIDTH = 110     # the text report's wrapped lines
 
 FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
@@ -102,7 +105,10 @@ def _loop_lines(f: dict) -> list[str]:
             kind = "failed measurement" if b.get("kind") == "measurement" else "failed boot"
             lines.append(f"    slot {b['slot']} ({b['side']}) at {_when(b['at'])}, {kind}"
                          + (f" [blamed: {b['blamed']}]" if b.get("blamed") else "")
-                         + f": {b['why']} ({b['found']['build']})" + ("; slot given up" if b["slot_given_up"] else ""))
+                         + ("; slot given up" if b["slot_given_up"] else "") + ":")
+            # the reason can run to several hundred characters: wrapped, so the text report reads in a terminal
+            lines.extend(textwrap.wrap(f"{b['why']}; found {b['found']['build']}", width=_WIDTH,
+                                       initial_indent="      ", subsequent_indent="      ", break_on_hyphens=False))
     else:
         lines.append("  failed boots: none")
     for r in f["runs_redone"]:
