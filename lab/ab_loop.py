@@ -10,6 +10,7 @@ loop is over; the host waits and reads the loop's report.
     python3 -m lab.ab_loop --boots 4 --out ab-loop-base-nt-v3               # 4 boots a side, kexec
     python3 -m lab.ab_loop --boots 4 --via reboot --out ab-loop-reboot      # through the firmware and grub
     python3 -m lab.ab_loop --boots 2 --inject panic --out ab-fault          # the patched kernel's first boot panics
+    python3 -m lab.ab_loop --faults --out ab-faults                          # the refusals and the changed kernels
 
 Nothing of the lab helps the loop: no command line (nttrace kexecs with
 the running one), no module tree of the lab's, no reset arranged by QEMU's
@@ -21,7 +22,12 @@ patched kernel's first boot panics: sysrq c), `--inject hang` (its first
 boot stops answering: PID 1 held in a ptrace stop), `--power-cut V:S`
 (QEMU's system_reset from its monitor S seconds after validate began at
 the first boot of kernel V: what the guest had not written to its disk is
-lost).
+lost). `--faults` runs, in one QEMU run, what `start` must refuse (the same
+kernel twice; grub's default left to Debian's own choice, the highest
+version: the patched kernel) and three 1+1 loops, each with a change made
+to the patched kernel at the base kernel's first boot, between the start
+and the patched boot: its image rebuilt, a module of its tree rebuilt (the
+loop stops), its headers package purged (its checks skip: no run).
 
 The guest's scripts (guest-loop-boot.sh early at every boot: a line for the
 host saying which kernel came up and how; guest-loop.sh and guest_loop.py
@@ -29,8 +35,10 @@ once the machine is up: the start, the end) are read from a frozen copy of
 the tree (lab.frozen_tree), and nttrace is the wheel built at the start.
 
 Out: OUT/guest/ (the guest's console, its log, ab-boots.jsonl: one line a
-boot; ab/<name>/: the loop's state directory, report included; ab-end.json:
-what the loop left on the machine; ab-journal.txt), OUT/disk.qcow2 (the
+boot; for each loop ab/<name>/: its state directory, report included;
+ab-end-<name>.json: what it left on the machine; ab-journal-<name>.txt;
+ab-end.json and ab-journal.txt: the last loop's; refuse-<name>.json: a
+refusal's exit code, output and what it left), OUT/disk.qcow2 (the
 run's overlay of the cached disk) and OUT/run.json: the kernels, the
 command, the wall time, each boot's host time (when its line arrived),
 the faults injected, the commit.
@@ -120,7 +128,6 @@ class PowerCut:
         return cls(variant, seconds)
 
 
-INJECTABLE = ("panic", "hang")     # at the patched kernel's first boot (guest-loop-boot.sh)
 
 
 @dataclass
@@ -138,10 +145,24 @@ class LoopRun:
     def state(self) -> Path:
         return self.run.results / "ab" / NAME
 
-    def json(self, rel: str) -> dict:
-        p = self.state / rel
+    def json(self, rel: str, name: str = NAME) -> dict:
+        p = self.run.results / "ab" / name / rel
         if not p.exists():
-            raise lab.LabError(f"the loop left no {rel}\n{self.run.tail()}")
+            raise lab.LabError(f"the loop {name} left no {rel}\n{self.run.tail()}")
+        return json.loads(p.read_text())
+
+    def end_of(self, name: str) -> dict:
+        """ab-end-<name>.json: how the loop `name` ended, what it left."""
+        return self._file(f"ab-end-{name}.json")
+
+    def refusal(self, name: str) -> dict:
+        """refuse-<name>.json: the start that had to refuse."""
+        return self._file(f"refuse-{name}.json")
+
+    def _file(self, name: str) -> dict:
+        p = self.run.results / name
+        if not p.exists():
+            raise lab.LabError(f"the guest wrote no {name}\n{self.run.tail()}")
         return json.loads(p.read_text())
 
     def kernel_boots(self) -> list[dict]:
@@ -202,8 +223,32 @@ class _Watcher:
         self._read()
 
 
-def write_loop_config(tree: Path, base, patched, boots: int, check_args: list[str], via: str,
-                      inject: tuple[str, ...], seed: int) -> Path:
+def loop_scenario(base, patched, boots: int, check_args: list[str], via: str = "kexec",
+                  inject: tuple[str, ...] = (), name: str = NAME, expect: str = "complete") -> dict:
+    """One loop of the guest's run: `nttrace ab start NAME` with these."""
+    return {"name": name, "kind": "loop", "base": base.release, "patched": patched.release, "boots": boots,
+            "via": via, "check_args": check_args, "inject": list(inject), "expect": expect}
+
+
+def fault_scenarios(base, patched, check_args: list[str]) -> list[dict]:
+    """--faults: what start must refuse, then three 1+1 loops by kexec, each
+    with the patched kernel changed between the start and its boot. The
+    headers' loop comes last: what it purges is not put back."""
+    def refuse(name: str, b, p, **kw) -> dict:
+        return {"name": name, "kind": "refuse", "base": b.release, "patched": p.release, "boots": 1,
+                "via": "kexec", "check_args": check_args, **kw}
+    return [refuse("same", patched, patched),
+            # grub's default where the admin chose none: the first entry, the highest version
+            refuse("default", base, patched, grub_default="0"),
+            loop_scenario(base, patched, 1, check_args, inject=("image",), name="image", expect="stopped"),
+            loop_scenario(base, patched, 1, check_args, inject=("modules",), name="modules", expect="stopped"),
+            loop_scenario(base, patched, 1, check_args, inject=("headers",), name="headers", expect="failed")]
+
+
+INJECTABLE = ("panic", "hang")     # at the patched kernel's first boot (guest-loop-boot.sh)
+
+
+def write_loop_config(tree: Path, base, patched, scenarios: list[dict], seed: int) -> Path:
     """The frozen tree's ab-loop/: what the guest's driver reads."""
     loop = tree / "ab-loop"
     loop.mkdir()
@@ -213,36 +258,39 @@ def write_loop_config(tree: Path, base, patched, boots: int, check_args: list[st
     for k in by_variant.values():
         (loop / f"{k.variant}.release").write_text(k.release + "\n")
     (loop / "patched").write_text(patched.variant + "\n")
-    (loop / "name").write_text(NAME + "\n")
+    (loop / "name").write_text(scenarios[-1]["name"] + "\n")
     (loop / "wheels").mkdir()
     for w in guest_wheels():
         shutil.copy(w, loop / "wheels" / w.name)
+    rebind = any("--rebind" in sc["check_args"] for sc in scenarios)
     (loop / "config.json").write_text(json.dumps({
-        "name": NAME, "kernels": {"base": base.release, "patched": patched.release},
-        "releases": {k.variant: k.release for k in by_variant.values()}, "boots": boots, "seed": seed,
-        "via": via, "check_args": check_args, "setup": [FSDAX] if "--rebind" in check_args else [],
-        "inject": list(inject)}, indent=1))
+        "name": scenarios[-1]["name"], "releases": {k.variant: k.release for k in by_variant.values()},
+        "seed": seed, "setup": [FSDAX] if rebind else [], "scenarios": scenarios}, indent=1))
     return loop
 
 
-def run_loop(out: Path, base, patched, boots: int, check_args: list[str], via: str = "kexec",
+def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = MEMMAP, via: str = "kexec",
              inject: tuple[str, ...] = (), power_cut: PowerCut | None = None,
-             cpu: lab.GuestCPU = lab.DEFAULT_CPU, timeout: float = 3600, seed: int = SEED) -> LoopRun:
-    """The loop in one QEMU run of the loop's guest. `base`, `patched`:
-    kernel_build.Kernel (with their packages). Raises lab.LabError when the
-    guest does not power off within `timeout` (QEMU killed)."""
+             cpu: lab.GuestCPU = lab.DEFAULT_CPU, timeout: float = 3600, seed: int = SEED,
+             scenarios: list[dict] | None = None) -> LoopRun:
+    """The loop in one QEMU run of the loop's guest (or `scenarios`, in
+    order: fault_scenarios()). `base`, `patched`: kernel_build.Kernel (with
+    their packages). Raises lab.LabError when the guest does not power off
+    within `timeout` (QEMU killed)."""
     for fault in inject:
         if fault not in INJECTABLE:
             raise ValueError(f"unknown fault {fault!r} (known: {', '.join(INJECTABLE)})")
     out.mkdir(parents=True, exist_ok=True)
     tree = lab.frozen_tree(out)
-    write_loop_config(tree, base, patched, boots, check_args, via, tuple(inject), seed)
+    write_loop_config(tree, base, patched, scenarios or [loop_scenario(base, patched, boots, check_args, via, inject)],
+                      seed)
     disk = loop_disk.disk([base, patched], log=say)
     results = out / "guest"
     results.mkdir(parents=True, exist_ok=True)
-    for stale in ("ab-boots.jsonl", "ab-end.json", "ab-start.log", "ab-error.txt", "ab-journal.txt",
-                  "ab-journal-boots.txt", "guest-run.log", "guest-run.rc", "console.log"):
-        (results / stale).unlink(missing_ok=True)
+    for pattern in ("ab-boots.jsonl", "ab-end*.json", "ab-start*.log", "ab-error.txt", "ab-journal*.txt",
+                    "refuse-*.json", "guest-run.log", "guest-run.rc", "console.log"):
+        for stale in results.glob(pattern):
+            stale.unlink()
     shutil.rmtree(results / "ab", ignore_errors=True)
     for w in (results / "wheel").glob("*.whl"):
         w.unlink()
@@ -310,6 +358,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--inject", action="append", default=[], choices=INJECTABLE,
                     help="a fault at the patched kernel's first boot: panic (sysrq c) or hang (PID 1 stopped); "
                          "the loop must come back through the reset it set up, record it and complete")
+    ap.add_argument("--faults", action="store_true",
+                    help="instead of one loop: the refusals and three 1+1 loops with the patched kernel changed "
+                         "between boots (image, a module, its headers purged)")
     ap.add_argument("--power-cut", metavar="VARIANT:SECONDS", type=PowerCut.parse,
                     help="QEMU's system_reset SECONDS after validate began at the first boot of that kernel")
     ap.add_argument("--icount", default=lab.MEASURE_CPU.icount or "off",
@@ -341,8 +392,9 @@ def main(argv: list[str]) -> int:
         f"{args.checks}; {cpu.describe()}; bound {timeout:.0f} s")
     t0 = time.time()
     try:
+        scenarios = fault_scenarios(base, patched, [*check_args, "--runs", "1"]) if args.faults else None
         r = run_loop(out, base, patched, args.boots, check_args, args.via, tuple(args.inject), args.power_cut,
-                     cpu, timeout, args.seed)
+                     cpu, timeout, args.seed, scenarios)
         error = None
     except lab.LabError as exc:
         r, error = None, str(exc)
@@ -351,7 +403,8 @@ def main(argv: list[str]) -> int:
     marks = [b["host_time"] for b in boots] + [t0 + wall]
     run_json = {
         "base": base.variant, "patched": patched.variant, "boots_a_side": args.boots, "via": args.via,
-        "checks": check_args, "inject": args.inject, "power_cut": vars(args.power_cut) if args.power_cut else None,
+        "checks": check_args, "inject": args.inject, "faults": args.faults,
+        "power_cut": vars(args.power_cut) if args.power_cut else None,
         "seed": args.seed, "cpu": cpu.describe(),
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name,
                      "build": build_string(k.bzimage), "debs": [d.name for d in k.debs]} for k in (base, patched)],
@@ -374,7 +427,9 @@ def main(argv: list[str]) -> int:
     if error:
         print(f"lab.ab_loop: {error}", file=sys.stderr)
         return 1
-    ok = r.end.get("why", "").startswith("complete")
+    rc_file = r.run.results / "guest-run.rc"
+    ok = (rc_file.exists() and rc_file.read_text().strip() == "0") if args.faults else \
+        r.end.get("why", "").startswith("complete")
     say(f"loop {'completed' if ok else 'did not complete: ' + r.end.get('why', '?')} in {wall / 60:.1f} min, "
         f"{len(run_json['boots'])} boots; report in {r.state / 'report'}")
     return 0 if ok else 1

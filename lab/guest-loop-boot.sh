@@ -7,13 +7,19 @@
 # and how it was reached: grub puts BOOT_IMAGE= on the command line of what
 # it boots, and nttrace's kexec passes the command line without it.
 #
-# The faults the lab injects at a boot (config.json "inject", each once, a
-# marker on the disk): "panic": the patched kernel's first boot panics for
-# real (sysrq c); only the panic= the loop set brings the machine back.
-# "hang": the patched kernel's first boot stops answering: PID 1 held in a
-# ptrace stop (init ignores SIGSTOP; PTRACE_SEIZE and PTRACE_INTERRUPT stop
-# it all the same, for as long as the tracer lives), so nothing starts and
-# nothing feeds the watchdog; only the watchdog the loop armed brings it back.
+# The faults the lab injects (/var/lib/nttrace-lab/inject, written by
+# guest_loop.py before the loop's start; each once, a marker on the disk).
+# At the patched kernel's first boot: "panic": it panics for real (sysrq
+# c); only the panic= the loop set brings the machine back. "hang": it stops
+# answering: PID 1 held in a ptrace stop (init ignores SIGSTOP; PTRACE_SEIZE
+# and PTRACE_INTERRUPT stop it all the same, for as long as the tracer
+# lives), so nothing starts and nothing feeds the watchdog; only the
+# watchdog the loop armed brings it back. At the base kernel's first boot,
+# so between the loop's start and the patched kernel's boot, what an admin
+# or a build does to the patched kernel meanwhile: "image": its image
+# rebuilt (other bytes in /boot/vmlinuz-R); "modules": a module of its tree
+# rewritten (make modules_install of a rebuild); "headers": its headers
+# package purged (apt autoremove), so bcc has nothing to compile against.
 set -u
 LOOP=/nttrace/ab-loop
 running=
@@ -30,20 +36,30 @@ printf '{"event": "boot", "kernel": %s, "release": "%s", "build": "%s", "booted_
 # when the loop's step says it runs validate (its journal line), a line for
 # the host: a power cut "while validate runs" is timed from it
 boot_id=$(cat /proc/sys/kernel/random/boot_id)
-( journalctl -f -n 0 -o cat -u "nttrace-ab-$(cat "$LOOP/name").service" 2>/dev/null | grep -m1 -q "running validate" &&
+name=$(cat /var/lib/nttrace-lab/loop-name 2>/dev/null || cat "$LOOP/name")
+( journalctl -f -n 0 -o cat -u "nttrace-ab-$name.service" 2>/dev/null | grep -m1 -q "running validate" &&
     printf '{"event": "validate", "kernel": "%s", "boot_id": "%s", "uptime_s": %s}\n' "$running" "$boot_id" \
         "$(cut -d' ' -f1 /proc/uptime)" >> /results/ab-boots.jsonl && sync /results/ab-boots.jsonl ) &
-[ "$running" = "$(cat "$LOOP/patched")" ] || exit 0
-inject=$(python3 -c 'import json,sys; print(" ".join(json.load(open(sys.argv[1])).get("inject", [])))' "$LOOP/config.json")
-for fault in $inject; do
+[ -r /var/lib/nttrace-lab/inject ] || exit 0
+patched=$(cat "$LOOP/patched")
+patched_release=$(cat "$LOOP/$patched.release")
+for fault in $(cat /var/lib/nttrace-lab/inject); do
     marker=/var/lib/nttrace-lab/injected-$fault
     [ -e "$marker" ] && continue
-    case $fault in panic|hang) ;; *) continue ;; esac
-    mkdir -p /var/lib/nttrace-lab && uname -v > "$marker" && sync
+    case $fault in
+        panic|hang) [ "$running" = "$patched" ] || continue ;;
+        image|modules|headers) [ "$running" != "$patched" ] || continue ;;
+        *) continue ;;
+    esac
+    uname -v > "$marker" && sync
     echo "nttrace-lab: injected $fault at the first boot of $running" > /dev/console
     echo "{\"event\": \"inject\", \"fault\": \"$fault\", \"kernel\": \"$running\", \"boot_id\": \"$(cat /proc/sys/kernel/random/boot_id)\"}" \
         >> /results/ab-boots.jsonl && sync /results/ab-boots.jsonl
     case $fault in
+        image) printf 'nttrace-lab: rebuilt\n' >> "/boot/vmlinuz-$patched_release" && sync ;;
+        modules) ko=$(find "/lib/modules/$patched_release/kernel" -name '*.ko*' | LC_ALL=C sort | head -n1)
+                 printf 'nttrace-lab: rebuilt\n' >> "$ko" && sync ;;
+        headers) dpkg --purge "linux-headers-$patched_release" > /dev/console 2>&1; sync ;;
         panic) echo c > /proc/sysrq-trigger ;;
         hang) exec python3 -c '
 import ctypes, time

@@ -3,28 +3,35 @@
 nttrace-lab-loop.service, after the loop's own unit): `nttrace ab` run as a
 user runs it on their server, and the lab's reading of its end.
 
-First boot (no loop yet; grub's default entry, Debian's stock kernel): the
-namespace the checks rebind, then `nttrace ab start` with the releases the
-packages installed (`--base 7.2.13-nttrace-base --patched
-7.2.13-nttrace-nt-v3`), the boots, seed, --via and checks of
-/nttrace/ab-loop/config.json (the host's, ab_loop.py) and nothing else:
-no command line, no reset of the lab's. nttrace then boots the schedule's
-first kernel.
+The run is a list of scenarios (/nttrace/ab-loop/config.json, the host's,
+ab_loop.py), taken in order; where the run names none, one loop. A
+scenario is either
 
-Every later boot that gets here (the loop's unit kexecs or reboots on
-while the loop runs, so only the boots after which nothing came): once the
-loop is over and the machine is back on its default kernel (the stock one:
-the loop's last reboot, through the firmware and grub), the loop's state
-directory is copied to RESULTS/ab/<name>, what the loop left on the
-machine to RESULTS/ab-end.json, the journal of its unit to
-RESULTS/ab-journal.txt, and the guest powers off. A loop that stops or
-fails, or ends without its reboot, ends the run too, saying so.
+- a loop: `nttrace ab start NAME` with the releases the packages installed
+  (`--base 7.2.13-nttrace-base --patched 7.2.13-nttrace-nt-v3`), the boots,
+  seed, --via and checks of the scenario and nothing else: no command line,
+  no reset of the lab's. nttrace then boots the schedule's kernels. The
+  faults the lab injects into it are written to /var/lib/nttrace-lab/inject
+  before the start, for the early unit (guest-loop-boot.sh) to find;
+- a refusal: `nttrace ab start` of a pair, or on a machine, that start must
+  refuse (the same kernel twice; grub's default entry set to Debian's own
+  choice, the highest version: the patched kernel), its exit code and
+  output recorded, then the machine put back as it was.
+
+At the boot a loop ends on (complete: back on the default kernel; stopped
+or failed: wherever the loop left the machine), its state directory is
+copied to RESULTS/ab/<name>, what the loop left on the machine to
+RESULTS/ab-end-<name>.json (the last scenario's also to ab-end.json), the
+journal of its unit to RESULTS/ab-journal-<name>.txt (ab-journal.txt: the
+last's); what a fault changed is put back, and the next scenario starts.
+After the last, the guest powers off.
 """
 from __future__ import annotations
 
 import glob
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -34,8 +41,11 @@ from pathlib import Path
 RESULTS = Path(sys.argv[1])
 LOOP = Path("/nttrace/ab-loop")
 CONFIG = json.loads((LOOP / "config.json").read_text())
-NAME = CONFIG["name"]
-STATE = Path(os.environ.get("NTTRACE_AB_DIR", "/var/lib/nttrace/ab")) / NAME
+SCENARIOS = CONFIG["scenarios"]
+AB_DIR = Path(os.environ.get("NTTRACE_AB_DIR", "/var/lib/nttrace/ab"))
+LAB = Path("/var/lib/nttrace-lab")
+PROGRESS = LAB / "scenario"          # the index of the scenario under way
+SAVED = LAB / "saved"                # what a fault changes, as it was before
 NTTRACE = "/opt/venv/bin/nttrace"
 POLL_S = 10
 # How long a queued kexec or reboot may take to come before this boot ends
@@ -62,8 +72,8 @@ def booted_by() -> str:
     return "firmware" if "BOOT_IMAGE=" in Path("/proc/cmdline").read_text() else "kexec"
 
 
-def status() -> dict:
-    p = subprocess.run([NTTRACE, "ab", "status", NAME, "--json"], capture_output=True, text=True, timeout=300)
+def status(name: str) -> dict:
+    p = subprocess.run([NTTRACE, "ab", "status", name, "--json"], capture_output=True, text=True, timeout=300)
     try:
         return json.loads(p.stdout)
     except ValueError:
@@ -81,26 +91,118 @@ def record(event: str, **fields) -> None:
 
 def setup() -> None:
     """What the checks need before the loop's first boot: the namespace they rebind."""
+    if (LAB / "setup-done").exists():
+        return
     for cmd in CONFIG.get("setup", []):
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         say(f"setup: {' '.join(cmd)}: exit {p.returncode}")
         if p.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}: {p.stderr[-2000:]}")
+    (LAB / "setup-done").write_text("1\n")
 
 
-def start() -> int:
+def start_command(sc: dict) -> list[str]:
+    return [NTTRACE, "ab", "start", sc["name"], "--base", sc["base"], "--patched", sc["patched"],
+            "--boots", str(sc["boots"]), "--via", sc["via"], "--seed", str(CONFIG["seed"]), "--yes",
+            *sc["check_args"]]
+
+
+def start(sc: dict) -> int:
     setup()
-    cmd = [NTTRACE, "ab", "start", NAME, "--base", CONFIG["kernels"]["base"], "--patched",
-           CONFIG["kernels"]["patched"], "--boots", str(CONFIG["boots"]), "--via", CONFIG["via"],
-           "--seed", str(CONFIG["seed"]), "--yes", *CONFIG["check_args"]]
+    # the faults of this loop, for the early unit of the boots that follow
+    (LAB / "inject").write_text(" ".join(sc.get("inject", [])) + "\n")
+    (LAB / "loop-name").write_text(sc["name"] + "\n")
+    save(sc)
+    cmd = start_command(sc)
     # --yes: the lab answers start's question for the user who typed the command
     say("starting the loop: " + " ".join(cmd))
-    record("start", command=cmd)
+    record("start", scenario=sc["name"], command=cmd)
+    os.sync()
     # its output straight to the share: a start that boots at once never returns here
-    with open(RESULTS / "ab-start.log", "w") as log:
+    with open(RESULTS / f"ab-start-{sc['name']}.log", "w") as log:
         p = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=900)
     say(f"nttrace ab start exited {p.returncode}")
     return p.returncode
+
+
+# -- what a fault changes, kept before the loop starts and put back after it ----------------
+def fault_paths(sc: dict) -> list[Path]:
+    """The files the scenario's faults change (guest-loop-boot.sh): the
+    patched kernel's image, one of its modules."""
+    release = sc["patched"]
+    out = []
+    if "image" in sc.get("inject", []):
+        out.append(Path(f"/boot/vmlinuz-{release}"))
+    if "modules" in sc.get("inject", []):
+        out.append(module_to_change(release))
+    return out
+
+
+def module_to_change(release: str) -> Path:
+    """The module a "modules" fault rewrites, as a rebuild and `make
+    modules_install` would: the tree's first (the lab's kernels build one
+    module, test_hmm; the rest is built in)."""
+    found = sorted(Path(f"/lib/modules/{release}/kernel").rglob("*.ko*"))
+    if not found:
+        raise RuntimeError(f"no module in /lib/modules/{release}/kernel")
+    return found[0]
+
+
+def save(sc: dict) -> None:
+    shutil.rmtree(SAVED, ignore_errors=True)
+    SAVED.mkdir(parents=True)
+    kept = {}
+    for i, path in enumerate(fault_paths(sc)):
+        shutil.copy2(path, SAVED / str(i))
+        kept[str(i)] = str(path)
+    (SAVED / "paths.json").write_text(json.dumps(kept))
+
+
+def restore() -> list[str]:
+    if not (SAVED / "paths.json").exists():
+        return []
+    put_back = []
+    for i, path in json.loads((SAVED / "paths.json").read_text()).items():
+        shutil.copy2(SAVED / i, path)
+        put_back.append(path)
+    shutil.rmtree(SAVED, ignore_errors=True)
+    return put_back
+
+
+# -- a refusal -------------------------------------------------------------------------------
+GRUB_DEFAULTS = Path("/etc/default/grub")
+
+
+def refuse(sc: dict) -> None:
+    """`nttrace ab start` that must refuse, recorded; the machine put back."""
+    before = GRUB_DEFAULTS.read_text()
+    grub = None
+    try:
+        if sc.get("grub_default") is not None:
+            # grub's own default where nobody chose one: the first entry, the highest version
+            lines = [ln for ln in before.splitlines() if not ln.startswith("GRUB_DEFAULT=")]
+            GRUB_DEFAULTS.write_text("\n".join([f"GRUB_DEFAULT={sc['grub_default']}", *lines]) + "\n")
+            grub = subprocess.run(["update-grub"], capture_output=True, text=True, timeout=600)
+        cmd = start_command(sc)
+        say(f"refusal {sc['name']}: " + " ".join(cmd))
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+        out = {"name": sc["name"], "command": cmd, "rc": p.returncode, "stdout": p.stdout, "stderr": p.stderr,
+               "grub_default": sc.get("grub_default"), "update_grub_rc": grub.returncode if grub else None,
+               "grub_cfg_default": grub_cfg_default(),
+               "state_dir": (AB_DIR / sc["name"]).exists(), **left_behind()}
+    finally:
+        if GRUB_DEFAULTS.read_text() != before:
+            GRUB_DEFAULTS.write_text(before)
+            subprocess.run(["update-grub"], capture_output=True, text=True, timeout=600)
+    say(f"refusal {sc['name']}: exit {p.returncode}")
+    (RESULTS / f"refuse-{sc['name']}.json").write_text(json.dumps(out, indent=1))
+    os.sync()
+
+
+def grub_cfg_default() -> str | None:
+    """grub.cfg's default where no one-shot entry is set (`set default="..."`)."""
+    m = re.search(r'set default="([^$"][^"]*)"', Path("/boot/grub/grub.cfg").read_text())
+    return m[1] if m else None
 
 
 def _out(cmd: list[str]) -> str:
@@ -129,59 +231,121 @@ def left_behind() -> dict:
                        for k in ("panic", "panic_on_oops", "softlockup_panic") if Path(f"/proc/sys/kernel/{k}").exists()}}
 
 
-def finish(rc: int, why: str, st: dict) -> None:
-    """Copy the loop's state out, record what it left behind, power off."""
-    say(f"the loop is over ({why}): copying its state, powering off")
-    out = RESULTS / "ab" / NAME
+def loop_ended(sc: dict, rc: int, why: str, st: dict) -> None:
+    """Copy the loop's state out, record what it left behind, put back
+    what its faults changed."""
+    name = sc["name"]
+    say(f"loop {name} is over ({why}): copying its state")
+    out = RESULTS / "ab" / name
     shutil.rmtree(out, ignore_errors=True)
-    if STATE.exists():
-        shutil.copytree(STATE, out)
-    end = {"why": why, "status": st, "kernel": running_kernel(), "release": os.uname().release,
-           "build": os.uname().version, "booted_by": booted_by(), "cmdline": Path("/proc/cmdline").read_text().strip(),
-           "injected": sorted(p.name.removeprefix("injected-") for p in Path("/var/lib/nttrace-lab").glob("injected-*")),
+    if (AB_DIR / name).exists():
+        shutil.copytree(AB_DIR / name, out)
+    end = {"scenario": name, "why": why, "rc": rc, "status": st, "kernel": running_kernel(),
+           "release": os.uname().release, "build": os.uname().version, "booted_by": booted_by(),
+           "cmdline": Path("/proc/cmdline").read_text().strip(),
+           "injected": sorted(p.name.removeprefix("injected-") for p in LAB.glob("injected-*")),
            **left_behind()}
-    (RESULTS / "ab-end.json").write_text(json.dumps(end, indent=1))
+    end["put_back"] = restore()
+    text = json.dumps(end, indent=1)
+    (RESULTS / f"ab-end-{name}.json").write_text(text)
     # the journal is on the disk: the loop's unit and the lab's, across every boot
-    journal = subprocess.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", f"nttrace-ab-{NAME}.service",
+    journal = subprocess.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", f"nttrace-ab-{name}.service",
                               "-u", "nttrace-lab-boot.service", "-u", "nttrace-lab-loop.service"],
                              capture_output=True, text=True, timeout=300)
-    (RESULTS / "ab-journal.txt").write_text(journal.stdout + journal.stderr)
+    (RESULTS / f"ab-journal-{name}.txt").write_text(journal.stdout + journal.stderr)
+    if sc is SCENARIOS[-1]:
+        (RESULTS / "ab-end.json").write_text(text)
+        (RESULTS / "ab-journal.txt").write_text(journal.stdout + journal.stderr)
+    record("end", scenario=name, why=why, rc=rc)
+    os.sync()
+
+
+def power_off(rc: int) -> None:
     boots = subprocess.run(["journalctl", "--no-pager", "--list-boots"], capture_output=True, text=True, timeout=120)
     (RESULTS / "ab-journal-boots.txt").write_text(boots.stdout + boots.stderr)
-    record("end", why=why, rc=rc)
     (RESULTS / "guest-run.rc").write_text(f"{rc}\n")
     os.sync()
     subprocess.run(["systemctl", "--no-block", "poweroff"])
 
 
+UNIT_GONE_S = 120
+
+
+def rebooting(name: str) -> bool:
+    """Whether the loop that ended at this boot asked for a reboot (into the
+    default kernel) on its way out. This driver runs beside the loop's step
+    when the loop is not the one its unit is ordered after
+    (nttrace-ab-lab.service): it waits until the step has removed its unit
+    (or UNIT_GONE_S: what is left then is the step's, and is recorded), then
+    reads systemd's queued jobs."""
+    if running_kernel() is None:
+        return False
+    deadline = time.monotonic() + UNIT_GONE_S
+    while Path(f"/etc/systemd/system/nttrace-ab-{name}.service").exists() and time.monotonic() < deadline:
+        time.sleep(2)
+    jobs = _out(["systemctl", "list-jobs", "--no-legend", "--plain"])
+    return any(t in jobs for t in ("reboot.target", "kexec.target", "poweroff.target", "shutdown.target"))
+
+
+def index() -> int:
+    return int(PROGRESS.read_text()) if PROGRESS.exists() else 0
+
+
+def advance(i: int) -> None:
+    PROGRESS.write_text(f"{i + 1}\n")
+    os.sync()
+
+
 def main() -> None:
-    if not STATE.exists():
-        rc = start()
-        if rc != 0:
-            return finish(rc, f"nttrace ab start exited {rc}", status())
-        # start queued the boot into the schedule's first kernel: this boot ends
-        return wait_for_the_next_boot(status(), "nttrace ab start returned and no boot followed")
-    st = status()
-    record("after the step", state=st.get("state"), status=st)
-    state = st.get("state")
-    if state == "complete" and running_kernel() is None:
-        return finish(0, "complete, back on the default kernel", st)
-    if state in ("stopped", "failed"):
-        return finish(1, f"the loop {state}: {st.get('why')}", st)
-    wait_for_the_next_boot(st, "complete, and no reboot into the default kernel followed" if state == "complete"
-                           else f"the loop's step ran, state {state}, and no boot followed")
+    LAB.mkdir(parents=True, exist_ok=True)
+    rc = 0
+    while index() < len(SCENARIOS):
+        i = index()
+        sc = SCENARIOS[i]
+        if sc["kind"] == "refuse":
+            refuse(sc)
+            advance(i)
+            continue
+        if not (AB_DIR / sc["name"]).exists():
+            started = start(sc)
+            if started != 0:
+                loop_ended(sc, started, f"nttrace ab start exited {started}", status(sc["name"]))
+                rc = rc or 1
+                advance(i)
+                continue
+            # start queued the boot into the schedule's first kernel: this boot ends
+            return wait_for_the_next_boot(sc, status(sc["name"]), "nttrace ab start returned and no boot followed")
+        st = status(sc["name"])
+        record("after the step", scenario=sc["name"], state=st.get("state"), status=st)
+        state = st.get("state")
+        if state == "complete" and running_kernel() is None:
+            loop_ended(sc, 0, "complete, back on the default kernel", st)
+        elif state in ("stopped", "failed") and not rebooting(sc["name"]):
+            # a loop stopped by a fault leaves the machine where it is; one that
+            # ends incomplete reboots into the default kernel first (rebooting())
+            loop_ended(sc, 1, f"the loop {state}: {st.get('why')}", st)
+            rc = rc or (0 if sc.get("expect") == state else 1)
+        else:
+            return wait_for_the_next_boot(sc, st, f"{state}, and no reboot into the default kernel followed"
+                                          if state in ("complete", "failed") else
+                                          f"the loop's step ran, state {state}, and no boot followed")
+        advance(i)
+    say("every scenario is over: powering off")
+    power_off(rc)
 
 
-def wait_for_the_next_boot(st: dict, why: str) -> None:
+def wait_for_the_next_boot(sc: dict, st: dict, why: str) -> None:
     """A kexec or reboot is queued: it ends this process. Past REBOOT_GRACE_S
     it did not come: the run ends, saying so."""
     deadline = time.monotonic() + REBOOT_GRACE_S
     while time.monotonic() < deadline:
         time.sleep(POLL_S)
-        st = status()
-        if st.get("state") in ("stopped", "failed"):
-            return finish(1, f"the loop {st['state']}: {st.get('why')}", st)
-    finish(1, f"{why} within {REBOOT_GRACE_S} s", st)
+        st = status(sc["name"])
+        if st.get("state") in ("stopped", "failed") and not rebooting(sc["name"]):
+            # the loop stopped with this boot, where it is: main() takes it from here, as at a boot
+            return main()
+    loop_ended(sc, 1, f"{why} within {REBOOT_GRACE_S} s", st)
+    power_off(1)
 
 
 if __name__ == "__main__":

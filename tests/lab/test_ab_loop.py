@@ -20,6 +20,16 @@ At each end the machine is back on its default kernel, with nothing of
 the loop left enabled. The tests read the loop's own state directory and
 report, copied out by the guest, and the lab's own record of each boot.
 
+A third QEMU run (`--faults`, lab/ab_loop.py's fault_scenarios) takes
+what must not become a run: `start` refusing the same kernel twice and a
+grub default left to Debian's choice (the highest version: the patched
+kernel); then three 1+1 loops by kexec, with the patched kernel changed at
+the base kernel's boot, between the start and the patched boot: its image
+rebuilt and a module of its tree rebuilt (the loop stops before booting
+it), its headers package purged (its checks skip: failed measurements,
+never a run; the loop ends incomplete). After each, nothing of the loop is
+left enabled.
+
 One boot a side proves the machinery, not a change: the report says no
 figure is testable at 1/1 runs, as it must.
 """
@@ -86,11 +96,27 @@ def _loop(via: str):
     return run
 
 
+FAULT_CHECKS = [*ab_loop.MEMMAP, "--runs", "1", "--wait-quiet", "60"]
+
+
+def _faults(prepared):
+    if isinstance(prepared, Exception):
+        return prepared
+    out = KEEP / "ab-loop-faults"
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        return ab_loop.run_loop(out, *prepared, timeout=TIMEOUT,
+                                scenarios=ab_loop.fault_scenarios(*prepared, FAULT_CHECKS))
+    except labmod.LabError as exc:
+        return exc
+
+
 # Each run's time on this 2-core Xeon VM, from the wheel's build to QEMU's
 # exit (the disk built before): the pool starts the longest guest first.
-SECONDS = {"kexec": 600, "reboot": 600}
+SECONDS = {"kexec": 600, "reboot": 600, "faults": 600}
 for _via in RUN_ARGS:
     POOL.register(Boot(f"ab-loop-{_via}", _wanted, _loop(_via), prepare=_prepare, seconds=SECONDS[_via]))
+POOL.register(Boot("ab-loop-faults", _wanted, _faults, prepare=_prepare, seconds=SECONDS["faults"]))
 
 
 @pytest.fixture(scope="module", params=list(RUN_ARGS))
@@ -112,6 +138,14 @@ def kexec_loop():
 @pytest.fixture(scope="module")
 def reboot_loop():
     r = POOL.result("ab-loop-reboot")
+    if isinstance(r, Exception):
+        raise r
+    return r
+
+
+@pytest.fixture(scope="module")
+def faults():
+    r = POOL.result("ab-loop-faults")
     if isinstance(r, Exception):
         raise r
     return r
@@ -271,3 +305,103 @@ def test_a_hang_at_a_patched_boot_is_reset_by_the_watchdog_nttrace_armed(reboot_
     assert after["kernel"] is None and after["booted_by"] == "firmware", after
     # the reset came no sooner than the watchdog's runtime timeout after the hang
     assert after["host_time"] - inject["host_time"] >= wd["runtime_s"] - 2, (inject, after, wd)
+
+
+# -- what must not become a run (the --faults run) ----------------------------------------
+def _nothing_left(end: dict) -> None:
+    """No unit, no loaded kexec kernel, no drop-in, no watchdog of the loop's, no one-shot entry."""
+    assert not [u for u in end["unit_files"] if u.startswith("nttrace-ab")] and not end["enabled"], end
+    assert end["kexec_loaded"] == "0", end
+    assert end["dropins"] == [], end["dropins"]
+    assert "RuntimeWatchdogUSec=0" in end["watchdog"], end["watchdog"]
+    assert not [v for v in end["grubenv"] if v.startswith("next_entry=") and v != "next_entry="], end["grubenv"]
+
+
+def test_start_refuses_the_same_kernel_as_base_and_patched(faults):
+    r = faults.refusal("same")
+    patched = faults.kernels["patched"].release
+    assert r["command"][r["command"].index("--base") + 1] == r["command"][r["command"].index("--patched") + 1] == patched
+    out = r["stdout"] + r["stderr"]
+    assert r["rc"] == 2, out
+    assert "ab start: base and patched are the same image (sha256 " in out, out
+    assert not r["state_dir"], r
+    _nothing_left(r)
+
+
+def test_start_refuses_a_default_entry_that_boots_the_patched_kernel(faults):
+    """grub's default where nobody chose one (GRUB_DEFAULT=0, update-grub):
+    the first entry, Debian's highest version, the patched kernel: every
+    reset would boot it again."""
+    r = faults.refusal("default")
+    assert r["update_grub_rc"] == 0 and r["grub_cfg_default"] == "0", r
+    out = r["stdout"] + r["stderr"]
+    assert r["rc"] == 2, out
+    patched = faults.kernels["patched"].release
+    assert f"ab start: the bootloader's default entry boots the patched kernel {patched}" in out, out
+    assert "every reset" in out and "grub-set-default" in out, out
+    assert not r["state_dir"], r
+    _nothing_left(r)
+
+
+def _changed_between_boots(faults, name: str, fault: str) -> tuple[dict, str]:
+    end = faults.end_of(name)
+    st = end["status"]
+    assert st["state"] == "failed", st
+    inject = [b for b in faults.boots if b["event"] == "inject" and b["fault"] == fault]
+    assert len(inject) == 1 and inject[0]["kernel"] == faults.kernels["base"].variant, inject
+    # stopped at the base kernel's boot, before validate: where the loop stopped, no patched boot after it
+    assert end["kernel"] == faults.kernels["base"].variant and end["booted_by"] == "kexec", end
+    ended = next(b["host_time"] for b in faults.boots if b["event"] == "end" and b.get("scenario") == name)
+    patched = [b for b in faults.kernel_boots() if inject[0]["host_time"] < b["host_time"] < ended]
+    assert patched == [], patched
+    runs = faults.run.results / "ab" / name / "runs"
+    assert not list(runs.glob("*.json")) if runs.exists() else True
+    journal = (faults.run.results / f"ab-journal-{name}.txt").read_text()
+    assert f"{name}: LOOP STOPPED: {st['why']}" in journal, journal[-3000:]
+    _nothing_left(end)
+    return st, journal
+
+
+def test_an_image_rebuilt_between_boots_stops_the_loop(faults):
+    st, _ = _changed_between_boots(faults, "image", "image")
+    patched = faults.kernels["patched"].release
+    assert st["why"].startswith(f"the patched kernel {patched}: /boot/vmlinuz-{patched} changed since the loop "
+                                "started (sha256 "), st["why"]
+    assert st["why"].endswith("no mixed builds"), st["why"]
+    assert faults.end_of("image")["put_back"] == [f"/boot/vmlinuz-{patched}"]
+
+
+def test_a_module_tree_rebuilt_between_boots_stops_the_loop(faults):
+    st, _ = _changed_between_boots(faults, "modules", "modules")
+    patched = faults.kernels["patched"].release
+    assert st["why"].startswith(f"the patched kernel {patched}: the module tree /lib/modules/{patched} changed "
+                                "since the loop started (sha256 "), st["why"]
+    assert faults.end_of("modules")["put_back"][0].startswith(f"/lib/modules/{patched}/kernel/")
+
+
+def test_a_patched_kernel_whose_checks_skip_gives_no_run_and_the_loop_ends_incomplete(faults):
+    """Its headers purged after the start (as apt autoremove would): at its
+    boots bcc has nothing to compile the probe against, the check skips,
+    and each boot is a failed measurement, never a run; the slot is given up
+    after its second, and the loop ends failed, incomplete, on the default
+    kernel, with nothing left enabled."""
+    end = faults.end_of("headers")
+    st = end["status"]
+    assert st["state"] == "failed" and st["why"].startswith("incomplete: no patched run (last: a failed "
+                                                             "measurement: "), st
+    assert (end["kernel"], end["booted_by"]) == (None, "firmware"), end
+    _nothing_left(end)
+    lp = faults.json("report/ab.json", "headers")["loop"]
+    assert {side: r["kept"] for side, r in lp["runs"].items()} == {"base": 1, "patched": 0}, lp["runs"]
+    failed = lp["failed_boots"]
+    assert [(f["side"], f["kind"]) for f in failed] == [("patched", "measurement")] * 2, failed
+    assert failed[-1]["slot_given_up"], failed
+    assert "skipped" in failed[0]["why"] and "memmap probe unavailable" in failed[0]["why"], failed[0]["why"]
+    unmeasured = faults.run.results / "ab" / "headers" / "unmeasured"
+    assert len(list(unmeasured.glob("*.json"))) == 2, list(unmeasured.iterdir()) if unmeasured.exists() else None
+    text = (faults.run.results / "ab" / "headers" / "report" / "ab.txt").read_text()
+    assert text.startswith("nttrace ab headers: failed (incomplete: no patched run"), text[:500]
+    assert "no A/B yet: 1 base and 0 patched runs kept" in text, text
+    journal = (faults.run.results / "ab-journal-headers.txt").read_text()
+    assert "a failed measurement (1 in a row)" in journal and "LOOP INCOMPLETE: incomplete: no patched run" in journal, \
+        journal[-3000:]

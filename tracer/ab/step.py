@@ -8,8 +8,9 @@ At each boot, in order:
   1. the loop is not running any more (stopped, complete, failed): make
      sure nothing is enabled or pending, exit;
   2. the unit already handled this boot (same boot id): nothing to do;
-  3. the state directory is root-only, and neither kernel image changed
-     since the start (sha256): else the loop stops (no mixed builds);
+  3. the state directory is root-only, and neither kernel's image, initrd
+     or module tree changed since the start (sha256): else the loop stops
+     (no mixed builds);
   4. the running kernel (release AND build string) is the one the slot
      expects: else a failed boot for that slot, retried once, then the slot
      is given up; K consecutive failed boots stop the loop. The failure
@@ -309,7 +310,7 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
     for side in schedule.SIDES:
         why = kernels.changed(sched["kernels"][side])
         if why:
-            raise _Stop(f"the {side} kernel's image {why}")
+            raise _Stop(f"the {side} kernel {sched['kernels'][side]['release']}: {why}")
     running = m.running()
     interrupted = st.get("measuring")
     cut = bool(interrupted) and interrupted.get("boot_id") != bid
@@ -531,7 +532,7 @@ def _next(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], m: Mach
 def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) -> int:
     why = kernels.changed(sched["kernels"][slot.side])     # the hash at start, again right before each boot
     if why:
-        raise _Stop(f"the {slot.side} kernel's image {why}")
+        raise _Stop(f"the {slot.side} kernel {sched['kernels'][slot.side]['release']}: {why}")
     ss = slot_state(st, slot.slot)
     ss["attempts"] += 1
     ss["booted_at"] = round(m.clock(), 1)
