@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 from conftest import FIXTURES, REPO, run_nttrace
-from nttrace.validate import ab_text, evidence, statistics
+from nttrace.ab import statistics
+from nttrace.ab import text as ab_text
+from nttrace.validate import evidence
 
 DOC = REPO / "docs" / "ab.md"
 ICOUNT_AB = FIXTURES / "recorded" / "ab" / "ab-base-nt-v3-icount"

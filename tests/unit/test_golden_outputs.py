@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FIXTURES, run_nttrace
 from nttrace.validate import runner as validate
-from nttrace.validate.baseline import merge
+from nttrace.ab.compare import merge
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.probes import PROBES
 from nttrace.probes.migrate import MigrateProbe
