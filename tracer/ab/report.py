@@ -1,17 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """The loop's report: validate's own A/B over the kept runs (exactly what
 `nttrace validate --baseline BASE-RUNS --current PATCHED-RUNS --format F`
-prints, computed here by the same functions, nttrace.ab.formats, so its
-statistics rules hold unchanged: one run a side is never tested, the
-primary figure needs 4 a side), preceded by what only the
-loop knows: the kernels and their hashes, the via, the command line, the
-reset the loop relied on, the kernels' config differences, the seed and the
-schedule, the failed boots and failed measurements (with who is blamed and
-the evidence), the runs cut short and redone, a state recovered, the boot
-settings of the runs (and any that differ between them), the runs taken on
-a host that never became quiet (and whether leaving them out changes any
-verdict: the A/B computed both ways by validate's own statistics), and
-whether nttrace itself changed during the loop.
+prints, computed in this process by the same functions, nttrace.ab.formats,
+so its statistics rules hold unchanged: one run a side is never tested, the
+primary figure needs 4 a side), preceded by what only the loop knows: the
+kernels and their hashes, the via, the command line, the reset the loop
+relied on, the kernels' config differences, the seed and the schedule, the
+failed boots and failed measurements (with who is blamed and the evidence),
+the runs cut short and redone, a state recovered, the boot settings of the
+runs (and any that differ between them), the runs taken on a host that
+never became quiet (and whether leaving them out changes any verdict: the
+A/B computed both ways by validate's own statistics), and whether nttrace
+itself changed during the loop.
 
 `write_all` writes every format to NAME/report/ab.{txt,md,json,html} (each
 whole); `render` returns one format for `ab report --format`.
@@ -192,7 +192,7 @@ def quiet_effect(loop: Loop, slots: list[schedule.Slot], runs: dict[int, dict]) 
     return {"slots": timed, "changes": changes, "text": text}
 
 
-def _validate(loop: Loop, fmt: str) -> tuple[str | None, str]:
+def _ab_of_runs(loop: Loop, fmt: str) -> tuple[str | None, str]:
     """validate's A/B of the kept runs in fmt, or None and why there is none."""
     sched = loop.schedule()
     slots = schedule.from_json(sched["slots"])
@@ -212,7 +212,7 @@ def render(loop: Loop, fmt: str) -> str:
     if fmt not in FORMATS:
         raise UsageError(f"ab report --format {fmt}: one of {', '.join(FORMATS)}")
     f = facts(loop)
-    ab, why = _validate(loop, fmt)
+    ab, why = _ab_of_runs(loop, fmt)
     lines = _loop_lines(f)
     if fmt == "text":
         return "\n".join(lines) + "\n\n" + (ab if ab is not None else why + "\n")
