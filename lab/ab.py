@@ -23,7 +23,6 @@ and log said), 2 a bad argument.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 import threading
@@ -108,16 +107,6 @@ def scenarios_of(text: str) -> list[str]:
     return out
 
 
-def nttrace_exe() -> str:
-    for cand in (Path(sys.executable).with_name("nttrace"), HERE.parent / ".venv" / "bin" / "nttrace"):
-        if cand.exists():
-            return str(cand)
-    found = shutil.which("nttrace")
-    if not found:
-        raise SystemExit("lab.ab: no nttrace to write the report with (make setup builds .venv)")
-    return found
-
-
 def save_reports(run: "lab.LabRun", scenarios: list[str], dest: Path, kernel=None) -> list[Path]:
     """Each scenario's report of one boot, with what the guest cannot know of
     itself: the host's conditions over the boot, and which lab kernel build
@@ -139,16 +128,15 @@ def save_reports(run: "lab.LabRun", scenarios: list[str], dest: Path, kernel=Non
 
 
 def write_ab(base: list[Path], cur: list[Path], out: Path, detect_pct: float | None = None) -> dict[str, Path]:
-    exe = nttrace_exe()
-    args = ["validate", "--baseline", *map(str, base), "--current", *map(str, cur),
-            *(["--detect", f"{detect_pct:g}"] if detect_pct else [])]
+    """The A/B of the boots' reports in every format, by nttrace.ab.formats:
+    each file exactly what `nttrace validate --baseline BASE... --current
+    CUR... [--detect PCT] --format F` prints."""
+    from nttrace.ab import formats
     written = {}
     for fmt, name in FORMATS.items():
-        p = subprocess.run([exe, *args, "--format", fmt], capture_output=True, text=True, timeout=600)
-        if p.returncode not in (0, 1):
-            raise RuntimeError(f"nttrace validate --format {fmt} exited {p.returncode}: {p.stderr.strip()}")
+        text = formats.of_files(fmt, list(map(str, base)), list(map(str, cur)), detect_pct or None)
         tmp = out / (name + ".tmp")
-        tmp.write_text(p.stdout)
+        tmp.write_text(text)
         tmp.rename(out / name)
         written[fmt] = out / name
     return written
@@ -173,9 +161,10 @@ def run_commit(at_start: str) -> str:
 
 def spread_of(reports: dict[str, list[Path]]) -> dict:
     """The boot-to-boot spread of each scenario's primary figure in these
-    boots (nttrace.validate.statistics.residuals, pooled over the sides):
+    boots (nttrace.ab.statistics.residuals, pooled over the sides):
     what --boots defaults from when it is the lab's recorded A/A."""
-    from nttrace.validate import evidence, statistics
+    from nttrace.ab import statistics
+    from nttrace.validate import evidence
     values: dict[str, dict[str, list[float]]] = {}
     for side, paths in reports.items():
         for p in paths:
@@ -191,7 +180,7 @@ def spread_of(reports: dict[str, list[Path]]) -> dict:
 def default_boots(detect_pct: float) -> tuple[int, str]:
     """Boots a side to detect detect_pct in every primary figure, at the
     lab's recorded boot-to-boot spread (BOOT_SPREAD), and where that comes from."""
-    from nttrace.validate import statistics
+    from nttrace.ab import statistics
     rec = json.loads(BOOT_SPREAD.read_text())
     need = [statistics.boots_needed(r, detect_pct) for r in rec["residuals"].values()]
     if any(n is None for n in need):

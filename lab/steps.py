@@ -16,7 +16,7 @@ round by round (base, step 1, step 2, ... then again), one guest at a time,
 each after waiting for a quiet host, with the A/B's guest CPU (lab.
 MEASURE_CPU: guest time counts instructions).
 
-The statistics are the A/B's (nttrace.validate.statistics): per scenario,
+The statistics are the A/B's (nttrace.ab.statistics): per scenario,
 the step-to-step changes are a family of tests, Bonferroni-corrected over
 the steps; a step's share is its log change over the whole series' log
 change of the medians. What the lab cannot measure is said in the table:
@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import statistics as pystats
 import sys
 import time
 from dataclasses import dataclass
@@ -45,7 +46,8 @@ from lab import kernel_build, lab
 from lab.ab import kernel_for, mmss, save_reports, say
 from nttrace.kernel import conditions
 from nttrace.reference import seeds
-from nttrace.validate import evidence, statistics
+from nttrace.ab import statistics
+from nttrace.validate import evidence
 from nttrace.validate.checks.memmap_latency import MemmapEvidence
 
 SCENARIOS = ["memmap_fsdax", "memmap_devdax"]
@@ -88,7 +90,6 @@ class Step:
 def boots_to_mark(steps: int) -> int:
     """The fewest boots a side whose exact test can reach the steps' alpha
     (0.05 over the number of steps, Bonferroni), at any spread."""
-    from nttrace.validate import statistics
     n = 2
     while not statistics.testable(n, n, statistics.ALPHA / steps):
         n += 1
@@ -190,7 +191,7 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
         paths = {lab_: sorted({b["page_ref_path"].get(subj) for b in boots.get(lab_, [])
                                if b["page_ref_path"].get(subj)}) for lab_ in labels}
         measured = [lab_ for lab_ in labels if vals[lab_]]
-        total = (math.log(statistics_median(vals[measured[-1]]) / statistics_median(vals["base"]))
+        total = (math.log(pystats.median(vals[measured[-1]]) / pystats.median(vals["base"]))
                  if len(measured) > 1 and vals["base"] else None)
         rows, prev, unmeasured = [], None, []
         for lab_ in labels:
@@ -199,14 +200,14 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
             if vals[lab_]:
                 d = statistics.describe(statistics.Runs(vals[lab_]))
                 row.update(median=d["median"], cov_pct=d["cov_pct"],
-                           mean_rebind_ms=statistics_median(means[lab_]), page_ref_path=", ".join(paths[lab_]))
+                           mean_rebind_ms=pystats.median(means[lab_]), page_ref_path=", ".join(paths[lab_]))
                 if prev is not None:
                     st = statistics.compare(statistics.Runs(vals[prev]), statistics.Runs(vals[lab_]), "primary", alpha)
                     row.update(change_pct=st["change_pct"], change_ci=st["change_ci"], p=st["p"],
                                significant=st["significant"], verdict=st["verdict"],
                                detectable_pct=st["detectable_pct"])
                     if total:
-                        row["share_pct"] = 100.0 * math.log(d["median"] / statistics_median(vals[prev])) / total
+                        row["share_pct"] = 100.0 * math.log(d["median"] / pystats.median(vals[prev])) / total
                 if unmeasured:       # its change from the last step measured holds theirs too
                     row["since"] = prev
                     row["unmeasured"] = [s.label for s in unmeasured]
@@ -224,12 +225,6 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
                                  "total_pct": 100.0 * math.expm1(total) if total is not None else None,
                                  "seeds": {str(n): v for n, v in seeds_after.items()}}
     return out
-
-
-def statistics_median(values: list[float]) -> float:
-    s = sorted(values)
-    n = len(s)
-    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
 
 
 def _label_of(boots: dict, subj: str) -> str:

@@ -305,9 +305,8 @@ def _validate(args) -> int:
     import platform
     import time
 
+    from nttrace.ab import compare, formats
     from nttrace.kernel.sysroot import Sysroot
-    from nttrace.validate import ab_text
-    from nttrace.validate import baseline as ab
     from nttrace.validate import runner as validate
     from nttrace.validate import textfile
 
@@ -329,14 +328,14 @@ def _validate(args) -> int:
     fmt = "json" if args.json else (args.format or "text")
     if fmt == "html" and not args.baseline:
         raise UsageError("--format html is the A/B report: it needs --baseline")
-    base = [ab.load_report(p, "--baseline") for p in args.baseline] if args.baseline else None
-    if base:
-        ab.check_side(base, "--baseline")
     if args.current:
-        current = [ab.load_report(p, "--current") for p in args.current]
-        ab.check_side(current, "--current")
-        report = ab.merge(current)
+        base, current = formats.load_sides(args.baseline, args.current)
+        report = compare.merge(current)
     else:
+        base = None
+        if args.baseline:
+            base = [compare.load_report(p, "--baseline") for p in args.baseline]
+            compare.check_side(base, "--baseline")
         from nttrace.probes import check_names
         exercise = tuple(n for n in args.exercise.split(",") if n)
         if exercise:
@@ -354,20 +353,9 @@ def _validate(args) -> int:
             textfile.write(args.textfile_dir, report, started, time.time(), validate.exit_code(report))
     if base is not None:
         cur = current if args.current else [report]
-        rows = ab.compare(base, cur, strict=bool(args.current), detect_pct=args.detect)   # all before any output
-        if fmt == "json":
-            report = dict(report, baseline_comparison=rows, baseline_header=ab_text.header(base, cur),
-                          baseline_legend=ab_text.legend(rows),
-                          baseline_conditions={"baseline": ab.side_conditions(base), "current": ab.side_conditions(cur)},
-                          baseline_runs={"baseline": [r.get("_source") for r in base],
-                                         "current": [r.get("_source") for r in cur]})
-        elif fmt == "html":
-            from nttrace.validate import ab_html
-            sys.stdout.write(ab_html.render(rows, base, cur))
-            return validate.exit_code(report)
-        else:
-            (ab_text.print_markdown if fmt == "markdown" else ab_text.print_text)(rows, base, cur)
-            return validate.exit_code(report)
+        rows = compare.compare(base, cur, strict=bool(args.current), detect_pct=args.detect)
+        sys.stdout.write(formats.render(fmt, rows, base, cur, report))     # computed whole before any output
+        return validate.exit_code(report)
     report.pop("_source", None)
     if fmt == "json":
         json.dump(report, sys.stdout, indent=2, sort_keys=False)

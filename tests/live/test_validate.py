@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """nttrace validate end to end on this host (--baseline of reports written
-by hand: tests/unit/test_validate_baseline.py)."""
+by hand: tests/unit/test_ab_compare.py)."""
 import json
 import os
 import re

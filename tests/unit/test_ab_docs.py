@@ -7,7 +7,9 @@ import re
 from pathlib import Path
 
 from conftest import FIXTURES, REPO, run_nttrace
-from nttrace.validate import ab_text, evidence, statistics
+from nttrace.ab import statistics
+from nttrace.ab import text as ab_text
+from nttrace.validate import evidence
 
 DOC = REPO / "docs" / "ab.md"
 ICOUNT_AB = FIXTURES / "recorded" / "ab" / "ab-base-nt-v3-icount"
@@ -59,6 +61,22 @@ def test_the_page_quotes_the_primary_figures_spread_as_the_report_does():
 
 def test_the_page_starts_with_the_ab_loops_link_and_an_example():
     lines = doc().splitlines()
-    assert lines[0] == "# Reading an A/B"
+    assert lines[0] == "# How a change is tested: the A/B"
     assert "[ab-loop.md](ab-loop.md)" in lines[2] and "nttrace ab" in lines[2]
     assert doc().index("## An example") < doc().index("## The rules")
+
+
+def test_the_page_names_every_module_of_the_ab_package_and_every_path_it_names_exists():
+    """"How a change is tested": the package's modules are each in its
+    table (the comparison's by name, the loop's in one row), and every file
+    or directory it names is there."""
+    section = doc().split("## How a change is tested, and where the code is\n", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"`nttrace\.ab\.(\w+)`", section))
+    loop_row = next(ln for ln in section.splitlines() if ln.startswith("| the rest of `nttrace.ab` |"))
+    named |= set(re.findall(r"(\w+)(?:,| \|)", loop_row.split("):", 1)[1]))
+    modules = {p.stem for p in (REPO / "tracer" / "ab").glob("*.py") if p.stem != "__init__"}
+    assert named == modules, (sorted(modules - named), sorted(named - modules))
+    for path in re.findall(r"`((?:tracer|lab|tests|benchmarks)/[^`*]+)`", section):
+        assert (REPO / path).exists(), path
+    for pattern in re.findall(r"`((?:tests|benchmarks)/[^`]*\*[^`]*)`", section):
+        assert list(REPO.glob(pattern)), pattern

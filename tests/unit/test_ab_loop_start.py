@@ -91,7 +91,7 @@ def test_a_command_line_without_root_is_refused():
 
 
 def test_fewer_boots_than_a_test_needs_are_said_in_the_plan(tmp_path, capsys):
-    assert start.boots_to_test() == 4          # docs/ab.md, "Reading an A/B": 4 runs a side at alpha 0.05
+    assert start.boots_to_test() == 4          # docs/ab.md, "The rules": 4 runs a side at alpha 0.05
     ks = _kernels(tmp_path)
     for boots, said in ((2, True), (4, False)):
         plan = start.plan(args(seed=1, boots=boots), Loop(tmp_path / "ab" / "mine"), ks, "root=x", "/usr/bin/nttrace")

@@ -282,7 +282,8 @@ def test_a_mark_and_not_testable_follow_one_rule_by_both_sides_sizes(side, a, b,
     and 0.044), 2 against 7 cannot: a row is marked only where
     statistics.testable holds, says "not testable" exactly where it does
     not, and the note under the table gives that rule at the row's alpha."""
-    from nttrace.validate import ab_text, statistics
+    from nttrace.ab import statistics
+    from nttrace.ab import text as ab_text
     proc = ab(boots(f"{side}/A")[:2 * a], boots(f"{side}/B")[:2 * b], "--json")
     body = json.loads(proc.stdout)
     stats = [r["stats"] for r in rows_of(proc).values() if r.get("stats") and r["stats"]["role"] != "descriptive"]

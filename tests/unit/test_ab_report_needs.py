@@ -11,7 +11,8 @@ import pytest
 from nttrace.ab import start
 from nttrace.ab.loop import expected_found, why_failed
 from nttrace.errors import CapabilityError
-from nttrace.validate import ab_html, statistics
+from nttrace.ab import html as ab_html
+from nttrace.ab import statistics
 
 
 def test_the_statistics_without_numpy_are_one_capability_line(monkeypatch):

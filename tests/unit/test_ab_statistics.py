@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The A/B's statistics (nttrace.validate.statistics) held to what they
+"""The A/B's statistics (nttrace.ab.statistics) held to what they
 promise: the interval and the test agree by construction, the p is the exact
 Mann-Whitney p, one run a side is never tested, and, calibrated on the lab's
 recorded boots, an A/A marks at most about alpha of the time while a change
@@ -17,7 +17,8 @@ import pytest
 from scipy.stats import mannwhitneyu
 
 from conftest import FIXTURES, REPO
-from nttrace.validate import evidence, statistics as st
+from nttrace.ab import statistics as st
+from nttrace.validate import evidence
 from nttrace.validate.checks.memmap_latency import MemmapEvidence
 
 RECORDED_AA = FIXTURES / "recorded" / "ab" / "aa-base"

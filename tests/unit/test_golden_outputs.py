@@ -14,7 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FIXTURES, run_nttrace
 from nttrace.validate import runner as validate
-from nttrace.validate.baseline import merge
+from nttrace.ab.compare import merge
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.probes import PROBES
 from nttrace.probes.migrate import MigrateProbe
@@ -186,7 +186,7 @@ LAYOUTS = {"ab-base-nt-v3": ab_args(), "ab-5-boots": boot_args("ab-base-nt-v3", 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("fmt", ["text", "markdown", "json", "html"])
-def test_validate_baseline_against_current_golden(fmt, layout):
+def test_the_ab_of_recorded_runs_golden(fmt, layout):
     proc = run_nttrace(*LAYOUTS[layout], "--format", fmt, cwd=RECORDED, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout

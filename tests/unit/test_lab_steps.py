@@ -185,7 +185,7 @@ def test_boots_a_step_are_enough_to_mark_a_step_at_the_corrected_alpha():
     """Four boots a step of five steps: the smallest exact p (0.0286) is
     above 0.05/5, so no step could ever be marked (the v8 run of 2026-12-05
     at 4 boots said so row by row). The default is the fewest that can."""
-    from nttrace.validate import statistics
+    from nttrace.ab import statistics
     assert steps.boots_to_mark(5) == 5 and steps.boots_to_mark(9) == 6
     for m in (1, 3, 5, 9, 12):
         n = steps.boots_to_mark(m)

@@ -1,16 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The loop's report: validate's own A/B over the kept runs (`nttrace validate
---baseline BASE-RUNS --current PATCHED-RUNS --format F`, the same command a
-user runs by hand, so its statistics rules hold unchanged: one run a side is
-never tested, the primary figure needs 4 a side), preceded by what only the
-loop knows: the kernels and their hashes, the via, the command line, the
-reset the loop relied on, the kernels' config differences, the seed and the
-schedule, the failed boots and failed measurements (with who is blamed and
-the evidence), the runs cut short and redone, a state recovered, the boot
-settings of the runs (and any that differ between them), the runs taken on
-a host that never became quiet (and whether leaving them out changes any
-verdict: the A/B computed both ways by validate's own statistics), and
-whether nttrace itself changed during the loop.
+"""The loop's report: validate's own A/B over the kept runs (exactly what
+`nttrace validate --baseline BASE-RUNS --current PATCHED-RUNS --format F`
+prints, computed in this process by the same functions, nttrace.ab.formats,
+so its statistics rules hold unchanged: one run a side is never tested, the
+primary figure needs 4 a side), preceded by what only the loop knows: the
+kernels and their hashes, the via, the command line, the reset the loop
+relied on, the kernels' config differences, the seed and the schedule, the
+failed boots and failed measurements (with who is blamed and the evidence),
+the runs cut short and redone, a state recovered, the boot settings of the
+runs (and any that differ between them), the runs taken on a host that
+never became quiet (and whether leaving them out changes any verdict: the
+A/B computed both ways by validate's own statistics), and whether nttrace
+itself changed during the loop.
 
 `write_all` writes every format to NAME/report/ab.{txt,md,json,html} (each
 whole); `render` returns one format for `ab report --format`.
@@ -19,13 +20,12 @@ from __future__ import annotations
 
 import html
 import json
-import subprocess
 import textwrap
 import time
 from pathlib import Path
 
-from nttrace.ab import schedule, store
-from nttrace.ab.loop import Loop, nttrace_exe, slot_state, why_failed
+from nttrace.ab import compare, formats, schedule, store
+from nttrace.ab.loop import Loop, slot_state, why_failed
 from nttrace.errors import UsageError
 from nttrace.kernel import boot_settings
 
@@ -153,13 +153,12 @@ def _verdicts(base: list[dict], cur: list[dict]) -> dict[str, str]:
     """{figure: its verdict} of an A/B of these runs, by validate's own
     comparison and statistics: "significant (+x%)", "not significant" or
     "not tested"."""
-    from nttrace.validate import baseline
     out = {}
-    for r in baseline.compare(base, cur):
+    for r in compare.compare(base, cur):
         st = r.get("stats")
         if not st:
             continue
-        name = f"{baseline.label(r['check'], r['subject'])} {r['label']}"
+        name = f"{compare.label(r['check'], r['subject'])} {r['label']}"
         if st.get("significant"):
             out[name] = f"significant ({st['change_pct']:+.1f}%)" if st.get("change_pct") is not None else "significant"
         elif str(st.get("verdict", "")).startswith("not significant"):
@@ -193,7 +192,7 @@ def quiet_effect(loop: Loop, slots: list[schedule.Slot], runs: dict[int, dict]) 
     return {"slots": timed, "changes": changes, "text": text}
 
 
-def _validate(loop: Loop, fmt: str) -> tuple[str | None, str]:
+def _ab_of_runs(loop: Loop, fmt: str) -> tuple[str | None, str]:
     """validate's A/B of the kept runs in fmt, or None and why there is none."""
     sched = loop.schedule()
     slots = schedule.from_json(sched["slots"])
@@ -203,19 +202,17 @@ def _validate(loop: Loop, fmt: str) -> tuple[str | None, str]:
     if not paths["base"] or not paths["patched"]:
         return None, (f"no A/B yet: {len(paths['base'])} base and {len(paths['patched'])} patched runs kept "
                       "(each side needs at least one run; 4 a side for the primary figure)")
-    cmd = [nttrace_exe(), "validate", "--baseline", *paths["base"], "--current", *paths["patched"], "--format", fmt]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    if p.returncode not in (0, 1):
-        raise UsageError(f"ab report: nttrace validate --baseline ... --format {fmt} exited {p.returncode}: "
-                         f"{(p.stderr.strip().splitlines() or ['?'])[-1]}")
-    return p.stdout, ""
+    try:
+        return formats.of_files(fmt, paths["base"], paths["patched"]), ""
+    except UsageError as exc:     # a kept run validate's A/B refuses: named, with the loop it is in
+        raise UsageError(f"ab report: validate's A/B of the kept runs: {exc}") from None
 
 
 def render(loop: Loop, fmt: str) -> str:
     if fmt not in FORMATS:
         raise UsageError(f"ab report --format {fmt}: one of {', '.join(FORMATS)}")
     f = facts(loop)
-    ab, why = _validate(loop, fmt)
+    ab, why = _ab_of_runs(loop, fmt)
     lines = _loop_lines(f)
     if fmt == "text":
         return "\n".join(lines) + "\n\n" + (ab if ab is not None else why + "\n")

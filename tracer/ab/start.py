@@ -327,7 +327,7 @@ def changes(sched: dict) -> list[str]:
 
 def boots_to_test() -> int:
     """The fewest boots a side at which validate's A/B can mark a primary figure."""
-    from nttrace.validate import statistics
+    from nttrace.ab import statistics
     return next(n for n in range(2, 50) if statistics.smallest_p(n, n) <= statistics.ALPHA)
 
 

@@ -1,2 +1,3 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`nttrace validate`: the check catalog, its runs, their reports, the A/B of two, and the textfile output."""
+"""`nttrace validate`: the check catalog, its runs, their reports and evidence, and the textfile output.
+The A/B of two sides of runs (`--baseline/--current`) is nttrace.ab's."""

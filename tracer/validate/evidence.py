@@ -9,11 +9,12 @@ class through the catalog: the check that wrote it, by its id.
 `from_json` reads every format nttrace has written (tests/fixtures/recorded
 holds reports of each).
 
-`figures()` is what `validate --baseline/--current` compares: each Figure
-has a role (statistics.ROLES): one `primary` figure per scenario carries the
-test at alpha; `secondary` ones are tested with the report's multiplicity
-correction; `descriptive` ones are shown, never tested. An evidence class
-with a primary figure says why it chose it (PRIMARY_REASON).
+`figures()` is what `validate --baseline/--current` compares (the A/B,
+nttrace.ab.compare): each Figure has a role (nttrace.ab.statistics.ROLES):
+one `primary` figure per scenario carries the test at alpha; `secondary`
+ones are tested with the report's multiplicity correction; `descriptive`
+ones are shown, never tested. An evidence class with a primary figure says
+why it chose it (PRIMARY_REASON).
 
 Checks without a class keep their evidence as a dict (`Untyped`): all their
 numbers are descriptive figures.
@@ -31,7 +32,7 @@ class Figure:
     value: object                          # a number, a string or None
     samples: list[float] | None = None     # what the value summarises, within the run
     stat: str | None = None                # how: median, mean, min, max
-    role: str = "descriptive"              # statistics.ROLES; categories are never tested
+    role: str = "descriptive"              # nttrace.ab.statistics.ROLES; categories never tested
 
 
 def spread(values: list[float]) -> dict | None:

@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The A/B in words: its header, its table's cells and columns, the legend
 that says what the marks mean and what the runs cannot say, and the text
-and markdown forms (nttrace.validate.ab_html is the HTML page; the figures
-are nttrace.validate.baseline's).
+and markdown forms (nttrace.ab.html is the HTML page; the figures are
+nttrace.ab.compare's).
 
 The header says where each side was measured and under what host
 conditions (recorded by the run, or for a lab guest by the lab around its
@@ -13,9 +13,10 @@ from __future__ import annotations
 import sys
 
 from nttrace.kernel import machine
-from nttrace.validate import evidence, statistics
-from nttrace.validate.baseline import is_number, label, measured_on, reports_of, runs_of, side_conditions
-from nttrace.validate.statistics import ALPHA, NOT_TESTED_ONE_RUN, POWER
+from nttrace.ab import statistics
+from nttrace.ab.compare import is_number, label, measured_on, reports_of, runs_of, side_conditions
+from nttrace.ab.statistics import ALPHA, NOT_TESTED_ONE_RUN, POWER
+from nttrace.validate import evidence
 
 
 def conditions_line(name: str, s: dict | None) -> str:

@@ -20,8 +20,8 @@ import statistics
 from pathlib import Path
 
 from nttrace.errors import CapabilityError
-from nttrace.validate import ab_text
-from nttrace.validate.baseline import side_conditions
+from nttrace.ab import text as ab_text
+from nttrace.ab.compare import side_conditions
 from nttrace.validate import evidence
 from nttrace.validate.checks.kernel import DemotionEvidence
 

@@ -101,7 +101,7 @@ def test_ab_of_a_base_and_a_patched_kernel_as_markdown(tmp_path):
 
 
 def test_an_ab_says_when_its_sides_ran_with_different_mitigations():
-    from nttrace.validate import ab_text
+    from nttrace.ab import text as ab_text
 
     def report(spectre_v2):
         return {"kernel_release": "7.2.13", "kernel": {"nt_revision": "v3"},

@@ -9,12 +9,13 @@ check from several boots makes several runs). A side must be one kernel
 figures come from its typed evidence (nttrace.validate.evidence), each with
 its role: the scenario's primary figure is tested at alpha, the secondary
 ones with a Bonferroni correction, the rest described; the statistics are
-nttrace.validate.statistics' (runs as the unit, exact rank test and the
+nttrace.ab.statistics' (runs as the unit, exact rank test and the
 interval inverted from it, the smallest detectable change). Categorical
 figures (mode, copy routines) show every value the side's runs had.
 
-This file computes; nttrace.validate.ab_text puts the rows into words
-(text, markdown), nttrace.validate.ab_html into a page.
+This file computes; nttrace.ab.text puts the rows into words (text,
+markdown), nttrace.ab.html into a page, and nttrace.ab.formats gives the
+whole output in each format.
 """
 from __future__ import annotations
 
@@ -135,7 +136,7 @@ def compare(baseline: dict | list[dict], current: dict | list[dict], strict: boo
     comparison. `detect_pct`: each primary row also says how many runs a side
     a change of that size needs at these runs' spread. With `strict` (two
     sets of saved runs), a check that only one side ran is an input error."""
-    from nttrace.validate import statistics
+    from nttrace.ab import statistics
     base_runs = _runs_by_check(baseline if isinstance(baseline, list) else [baseline])
     cur_runs = _runs_by_check(current if isinstance(current, list) else [current])
     if strict:
