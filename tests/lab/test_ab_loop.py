@@ -48,7 +48,7 @@ from lab import ab_loop
 from lab import lab as labmod
 from lab import loop_disk
 from lab_boots import POOL, Boot
-from nttrace.validate.ab_text import verdict
+from nttrace.ab.text import verdict
 
 pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu", "kernel-build", "seeds")]
 
