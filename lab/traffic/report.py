@@ -160,7 +160,11 @@ def collect(kernels: dict[str, object], scenarios: list[str], out: Path, timeout
         (out / name / "traffic-summary.json").write_text(json.dumps(s, indent=1))
         runs[name] = s
         say(f"traffic boot {i} of {len(kernels)}: done in {t.elapsed_s:.0f} s")
-    return figures(runs, windows)
+    fig = figures(runs, windows)
+    for name, s in runs.items():
+        if not isinstance(s, str) and "failed" not in fig["kernels"][name]:
+            fig["kernels"][name]["summary_file"] = str(out / name / "traffic-summary.json")
+    return fig
 
 
 def failed(t: dict) -> dict[str, str]:
@@ -275,7 +279,9 @@ def ab_html(t: dict | None, names: list[str]) -> str:
     own stylesheet's classes (td.num, p.note)."""
     if t is None:
         return ""
-    e = html.escape
+
+    def e(text: str) -> str:     # element text only: quotes stay as they are
+        return html.escape(text, quote=False)
     out = ["<h2>Modelled memory traffic (not time)</h2>"]
     if "unavailable" in t:
         return "\n".join(out + [f"<p class='note traffic'>Not measured: {e(t['unavailable'])}.</p>"]) + "\n"
