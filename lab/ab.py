@@ -311,8 +311,9 @@ def main(argv: list[str]) -> int:
             return 1
         say(f"boot {i} of {len(order)}: done in {mmss(run.elapsed_s)}; host {run.host_conditions['state']}"
             + (f" ({run.host_conditions['why']})" if run.host_conditions["state"] != "quiet" else ""))
-    traffic = None if args.no_traffic else traffic_of(dict(zip(names, kernels)), scenarios, out, args.timeout)
     written = write_ab(reports["A"], reports["B"], out, args.detect)
+    # the A/B is on disk before the traffic boots; their section is added to it
+    traffic = None if args.no_traffic else traffic_of(dict(zip(names, kernels)), scenarios, out, args.timeout)
     from lab.traffic import report as traffic_report
     traffic_report.add_to_ab(written, traffic, names)
     (out / "spread.json").write_text(json.dumps({"source": str(out), "cpu": cpu.describe(),

@@ -406,11 +406,6 @@ def main(argv: list[str]) -> int:
         states.append(run.host_conditions)
         boots[label].append({"values": primary_values(paths), "page_ref_path": page_ref_paths(results)})
         say(f"boot {i} of {len(order)}: done in {mmss(run.elapsed_s)}; host {run.host_conditions['state']}")
-    traffic = None
-    if not args.no_traffic:
-        from lab.ab import traffic_failed, traffic_of
-        traffic = traffic_of(kernels, SCENARIOS, out, args.timeout)
-        traffic_failed(traffic, "lab.steps")
     t = table(steps, boots, {k: v.splitlines()[0] for k, v in failed.items()})
     summ = conditions.summary(states)
     commit = run_commit(commit)
@@ -420,10 +415,15 @@ def main(argv: list[str]) -> int:
             + (f"; beside: {', '.join(summ['busy_beside'])}" if summ["busy_beside"] else ""),
             "wall_s": round(time.monotonic() - t0, 1), "command": "python3 -m lab.steps " + " ".join(argv),
             "kernels": {k: v.directory.name for k, v in kernels.items()}, "failed": failed}
-    (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t,
-                                                **({"traffic": traffic} if traffic is not None else {})}, indent=1))
-    from lab.traffic import report as traffic_report
-    (out / "steps.md").write_text(render_markdown(t, meta) + traffic_report.steps_markdown(traffic, list(kernels)))
+    (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t}, indent=1))
+    (out / "steps.md").write_text(render_markdown(t, meta))
+    if not args.no_traffic:     # the step table is on disk before the traffic boots; then written with them
+        from lab.ab import traffic_failed, traffic_of
+        from lab.traffic import report as traffic_report
+        traffic = traffic_of(kernels, SCENARIOS, out, args.timeout)
+        traffic_failed(traffic, "lab.steps")
+        (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t, "traffic": traffic}, indent=1))
+        (out / "steps.md").write_text(render_markdown(t, meta) + traffic_report.steps_markdown(traffic, list(kernels)))
     say(f"{len(order)} boots in {mmss(time.monotonic() - t0)}")
     print(f"step table: {out / 'steps.md'} (and steps.json beside it)")
     return 1 if failed and len(failed) == len(kernels) else 0

@@ -153,7 +153,9 @@ def collect(kernels: dict[str, object], scenarios: list[str], out: Path, timeout
         try:
             t = trun.run(out / name, kernel=kernel, steps=steps, timeout=timeout)
             s = trun.summary(t)
-        except (trun.TrafficError, trun.lab.LabError, tbuild.BuildError) as exc:
+        except (trun.TrafficError, trun.lab.LabError, tbuild.BuildError, theader.HeaderError, OSError,
+                subprocess.SubprocessError, ValueError) as exc:
+            # the A/B stands without it: the row says why, in the error's first line
             runs[name] = f"the traffic boot failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
             say(f"traffic boot {i} of {len(kernels)}: {name} FAILED ({runs[name]})")
             continue
