@@ -228,7 +228,7 @@ def traffic_failed(t: dict, prog: str = "lab.ab") -> bool:
     from lab.traffic import report as traffic_report
     bad = traffic_report.failed(t)
     for name, why in bad.items():
-        print(f"{prog}: traffic boot of {name}: {why}", file=sys.stderr)
+        print(f"{prog}: the traffic boot of {name} failed: {why}", file=sys.stderr)
     return bool(bad)
 
 

@@ -156,7 +156,7 @@ def collect(kernels: dict[str, object], scenarios: list[str], out: Path, timeout
         except (trun.TrafficError, trun.lab.LabError, tbuild.BuildError, theader.HeaderError, OSError,
                 subprocess.SubprocessError, ValueError) as exc:
             # the A/B stands without it: the row says why, in the error's first line
-            runs[name] = f"the traffic boot failed: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc!r}"
+            runs[name] = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             say(f"traffic boot {i} of {len(kernels)}: {name} FAILED ({runs[name]})")
             continue
         (out / name / "traffic-summary.json").write_text(json.dumps(s, indent=1))
@@ -255,7 +255,7 @@ def _change(d: float | int) -> str:
 
 
 def _failures(t: dict) -> list[str]:
-    return [f"{n}: {why}" for n, why in failed(t).items()]
+    return [f"the traffic boot of {n} failed: {why}" for n, why in failed(t).items()]
 
 
 def ab_markdown(t: dict | None, names: list[str]) -> str:
@@ -272,7 +272,7 @@ def ab_markdown(t: dict | None, names: list[str]) -> str:
     head = ["step", "figure", *names] + (["B - A"] if len(names) == 2 else [])
     lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
     lines += ["| " + " | ".join(r) + " |" for r in ab_rows(t, names)]
-    lines += [""] + [f"Traffic boot of {f}" for f in _failures(t)] + ([""] if _failures(t) else [])
+    lines += [""] + [f"{f[0].upper()}{f[1:]}." for f in _failures(t)] + ([""] if _failures(t) else [])
     return "\n".join(lines)
 
 
@@ -297,7 +297,7 @@ def ab_html(t: dict | None, names: list[str]) -> str:
         out.append("<tr>" + "".join(f"<td class='text'>{e(c)}</td>" for c in r[:2])
                    + "".join(f"<td class='num'>{e(c)}</td>" for c in r[2:]) + "</tr>")
     out.append("</table>")
-    out += [f"<p class='warning'>Traffic boot of {e(f)}</p>" for f in _failures(t)]
+    out += [f"<p class='warning'>{e(f[0].upper() + f[1:])}.</p>" for f in _failures(t)]
     return "\n".join(out) + "\n"
 
 
@@ -354,7 +354,7 @@ def steps_rows(t: dict, labels: list[str]) -> tuple[list[str], list[list[str]]]:
         if k is None:
             continue
         if "failed" in k:
-            rows.append([lab_, k["failed"]] + [""] * (len(head) - 2))
+            rows.append([lab_, f"the traffic boot failed: {k['failed']}"] + [""] * (len(head) - 2))
             continue
         row = [lab_]
         for w in t["windows"]:

@@ -238,17 +238,20 @@ def test_a_compile_failure_is_its_first_line(tmp_path, monkeypatch):
 
 def test_a_failed_traffic_boot_is_said_in_its_row():
     runs = summaries("nt-v3")
-    t = report.figures({"base": runs["base"], "nt-v3": "the traffic boot failed: the traffic guest failed (exit 1)"},
+    t = report.figures({"base": runs["base"], "nt-v3": "the traffic guest failed (exit 1)"},
                        report.windows_for(AB_SCENARIOS))
-    assert report.failed(t) == {"nt-v3": "the traffic boot failed: the traffic guest failed (exit 1)"}
+    assert report.failed(t) == {"nt-v3": "the traffic guest failed (exit 1)"}
     md = report.ab_markdown(t, ["base", "nt-v3"])
-    assert "Traffic boot of nt-v3: the traffic boot failed: the traffic guest failed (exit 1)" in md
-    for step, fig, a, b, change in md_rows(md):
-        assert b == "-" and change == "" and a != "-"
+    assert "\nThe traffic boot of nt-v3 failed: the traffic guest failed (exit 1).\n" in md
+    assert "<p class='warning'>The traffic boot of nt-v3 failed: the traffic guest failed (exit 1).</p>" in \
+        report.ab_html(t, ["base", "nt-v3"])
+    rows = md_rows(md)
+    assert rows and all(b == "-" and change == "" and a != "-" for _step, _fig, a, b, change in rows)
     head, rows = report.steps_rows(t, ["base", "nt-v3"])
     assert rows[1][:2] == ["nt-v3", "the traffic boot failed: the traffic guest failed (exit 1)"]
-    every = report.figures({"base": "the traffic boot failed: x"}, ["demotion"])
-    assert "Not measured: base: the traffic boot failed: x." in report.ab_markdown(every, ["base", "base"])
+    assert all(c == "" for c in rows[1][2:]) and len(rows[1]) == len(head)
+    every = report.figures({"base": "x"}, ["demotion"])
+    assert "Not measured: the traffic boot of base failed: x." in report.ab_markdown(every, ["base", "base"])
 
 
 def test_the_step_tables_traffic_is_a_row_a_step():
