@@ -15,10 +15,20 @@ devdax rebinds, 30 each), demotion, exercises (each probe's declared
 exercise the lab runs: memremap_pages() by test_hmm), or guest scenario names. The same kernel
 on both sides (an A/A) keeps two sets of boots, A and B.
 
+Beside the instruction figures, the modelled memory traffic (lab/traffic/:
+a QEMU TCG plugin's LLC and pmem device model; traffic, not time): one more
+boot a kernel under the plugin, after the A/B's boots, its device bytes read
+and written and LLC fills per initialised and per demoted page in every
+report (a section of the markdown, text and HTML, "traffic" in the JSON).
+The counts are deterministic (icount), so one boot is the figure and the
+report says why. On by default when the plugin can be built (the report
+says in one line why not); --no-traffic leaves it out.
+
 Progress goes to stderr: each kernel build with its elapsed time against the
 last build's, each boot with its count (k of N) and scenario. The last line
 says where the report is. Exit: 0 done, 1 a build or boot failed (its step
-and log said), 2 a bad argument.
+and log said; a failed traffic boot after the report is written), 2 a bad
+argument.
 """
 from __future__ import annotations
 
@@ -191,6 +201,26 @@ def default_boots(detect_pct: float) -> tuple[int, str]:
     return max(max(need), secondary), f"the lab's recorded spread ({rec['source']}), and the secondary figures' test"
 
 
+def traffic_of(kernels: dict, scenarios: list[str], out: Path, timeout: float) -> dict:
+    """The modelled traffic of each kernel (name -> lab kernel; an A/A's one
+    kernel boots once): lab/traffic/report.py's section data, the boots
+    under out/traffic/."""
+    from lab.traffic import report as traffic_report
+    t = traffic_report.collect(kernels, scenarios, out / "traffic", timeout, say)
+    if "unavailable" in t:
+        say(f"modelled traffic: not measured: {t['unavailable']}")
+    return t
+
+
+def traffic_failed(t: dict, prog: str = "lab.ab") -> bool:
+    """A traffic boot failed: said on stderr, one line a kernel."""
+    from lab.traffic import report as traffic_report
+    bad = traffic_report.failed(t)
+    for name, why in bad.items():
+        print(f"{prog}: the traffic boot of {name} failed: {why}", file=sys.stderr)
+    return bool(bad)
+
+
 # The lab's measured boot-to-boot spread: the residuals of an A/A of base
 # (lab.ab writes spread.json beside every A/B; this is the recorded A/A's,
 # kept so --boots can default from it; tests/unit/test_ab_statistics.py holds it
@@ -217,6 +247,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--vcpus", type=int, default=lab.MEASURE_CPU.vcpus, help="guest vCPUs (default %(default)s)")
     ap.add_argument("--icount", default=lab.MEASURE_CPU.icount or "off",
                     help="QEMU -icount for the guest clock, or off (default %(default)s)")
+    ap.add_argument("--no-traffic", action="store_true",
+                    help="leave out the modelled memory traffic (one boot a kernel under lab/traffic's plugin)")
     args = ap.parse_args(argv)
     if args.boots is not None and args.boots < 1:
         print("lab.ab: --boots must be at least 1", file=sys.stderr)
@@ -269,6 +301,10 @@ def main(argv: list[str]) -> int:
         say(f"boot {i} of {len(order)}: done in {mmss(run.elapsed_s)}; host {run.host_conditions['state']}"
             + (f" ({run.host_conditions['why']})" if run.host_conditions["state"] != "quiet" else ""))
     written = write_ab(reports["A"], reports["B"], out, args.detect)
+    # the A/B is on disk before the traffic boots; their section is added to it
+    traffic = None if args.no_traffic else traffic_of(dict(zip(names, kernels)), scenarios, out, args.timeout)
+    from lab.traffic import report as traffic_report
+    traffic_report.add_to_ab(written, traffic, names)
     (out / "spread.json").write_text(json.dumps({"source": str(out), "cpu": cpu.describe(),
                                                  "residuals": spread_of(reports)}, indent=1))
     (out / "run.json").write_text(json.dumps({
@@ -282,7 +318,7 @@ def main(argv: list[str]) -> int:
         + (f"; {unquiet} started on a host that was not quiet" if unquiet else ""))
     print(f"A/B report: {written['html']} (and {', '.join(str(p.name) for f, p in written.items() if f != 'html')} "
           f"beside it)")
-    return 0
+    return 1 if traffic and traffic_failed(traffic) else 0
 
 
 if __name__ == "__main__":

@@ -23,6 +23,12 @@ change of the medians. What the lab cannot measure is said in the table:
 under TCG a non-temporal store is an ordinary store, so the steps that add
 MOVNTI show only the instructions they add or remove.
 
+The modelled memory traffic (lab/traffic/, traffic, not time) follows the
+table: one boot a step's kernel (and base's) under the traffic plugin, a row
+a step: the device bytes read and written, LLC fills and NT full-line
+writes per initialised page, where the NT steps show. On by default when the
+plugin can be built; --no-traffic leaves it out.
+
 Bad input: a step list that is not increasing patch ranges within the
 series, or a step whose patch does not apply (one line naming the patch and
 the hunk; the steps before it stay built and cached): exit 2. A build that
@@ -325,6 +331,8 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--timeout", type=float, default=1800, help="bound on each boot, seconds")
     ap.add_argument("--wait-quiet", type=float, default=900, metavar="S",
                     help="before each boot, wait up to S seconds for a quiet host (default 900; 0: do not wait)")
+    ap.add_argument("--no-traffic", action="store_true",
+                    help="leave out the modelled memory traffic (one boot a step under lab/traffic's plugin)")
     args = ap.parse_args(argv)
     if args.boots is not None and args.boots < 2:
         print("lab.steps: --boots must be at least 2 (one boot a step cannot be tested)", file=sys.stderr)
@@ -404,6 +412,13 @@ def main(argv: list[str]) -> int:
             "kernels": {k: v.directory.name for k, v in kernels.items()}, "failed": failed}
     (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t}, indent=1))
     (out / "steps.md").write_text(render_markdown(t, meta))
+    if not args.no_traffic:     # the step table is on disk before the traffic boots; then written with them
+        from lab.ab import traffic_failed, traffic_of
+        from lab.traffic import report as traffic_report
+        traffic = traffic_of(kernels, SCENARIOS, out, args.timeout)
+        traffic_failed(traffic, "lab.steps")
+        (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t, "traffic": traffic}, indent=1))
+        (out / "steps.md").write_text(render_markdown(t, meta) + traffic_report.steps_markdown(traffic, list(kernels)))
     say(f"{len(order)} boots in {mmss(time.monotonic() - t0)}")
     print(f"step table: {out / 'steps.md'} (and steps.json beside it)")
     return 1 if failed and len(failed) == len(kernels) else 0

@@ -126,3 +126,36 @@ def test_base_against_nt_v3_device_reads_per_demoted_page_go_to_about_none():
         assert abs(side["demotion"]["device_written_per_page"] - page) <= 0.01 * page, side["demotion"]
     # the template series' memmap init on the device (fsdax -M dev): a struct page's line read, then none
     assert base["rebind_fsdax"]["device_read_per_page"] >= 64 > 4 >= nt["rebind_fsdax"]["device_read_per_page"]
+
+
+def test_lab_ab_reports_carry_base_against_nt_v3_traffic(tmp_path):
+    """What lab.ab adds to its reports (lab/traffic/report.py), from these
+    two boots (the traffic boot lab.ab makes a kernel: the memmap and
+    demotion steps, one vCPU, icount), set beside the recorded A/B of the
+    instruction figures: every report carries the device bytes per page,
+    the memmap init counts the same device bytes in both of a boot's
+    rebinds (spread zero), and demotion's repeat is within 1% of a page."""
+    import json
+    from conftest import REPO
+    from lab import ab as lab_ab
+    from lab.traffic import report
+    runs = {v: finished(f"traffic-{v}") for v in ("base", "nt-v3")}
+    t = report.figures(runs, report.windows_for(["memmap_fsdax", "memmap_devdax", "demotion"]))
+    assert report.failed(t) == {} and t["model"] == runs["base"]["model"]
+    recorded = REPO / "tests" / "fixtures" / "recorded" / "ab" / "ab-base-nt-v3"
+    written = lab_ab.write_ab(sorted(recorded.glob("A/boot-*/*.report.json")),
+                              sorted(recorded.glob("B/boot-*/*.report.json")), tmp_path, 10.0)
+    report.add_to_ab(written, t, ["base", "nt-v3"])
+    doc = json.loads(written["json"].read_text())
+    for v in ("base", "nt-v3"):
+        k = doc["traffic"]["kernels"][v]
+        assert k["per_page"] == tab.per_page(runs[v]), v
+        assert k["repeat_spread_bytes_per_page"]["rebind_fsdax"] == 0, k
+        assert k["repeat_spread_bytes_per_page"]["rebind_devdax"] == 0, k
+        assert k["repeat_spread_bytes_per_page"]["demotion"] <= 0.01 * 4096, k
+    md, page = written["markdown"].read_text(), written["html"].read_text()
+    for text in (md, page):
+        assert "Modelled memory traffic (not time)" in text and "no statistics are run" in text
+    base, nt = (tab.per_page(runs[v])["demotion"]["device_read_per_page"] for v in ("base", "nt-v3"))
+    assert f"| demotion by memory.reclaim | device bytes read / demoted page | {base} | {nt} |" in md
+    assert base > 4000 > 40 > nt
