@@ -2,7 +2,9 @@
 """Debian's grub.cfg as update-grub writes it: the one-shot next_entry
 block grub-reboot relies on, the default entry, and the "Advanced options"
 submenu holding each kernel's normal and recovery entries. `default` is
-the value of `set default=` (DEBIAN_GRUB_CFG % {"default": "0"})."""
+the value of `set default=` (DEBIAN_GRUB_CFG % {"default": "0"}). The
+header's own variable (`menuentry_id_option=...`, lines that start with
+"menuentry") is kept, as update-grub writes it."""
 
 DEBIAN_GRUB_CFG = """\
 ### BEGIN /etc/grub.d/00_header ###
@@ -17,6 +19,17 @@ if [ "${next_entry}" ] ; then
 else
    set default="%(default)s"
 fi
+
+if [ x"${feature_menuentry_id}" = xy ]; then
+  menuentry_id_option="--id"
+else
+  menuentry_id_option=""
+fi
+
+export menuentry_id_option
+### END /etc/grub.d/00_header ###
+
+### BEGIN /etc/grub.d/10_linux ###
 menuentry 'Debian GNU/Linux' --class debian --class gnu-linux $menuentry_id_option 'gnulinux-simple-1234' {
 	load_video
 	insmod ext2

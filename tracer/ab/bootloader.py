@@ -178,11 +178,12 @@ def grub_menu(cfg_text: str) -> list[Item]:
         s = line.strip()
         m = id_re.search(s)
         title = s.split("'")[1] if s.count("'") >= 2 else ""
-        if s.startswith("submenu"):
+        keyword = s.split(None, 1)[0] if s else ""      # not menuentry_id_option=..., grub.cfg's own variable
+        if keyword == "submenu":
             sub = Item(title, m.group(1) if m else None, children=[])
             stack[-1][1].append(sub)
             stack.append((depth + 1, sub.children))
-        elif s.startswith("menuentry"):
+        elif keyword == "menuentry":
             current, current_depth = Item(title, m.group(1) if m else None), depth
             stack[-1][1].append(current)
         elif s.split()[:1] == ["blscfg"]:
