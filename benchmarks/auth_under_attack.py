@@ -134,7 +134,7 @@ def main(argv=None) -> int:
         attacker_main(int(args.attacker[0]), int(args.attacker[1]), float(args.attacker[2]))
         return 0
     import bcrypt
-    from nttrace.daemon.process import free_port
+    from nttrace.bench.daemon_process import free_port
     tmp = Path(tempfile.mkdtemp(prefix="nttrace-auth-"))
     port = free_port()
     h = bcrypt.hashpw(PASSWORD.encode(), bcrypt.gensalt(args.cost)).decode()

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from lab.locks import locked
-from nttrace.daemon.process import die_with_parent, free_port
+from nttrace.bench.daemon_process import free_port
+from nttrace.daemon.process import die_with_parent
 from nttrace.kernel import conditions
 
 HERE = Path(__file__).resolve().parent

@@ -10,7 +10,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from nttrace.daemon.process import free_port
+from nttrace.bench.daemon_process import free_port
 
 
 def start(tmp_path: Path, jobs: str, interval: str = "1s", timeout: str | None = None) -> tuple[subprocess.Popen, int]:

@@ -18,7 +18,7 @@ import nttrace
 import promserver
 from conftest import bpftool_prog_ids, live_nt_revision, one_line_error, programs_left, run_nttrace
 from nttrace.bench.daemon_process import NTTRACE, DaemonProcess
-from nttrace.daemon.process import free_port
+from nttrace.bench.daemon_process import free_port
 from nttrace.probes import DEFAULT
 from nttrace.kernel import vmstat
 from nttrace.workloads import triggers

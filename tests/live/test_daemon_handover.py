@@ -12,7 +12,7 @@ import pytest
 
 from conftest import held_by, nttrace_programs
 from nttrace.bench.daemon_process import DaemonProcess
-from nttrace.daemon.process import free_port
+from nttrace.bench.daemon_process import free_port
 
 from lab.lab_checks import wait_until
 

@@ -21,7 +21,7 @@ import pytest
 import pki
 import promserver
 from nttrace.bench.daemon_process import DaemonProcess
-from nttrace.daemon.process import free_port
+from nttrace.bench.daemon_process import free_port
 from nttrace.exporters.http_server import HEADER_TIMEOUT_S
 
 LIVE = ("root", "tracepoint", "bcc")

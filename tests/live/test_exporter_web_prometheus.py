@@ -14,7 +14,7 @@ import pytest
 import pki
 import promserver
 from nttrace.bench.daemon_process import DaemonProcess
-from nttrace.daemon.process import free_port
+from nttrace.bench.daemon_process import free_port
 from web_client import basic, bhash, fetch as _fetch
 
 LIVE = ("root", "tracepoint", "bcc")

@@ -36,7 +36,7 @@ from pathlib import Path
 import pytest
 
 from nttrace.bench.daemon_process import NTTRACE
-from nttrace.daemon.process import free_port
+from nttrace.bench.daemon_process import free_port
 from nttrace.probes.memmap import MemmapProbe
 from nttrace.probes.migrate import MigrateProbe
 

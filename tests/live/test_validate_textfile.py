@@ -20,7 +20,7 @@ import promserver
 from conftest import run_nttrace
 from unprivileged import DROP, staged_nttrace
 from nttrace.validate import textfile
-from nttrace.daemon.process import free_port
+from nttrace.bench.daemon_process import free_port
 
 DATA = Path(nttrace.__file__).parent / "data"
 LIVE = ("root", "btf", "tracefs")

@@ -13,7 +13,7 @@ import pytest
 
 import pki
 from conftest import one_line_error, run_nttrace
-from nttrace.daemon.process import free_port
+from nttrace.bench.daemon_process import free_port
 from nttrace.exporters import web_auth, web_config, web_tls
 from nttrace.exporters.web_config_collector import WebConfigCollector
 from nttrace.exporters.web_config_reload import WebConfigSource

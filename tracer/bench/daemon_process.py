@@ -16,10 +16,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from nttrace.daemon.process import free_port
 from nttrace.probes import DEFAULT
 
 NTTRACE = str(Path(sys.executable).with_name("nttrace"))
+
+
+def free_port() -> int:
+    """A free loopback port, for a daemon started to listen on one."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def kernel_stacks(pid: int) -> str:
