@@ -18,6 +18,7 @@ import pytest
 
 from ab_loop_machine import BUILDS, bzimage
 from nttrace.ab import kernels, reset, schedule, start
+from nttrace.ab import preflight as preflight_mod
 from nttrace.ab.loop import Loop
 from nttrace.errors import CapabilityError, UsageError
 from nttrace.probes import PROBES
@@ -49,7 +50,7 @@ def machine_root(tmp_path, monkeypatch):
     for k in ("panic", "panic_on_oops", "softlockup_panic", "hung_task_panic"):
         (root / "proc/sys/kernel" / k).write_text("0\n")
     monkeypatch.setattr(reset, "ROOT", root)
-    monkeypatch.setattr(start, "preflight_check", lambda ks, via: preflight())
+    monkeypatch.setattr(preflight_mod, "check", lambda ks, via: preflight())
     return root
 
 
@@ -253,7 +254,7 @@ def _main(tmp_path, monkeypatch, capsys, missing=(), stdin=None, **kw):
 
 def test_a_dry_run_prints_every_refusal_and_exits_with_the_first_ones_code(tmp_path, monkeypatch, capsys):
     same = UsageError("ab start: base and patched are one kernel (release 7.2.13, same build string and sha256)")
-    monkeypatch.setattr(start, "preflight_check", lambda ks, via: preflight(refusals=[same]))
+    monkeypatch.setattr(preflight_mod, "check", lambda ks, via: preflight(refusals=[same]))
     no_systemd = CapabilityError("ab start: systemd is not this machine's init")
     rc, out = _main(tmp_path, monkeypatch, capsys, missing=[no_systemd], no_watchdog=False)
     lines = out.splitlines()
@@ -266,7 +267,7 @@ def test_a_dry_run_prints_every_refusal_and_exits_with_the_first_ones_code(tmp_p
     assert not (tmp_path / "ab" / "mine").exists()
     rc, out = _main(tmp_path, monkeypatch, capsys)           # the kernels' refusal alone: exit 2
     assert rc == 2 and f"  would refuse: {same}" in out
-    monkeypatch.setattr(start, "preflight_check", lambda ks, via: preflight())
+    monkeypatch.setattr(preflight_mod, "check", lambda ks, via: preflight())
     rc, out = _main(tmp_path, monkeypatch, capsys, no_watchdog=False)        # no watchdog, not acknowledged: exit 3
     assert rc == 3 and "  would refuse: ab start: this machine has no hardware watchdog" in out
     rc, out = _main(tmp_path, monkeypatch, capsys)
@@ -275,7 +276,7 @@ def test_a_dry_run_prints_every_refusal_and_exits_with_the_first_ones_code(tmp_p
 
 def test_a_real_start_raises_the_first_refusal_before_printing_or_writing_anything(tmp_path, monkeypatch, capsys):
     same = UsageError("ab start: base and patched are one kernel")
-    monkeypatch.setattr(start, "preflight_check", lambda ks, via: preflight(refusals=[same]))
+    monkeypatch.setattr(preflight_mod, "check", lambda ks, via: preflight(refusals=[same]))
     with pytest.raises(UsageError) as e:
         _main(tmp_path, monkeypatch, capsys, dry_run=False)
     assert e.value is same and capsys.readouterr().out == ""

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from nttrace.ab import boot, kernels, reset, schedule, store, unit
+from nttrace.ab import boot, kernels, preflight, reset, schedule, store, unit
 from nttrace.ab.loop import Lock, Loop, changeable_by_others, new_state, nttrace_exe, nttrace_identity
 from nttrace.ab.step import FREE_FLOOR_BYTES, RUN_BYTES, Machine, begin, real_machine
 from nttrace.errors import EXIT_OK, CapabilityError, UsageError
@@ -379,13 +379,6 @@ def claim(loop: Loop, sched: dict) -> None:
             raise
 
 
-def preflight_check(ks: dict, via: str):
-    """The kernels' preflight (nttrace.ab.preflight.check): found lines,
-    refusals, the configs' differences, the bootloader's default."""
-    from nttrace.ab import preflight
-    return preflight.check(ks, via)
-
-
 def confirm(sched: dict, stdin=None, out=None) -> bool:
     """Ask on the terminal before the first reboot: y or yes starts."""
     stdin, out = stdin or sys.stdin, out or sys.stdout
@@ -405,7 +398,7 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
     loop, ks = check_input(args)
     cmdline = command_line(args)
     need = check_room(loop, args.boots)
-    pre = preflight_check(ks, args.via)
+    pre = preflight.check(ks, args.via)
     reset_plan = reset.plan_reset(args, ks, args.via)
     reset_found, reset_refusals = reset.check(reset_plan, ks)
     found, missing = check_machine(args, ks, with_added(cmdline, reset_plan))
