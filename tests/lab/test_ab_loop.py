@@ -159,6 +159,16 @@ def _via(loop) -> str:
     return "reboot" if loop.out.name.endswith("reboot") else "kexec"
 
 
+def _nothing_left(end: dict) -> None:
+    """No unit, no loaded kexec kernel, no drop-in, no watchdog of the
+    loop's, no one-shot entry left for grub (the next boot is the default one)."""
+    assert not [u for u in end["unit_files"] if u.startswith("nttrace-ab")] and not end["enabled"], end
+    assert end["kexec_loaded"] == "0", end
+    assert end["dropins"] == [], end["dropins"]
+    assert "RuntimeWatchdogUSec=0" in end["watchdog"], end["watchdog"]
+    assert not [v for v in end["grubenv"] if v.startswith("next_entry=") and v != "next_entry="], end["grubenv"]
+
+
 def test_the_loop_completes_and_the_machine_ends_on_its_default_kernel(loop):
     end = loop.end
     assert end.get("why") == "complete, back on the default kernel", loop.run.tail()
@@ -168,14 +178,8 @@ def test_the_loop_completes_and_the_machine_ends_on_its_default_kernel(loop):
 
 
 def test_nothing_of_the_loop_is_left_on_the_machine(loop):
-    end = loop.end
-    assert not end["status"]["unit_installed"], end["status"]
-    assert not [u for u in end["unit_files"] if u.startswith("nttrace-ab")] and not end["enabled"], end
-    assert end["kexec_loaded"] == "0", end
-    assert end["dropins"] == [], end["dropins"]
-    assert "RuntimeWatchdogUSec=0" in end["watchdog"], end["watchdog"]
-    # no one-shot entry left for grub: the next boot is the default one
-    assert not [v for v in end["grubenv"] if v.startswith("next_entry=") and v != "next_entry="], end["grubenv"]
+    assert not loop.end["status"]["unit_installed"], loop.end["status"]
+    _nothing_left(loop.end)
 
 
 def test_the_loop_writes_its_report_in_every_format(loop):
@@ -308,15 +312,6 @@ def test_a_hang_at_a_patched_boot_is_reset_by_the_watchdog_nttrace_armed(reboot_
 
 
 # -- what must not become a run (the --faults run) ----------------------------------------
-def _nothing_left(end: dict) -> None:
-    """No unit, no loaded kexec kernel, no drop-in, no watchdog of the loop's, no one-shot entry."""
-    assert not [u for u in end["unit_files"] if u.startswith("nttrace-ab")] and not end["enabled"], end
-    assert end["kexec_loaded"] == "0", end
-    assert end["dropins"] == [], end["dropins"]
-    assert "RuntimeWatchdogUSec=0" in end["watchdog"], end["watchdog"]
-    assert not [v for v in end["grubenv"] if v.startswith("next_entry=") and v != "next_entry="], end["grubenv"]
-
-
 def test_start_refuses_the_same_kernel_as_base_and_patched(faults):
     r = faults.refusal("same")
     patched = faults.kernels["patched"].release
