@@ -22,6 +22,8 @@ packages (the list asked for), apt.log, `complete` last.
         fetch (or find) them for the image (default: the lab's current image,
         built first if missing) and list the .debs; without PACKAGEs, what
         the package test's autopkgtest run needs (autopkgtest_packages()).
+        Exit 1: apt could not resolve or fetch them (its output says why);
+        2: debian/tests/control this cannot read, or no root.img in --image.
 """
 from __future__ import annotations
 
@@ -43,6 +45,7 @@ MIRROR = os.environ.get("NTTRACE_LAB_MIRROR", "http://deb.debian.org/debian")
 SECURITY = os.environ.get("NTTRACE_LAB_SECURITY_MIRROR", "http://deb.debian.org/debian-security")
 SUITE = "bookworm"     # build-image.sh's
 KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+DEBUGFS = shutil.which("debugfs") or "/sbin/debugfs"     # e2fsprogs (Priority: required); /sbin is not on every PATH
 
 # The runner: autopkgtest (for its null virtualisation server: the guest is
 # the testbed), and dpkg-dev for dpkg-source, which unpacks the .dsc in the
@@ -142,7 +145,7 @@ def autopkgtest_packages(control: Path = TREE / "debian" / "tests" / "control",
 def image_status(img: Path) -> bytes:
     """The image's dpkg status file, read out of img/root.img with debugfs
     (opened read-only: a booted guest's snapshot=on leaves the file as it is)."""
-    p = subprocess.run(["debugfs", "-R", "cat /var/lib/dpkg/status", str(img / "root.img")],
+    p = subprocess.run([DEBUGFS, "-R", "cat /var/lib/dpkg/status", str(img / "root.img")],
                        capture_output=True, timeout=120)
     if p.returncode != 0 or not p.stdout.startswith(b"Package: "):
         raise lab.LabError(f"debugfs could not read /var/lib/dpkg/status from {img / 'root.img'} "
@@ -223,16 +226,15 @@ def main(argv: list[str]) -> int:
     except ControlError as exc:
         print(f"guest_debs: {exc}", file=sys.stderr)
         return 2
-    img = args.image or lab.image()
-    if not (img / "root.img").is_file():
-        print(f"guest_debs: no root.img in {img}", file=sys.stderr)
+    if args.image and not (args.image / "root.img").is_file():
+        print(f"guest_debs: no root.img in {args.image}", file=sys.stderr)
         return 2
     try:
-        debs = fetch(packages, img, args.cache)
+        debs = fetch(packages, args.image or lab.image(), args.cache)
     except lab.LabError as exc:
         print(f"guest_debs: {exc}", file=sys.stderr)
         return 1
-    print(f"{len(debs)} .debs for {' '.join(packages)} (image {img.name}), "
+    print(f"{len(debs)} .debs for {' '.join(packages)}, "
           f"{sum(p.stat().st_size for p in debs) // 1024} KiB:")
     for deb in debs:
         print(f"  {deb}")
