@@ -3,7 +3,8 @@
 checkout, lintian, then in the Debian 12 guest with systemd as PID 1 (the
 image's stock kernel): apt install with the network down, start, scrape,
 `nttrace validate --quick` from /usr/bin, an upgrade to a rebuilt package
-with a changed version, purge, and the package on a kernel without BTF
+with a changed version, purge, the package on a kernel without BTF, and
+last the package's own tests (debian/tests) run by autopkgtest
 (lab/guest_deb.py). The guest boots in tests/lab_boots.py's pool; the two
 packages are built before it takes a slot."""
 import json
@@ -180,32 +181,39 @@ def summary_results(summary: str) -> dict[str, str]:
 
 def test_autopkgtest_runs_the_packages_own_tests_in_the_guest_and_they_pass(deb_lab):
     """autopkgtest, Debian's runner, with the guest as its own testbed (the
-    null server, as root) against the source package and the .deb the host
-    built, on the shipped configuration: its summary has smoke PASS
-    (superficial: the command answers, its config checks, its manual is
-    there) and daemon PASS (needs-root, isolation-machine: validate --quick,
-    the unit started with the shipped /etc/nttrace/nttrace.toml, all its
-    probes, under the unit's sandbox; /metrics scraped; stopped; no BPF
-    program left), and no other line: unit-room is left out with
-    --skip-test, for the reason lab/guest_debs.py's LAB_SKIPS gives. Exit 0:
-    no test failed and none was skipped (the null server run as root offers
-    the root-on-testbed and isolation-machine the tests' restrictions ask
-    for; exit 2 would be a skip, which none here has a reason for)."""
-    results = deb_lab[0]
-    tests = deb_lab[2].json("deb")["package_tests"]
-    assert tests["config_as_shipped"], tests
+    null server, as root; lab/guest_deb.py's last step, after nttrace was
+    purged) against the source package and the .deb the host built: it
+    installs nttrace from the .deb itself, with its shipped configuration.
+    Its summary has smoke PASS (superficial: the command answers, its config
+    checks, its manual is there) and daemon PASS (needs-root,
+    isolation-machine: validate --quick, the unit started with the shipped
+    /etc/nttrace/nttrace.toml, all its probes, under the unit's sandbox;
+    /metrics scraped; stopped; no BPF program left), and no other line:
+    unit-room is left out with --skip-test, for the reason lab/guest_debs.py's
+    LAB_SKIPS gives. Exit 0: no test failed and none was skipped (the null
+    server run as root offers the root-on-testbed and isolation-machine the
+    tests' restrictions ask for; exit 2 would be a skip, which none here has
+    a reason for)."""
+    results, _seconds, run = deb_lab
+    tests = run.json("deb-autopkgtest")
     assert tests["runner_install"]["rc"] == 0, tests["runner_install"]["output"]
     assert tests["runner_version"], tests
-    run = tests["autopkgtest"]
+    at = tests["autopkgtest"]
     out = results / "deb" / "autopkgtest"
     summary = (out / "summary").read_text() if (out / "summary").exists() else ""
-    assert [a for a in run["command"] if a.startswith("--skip-test=")] == \
-        [f"--skip-test={name}" for name in sorted(guest_debs.LAB_SKIPS)], run["command"]
+    assert [a for a in at["command"] if a.startswith("--skip-test=")] == \
+        [f"--skip-test={name}" for name in sorted(guest_debs.LAB_SKIPS)], at["command"]
     assert summary_results(summary) == {"smoke": "PASS (superficial)", "daemon": "PASS"}, \
-        (summary, run["stdout"], run["stderr"])
-    assert run["rc"] == 0, (run["rc"], summary, run["stderr"])
-    # what it tested: the source package this checkout's `make deb` made
-    assert (out / "testpkg-version").read_text().split() == ["nttrace", _version(TREE)]
+        (summary, at["rc"], at["bound_s"], at["stdout"], at["stderr"])
+    assert at["rc"] == 0, (at["rc"], summary, at["stderr"])
+    # what it tested: the source package and the .deb this checkout's `make deb` made, the .deb installed
+    # by autopkgtest for its tests (a package beyond the testbed's at its start) on the shipped config
+    version = _version(TREE)
+    assert (out / "testpkg-version").read_text().split() == ["nttrace", version]
+    assert tests["nttrace_before"] in ("", "unknown ok not-installed"), tests["nttrace_before"]
+    for name in ("smoke", "daemon"):
+        assert f"nttrace\t{version}" in (out / f"{name}-packages").read_text().splitlines(), name
+    assert tests["nttrace_after"] == f"install ok installed {version}" and tests["config_as_shipped"], tests
     assert (out / "smoke-stdout").read_text().rstrip().endswith("smoke: ok")
     # the needs-root test ran to its last line: the probes it scraped up, validate --quick's report in its artifacts
     daemon = (out / "daemon-stdout").read_text()
