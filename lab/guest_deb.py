@@ -138,6 +138,9 @@ def package_tests() -> dict:
     runner_debs = sorted((RESULTS / "deb" / "guest-debs").glob("*.deb"))
     out["runner_debs"] = [p.name for p in runner_debs]
     out["nttrace_before"] = dpkg_status()
+    if not runner_debs:     # the host could not fetch them: deb/guest-debs-error.txt says why
+        out["runner_install"] = {"rc": None, "s": 0.0, "output": f"no .debs in {RESULTS / 'deb' / 'guest-debs'}"}
+        return out
     out["runner_install"] = apt_install_offline(*runner_debs, recommends=False)
     out["runner_version"] = sh("dpkg-query", "-W", "-f=${Version}", "autopkgtest", check=False).stdout.strip()
     if out["runner_install"]["rc"] != 0:

@@ -82,12 +82,6 @@ def _prepare():
     results = POOL.tmp.mktemp("deb")
     _deb, seconds = build_deb(TREE, results / "deb" / "install")
     _deb, upgrade_seconds = build_deb(upgrade_tree(POOL.tmp.mktemp("deb-upgrade-tree")), results / "deb" / "upgrade")
-    # autopkgtest for the guest to run the package's own tests with, and what it needs beyond the image:
-    # fetched here into the lab's cache (lab/guest_debs.py), installed in the guest from these files
-    runner = results / "deb" / "guest-debs"
-    runner.mkdir()
-    for deb in guest_debs.fetch(guest_debs.autopkgtest_packages(), labmod.image()):
-        shutil.copy2(deb, runner)
     (results / "deb" / "autopkgtest-skips.json").write_text(json.dumps(guest_debs.LAB_SKIPS))
     # for benchmarks/deb_package.py: each `make deb`'s wall time
     (results / "deb" / "build.json").write_text(json.dumps({"make_deb_s": [seconds, upgrade_seconds]}))
@@ -105,9 +99,27 @@ def _prepare():
     return results, seconds
 
 
+def runner_debs(results: Path) -> None:
+    """autopkgtest, for the guest to run the package's own tests with, and
+    what it needs beyond the image: fetched into the lab's cache
+    (lab/guest_debs.py; resolved against the image, so built first when
+    missing, in the boot's slot as labmod.run would) and copied to
+    RESULTS/deb/guest-debs for the guest to install. When they cannot be
+    fetched (no mirror), the boot goes on without them and
+    deb/guest-debs-error.txt says why: only the autopkgtest test fails."""
+    runner = results / "deb" / "guest-debs"
+    runner.mkdir(exist_ok=True)
+    try:
+        for deb in guest_debs.fetch(guest_debs.autopkgtest_packages(), labmod.image()):
+            shutil.copy2(deb, runner)
+    except (labmod.LabError, guest_debs.ControlError) as exc:
+        (results / "deb" / "guest-debs-error.txt").write_text(f"{exc}\n")
+
+
 def _run(prepared):
     results, seconds = prepared
     try:
+        runner_debs(results)
         return results, seconds, labmod.run(results, systemd=True, append="nttrace.deb", timeout=TIMEOUT)
     except labmod.LabError as exc:
         return results, seconds, exc
@@ -195,6 +207,8 @@ def test_autopkgtest_runs_the_packages_own_tests_in_the_guest_and_they_pass(deb_
     tests' restrictions ask for; exit 2 would be a skip, which none here has
     a reason for)."""
     results, _seconds, run = deb_lab
+    error = results / "deb" / "guest-debs-error.txt"
+    assert not error.exists(), f"the runner's packages were not fetched: {error.read_text()}"
     tests = run.json("deb-autopkgtest")
     assert tests["runner_install"]["rc"] == 0, tests["runner_install"]["output"]
     assert tests["runner_version"], tests
