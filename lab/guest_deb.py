@@ -145,7 +145,8 @@ def package_tests() -> dict:
     out["runner_version"] = sh("dpkg-query", "-W", "-f=${Version}", "autopkgtest", check=False).stdout.strip()
     if out["runner_install"]["rc"] != 0:
         return out
-    sh("systemctl", "reset-failed", check=False)     # the steps above left nttrace.service failed
+    # steps 6 and 7 leave nttrace.service failed: the daemon test starts it afresh
+    sh("systemctl", "reset-failed", check=False)
     skips = json.loads((RESULTS / "deb" / "autopkgtest-skips.json").read_text())
     built = RESULTS / "deb" / "install"
     dsc, deb = next(built.glob("nttrace_*.dsc")), next(built.glob("nttrace_*_amd64.deb"))
@@ -270,7 +271,6 @@ def main() -> dict:
     out["active_after_install"] = prop("ActiveState")
     out["conffiles"] = sh("dpkg-query", "-W", "-f=${Conffiles}", "nttrace").stdout.split()
     out["which_nttrace"] = sh("sh", "-c", "command -v nttrace").stdout.strip()
-
 
     # 2. the operator's edit, then Debian's perf_event_paranoid=3: one
     # failure, said once, no restart loop
