@@ -3,7 +3,8 @@
 checkout, lintian, then in the Debian 12 guest with systemd as PID 1 (the
 image's stock kernel): apt install with the network down, start, scrape,
 `nttrace validate --quick` from /usr/bin, an upgrade to a rebuilt package
-with a changed version, purge, and the package on a kernel without BTF
+with a changed version, purge, the package on a kernel without BTF, and
+last the package's own tests (debian/tests) run by autopkgtest
 (lab/guest_deb.py). The guest boots in tests/lab_boots.py's pool; the two
 packages are built before it takes a slot."""
 import json
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from lab import guest_debs
 from lab import lab as labmod
 from conftest import SELECTED
 from lab_boots import POOL, Boot
@@ -80,8 +82,7 @@ def _prepare():
     results = POOL.tmp.mktemp("deb")
     _deb, seconds = build_deb(TREE, results / "deb" / "install")
     _deb, upgrade_seconds = build_deb(upgrade_tree(POOL.tmp.mktemp("deb-upgrade-tree")), results / "deb" / "upgrade")
-    # the package's own autopkgtest scripts, for the guest to run (the image has no autopkgtest runner)
-    shutil.copytree(TREE / "debian" / "tests", results / "deb" / "tests")
+    (results / "deb" / "autopkgtest-skips.json").write_text(json.dumps(guest_debs.LAB_SKIPS))
     # for benchmarks/deb_package.py: each `make deb`'s wall time
     (results / "deb" / "build.json").write_text(json.dumps({"make_deb_s": [seconds, upgrade_seconds]}))
     # the package read here too, not in the test: the pool's measuring boots wait for every boot's work,
@@ -98,9 +99,27 @@ def _prepare():
     return results, seconds
 
 
+def runner_debs(results: Path) -> None:
+    """autopkgtest, for the guest to run the package's own tests with, and
+    what it needs beyond the image: fetched into the lab's cache
+    (lab/guest_debs.py; resolved against the image, so built first when
+    missing, in the boot's slot as labmod.run would) and copied to
+    RESULTS/deb/guest-debs for the guest to install. When they cannot be
+    fetched (no mirror), the boot goes on without them and
+    deb/guest-debs-error.txt says why: only the autopkgtest test fails."""
+    runner = results / "deb" / "guest-debs"
+    runner.mkdir(exist_ok=True)
+    try:
+        for deb in guest_debs.fetch(guest_debs.autopkgtest_packages(), labmod.image()):
+            shutil.copy2(deb, runner)
+    except (labmod.LabError, guest_debs.ControlError) as exc:
+        (results / "deb" / "guest-debs-error.txt").write_text(f"{exc}\n")
+
+
 def _run(prepared):
     results, seconds = prepared
     try:
+        runner_debs(results)
         return results, seconds, labmod.run(results, systemd=True, append="nttrace.deb", timeout=TIMEOUT)
     except labmod.LabError as exc:
         return results, seconds, exc
@@ -162,15 +181,58 @@ def test_apt_installs_it_offline_enabling_nothing(deb_lab):
     assert (r["enabled_after_install"], r["active_after_install"]) == ("disabled", "inactive")
 
 
-def test_the_packages_own_tests_pass_in_the_guest_with_the_shipped_config(deb_lab):
-    """debian/tests/smoke and debian/tests/daemon (needs-root: validate
-    --quick, the unit started with the shipped /etc/nttrace/nttrace.toml, all
-    its probes, under the unit's sandbox; /metrics scraped; stopped; no BPF
-    program left), run right after the install as autopkgtest runs them."""
-    tests = deb_lab[2].json("deb")["package_tests"]
-    assert tests["config_as_shipped"], tests
+def summary_results(summary: str) -> dict[str, str]:
+    """autopkgtest's summary file: each test's name -> its result ("PASS",
+    "PASS (superficial)", "FAIL non-zero exit status 1", "SKIP ...")."""
+    results = {}
+    for line in summary.splitlines():
+        name, _, result = line.partition(" ")
+        results[name] = result.strip()
+    return results
+
+
+def test_autopkgtest_runs_the_packages_own_tests_in_the_guest_and_they_pass(deb_lab):
+    """autopkgtest, Debian's runner, with the guest as its own testbed (the
+    null server, as root; lab/guest_deb.py's last step, after nttrace was
+    purged) against the source package and the .deb the host built: it
+    installs nttrace from the .deb itself, with its shipped configuration.
+    Its summary has smoke PASS (superficial: the command answers, its config
+    checks, its manual is there) and daemon PASS (needs-root,
+    isolation-machine: validate --quick, the unit started with the shipped
+    /etc/nttrace/nttrace.toml, all its probes, under the unit's sandbox;
+    /metrics scraped; stopped; no BPF program left), and no other line:
+    unit-room is left out with --skip-test, for the reason lab/guest_debs.py's
+    LAB_SKIPS gives. Exit 0: no test failed and none was skipped (the null
+    server run as root offers the root-on-testbed and isolation-machine the
+    tests' restrictions ask for; exit 2 would be a skip, which none here has
+    a reason for)."""
+    results, _seconds, run = deb_lab
+    error = results / "deb" / "guest-debs-error.txt"
+    assert not error.exists(), f"the runner's packages were not fetched: {error.read_text()}"
+    tests = run.json("deb-autopkgtest")
+    assert tests["runner_install"]["rc"] == 0, tests["runner_install"]["output"]
+    assert tests["runner_version"], tests
+    at = tests["autopkgtest"]
+    out = results / "deb" / "autopkgtest"
+    summary = (out / "summary").read_text() if (out / "summary").exists() else ""
+    assert [a for a in at["command"] if a.startswith("--skip-test=")] == \
+        [f"--skip-test={name}" for name in sorted(guest_debs.LAB_SKIPS)], at["command"]
+    assert summary_results(summary) == {"smoke": "PASS (superficial)", "daemon": "PASS"}, \
+        (summary, at["rc"], at["bound_s"], at["stdout"], at["stderr"])
+    assert at["rc"] == 0, (at["rc"], summary, at["stderr"])
+    # what it tested: the source package and the .deb this checkout's `make deb` made, the .deb installed
+    # by autopkgtest for its tests (a package beyond the testbed's at its start) on the shipped config
+    version = _version(TREE)
+    assert (out / "testpkg-version").read_text().split() == ["nttrace", version]
+    assert tests["nttrace_before"] in ("", "unknown ok not-installed"), tests["nttrace_before"]
     for name in ("smoke", "daemon"):
-        assert tests[name]["rc"] == 0 and f"{name}: ok" in tests[name]["output"], tests[name]
+        assert f"nttrace\t{version}" in (out / f"{name}-packages").read_text().splitlines(), name
+    assert tests["nttrace_after"] == f"install ok installed {version}" and tests["config_as_shipped"], tests
+    assert (out / "smoke-stdout").read_text().rstrip().endswith("smoke: ok")
+    # the needs-root test ran to its last line: the probes it scraped up, validate --quick's report in its artifacts
+    daemon = (out / "daemon-stdout").read_text()
+    assert daemon.rstrip().endswith("daemon: ok") and "nttrace_probe_up{" in daemon, daemon
+    assert "kernel.nt_support" in (out / "artifacts" / "validate.txt").read_text()
 
 
 def test_under_debians_perf_event_paranoid_the_daemon_fails_once_in_one_line(deb_lab):
