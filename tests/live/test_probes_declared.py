@@ -40,7 +40,7 @@ def test_each_probe_makes_the_rows_it_declares(name):
     ex = cls.exercise
     if ex is None or ex.bench_round is None:
         pytest.skip(f"{name}: no workload safe on any host ({ex.no_bench if ex else 'no exercise declared'}); "
-                    f"its own live test (tests/live/test_probe_{name}.py or beside the others) covers it")
+                    f"its own live test covers it")
     tracer = Tracer([name], options={name: ex.bench_options}, handle_signals=False)
     try:
         tracer.attach()
