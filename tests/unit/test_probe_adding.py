@@ -168,6 +168,19 @@ def run(args: list[str], site: Path, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def add_toy(tree: Path) -> str:
+    """Writes the toy's four files into the copy; returns the registration
+    file as it was."""
+    (tree / "bpf" / "toy.bpf.c").write_text(BPF_C)
+    (tree / "tracer" / "probes" / "toy.py").write_text(MODULE)
+    (tree / "tests" / "live" / "test_probe_toy.py").write_text(LIVE_TEST)
+    init = tree / "tracer" / "probes" / "__init__.py"
+    registration = init.read_text()
+    last = re.findall(r'^    "[a-z_]+\.[A-Za-z]+",\n', registration, re.M)[-1]
+    init.write_text(registration.replace(last, last + '    "toy.ToyProbe",\n', 1))
+    return registration
+
+
 def test_the_recipe_is_four_files_at_most():
     assert recipe() == ["bpf/<name>.bpf.c", "tracer/probes/<name>.py", "tests/live/test_probe_<name>.py",
                         "tracer/probes/__init__.py"]
@@ -182,13 +195,8 @@ def test_adding_a_toy_probe_as_docs_probes_md_says(tmp_path):
     # the recipe's files, each written as its item says
     touches = [p.replace("<name>", NAME) for p in recipe()]
     assert len(touches) <= 4
-    (tree / "bpf" / "toy.bpf.c").write_text(BPF_C)
-    (tree / "tracer" / "probes" / "toy.py").write_text(MODULE)
-    (tree / "tests" / "live" / "test_probe_toy.py").write_text(LIVE_TEST)
+    registration = add_toy(tree)
     init = tree / "tracer" / "probes" / "__init__.py"
-    registration = init.read_text()
-    last = re.findall(r'^    "[a-z_]+\.[A-Za-z]+",\n', registration, re.M)[-1]
-    init.write_text(registration.replace(last, last + '    "toy.ToyProbe",\n', 1))
 
     # the docs' tables follow from the declarations: stale until written, by the generator
     tool = [sys.executable, str(tree / "tools" / "probe_docs.py")]
