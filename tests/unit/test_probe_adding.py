@@ -6,9 +6,8 @@ tools/probe_docs.py writes the docs' tables; then, with the copy's nttrace
 imported, the toy is registered, its rows (decoded from map bytes laid out
 as its C declares them) print in `trace`'s table and on the daemon's
 /metrics, `validate --list` has its check, and the copy's docs and golden
-tests pass. Nothing is compiled or attached: the copy's live test is
-written, not run (tests/live/test_probes_declared.py runs every registered
-probe where the kernel lets it attach)."""
+tests pass. Nothing is compiled or attached here: tests/live/test_probes_toy.py
+attaches the same toy from such a copy and runs the copy's live test."""
 import json
 import os
 import re
