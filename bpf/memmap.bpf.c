@@ -66,7 +66,7 @@ struct memmap_stats {
 	u64 hist[NTTRACE_SLOTS];  /* calls by log2(latency in ns) */
 };
 
-#define NTTRACE_INFLIGHT_SLOTS 1024
+#define NTTRACE_INFLIGHT_SLOTS 1024  /* a power of two (inflight.h) */
 BPF_ARRAY(memmap_inflight, struct memmap_inflight, NTTRACE_INFLIGHT_SLOTS);
 BPF_HASH(memmap_stats, struct memmap_key, struct memmap_stats, 64);
 /* never written: a new row's first value (too big for the stack) */

@@ -47,7 +47,7 @@ struct memremap_stats {
 	u64 hist[NTTRACE_SLOTS];  /* calls by log2(latency in ns) */
 };
 
-#define NTTRACE_INFLIGHT_SLOTS 256
+#define NTTRACE_INFLIGHT_SLOTS 256  /* a power of two (inflight.h) */
 BPF_ARRAY(memremap_inflight, struct memremap_inflight, NTTRACE_INFLIGHT_SLOTS);
 BPF_HASH(memremap_stats, u32, struct memremap_stats, 16);
 /* never written: a new row's first value (too big for the stack) */

@@ -43,7 +43,7 @@
  * start).
  */
 #define NTTRACE_ROWS (NTTRACE_MODES * NTTRACE_REASONS + 1)
-#define NTTRACE_INFLIGHT_SLOTS 16384
+#define NTTRACE_INFLIGHT_SLOTS 16384  /* a power of two (inflight.h) */
 
 struct migrate_stats {
 	u64 calls;          /* paired start/done                          */

@@ -45,7 +45,7 @@ struct reclaim_inflight {
 	u64 demoted;
 };
 
-#define NTTRACE_INFLIGHT_SLOTS 4096
+#define NTTRACE_INFLIGHT_SLOTS 4096  /* a power of two (inflight.h) */
 BPF_ARRAY(reclaim_inflight, struct reclaim_inflight, NTTRACE_INFLIGHT_SLOTS);
 BPF_PERCPU_ARRAY(reclaim_stats, struct reclaim_stats, NTTRACE_RECLAIM_KINDS);
 
