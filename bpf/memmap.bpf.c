@@ -21,9 +21,12 @@
  * while a call is in flight (the template-path inference).
  */
 #include "common.h"
+#include "inflight.h"
 
 struct memmap_inflight {
-	u64 ts;
+	u64 ts;             /* inflight.h: 0 is a free slot */
+	u32 tid;
+	u32 pad;
 	u64 j0;             /* jiffies at entry: the kernel's own pr_debug clock */
 	u64 nr_pages;
 	u64 nr_init;
@@ -63,20 +66,29 @@ struct memmap_stats {
 	u64 hist[NTTRACE_SLOTS];  /* calls by log2(latency in ns) */
 };
 
-BPF_HASH(memmap_inflight, u32, struct memmap_inflight, 1024);
+#define NTTRACE_INFLIGHT_SLOTS 1024  /* a power of two (inflight.h) */
+BPF_ARRAY(memmap_inflight, struct memmap_inflight, NTTRACE_INFLIGHT_SLOTS);
 BPF_HASH(memmap_stats, struct memmap_key, struct memmap_stats, 64);
 /* never written: a new row's first value (too big for the stack) */
 BPF_ARRAY(memmap_stats_zero, struct memmap_stats, 1);
+/* calls whose start found no slot or displaced another task's call (inflight.h) */
 BPF_ARRAY(memmap_lost, u64, 1);
 BPF_PERF_OUTPUT(memmap_records);
+
+static __always_inline struct memmap_inflight *memmap_slot(u32 tid)
+{
+	u32 idx = inflight_index(tid, NTTRACE_INFLIGHT_SLOTS);
+
+	return memmap_inflight.lookup(&idx);
+}
 
 static __always_inline int memmap_enter(struct memmap_inflight *f)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct memmap_inflight *slot = memmap_slot(tid);
 
 	f->j0 = bpf_jiffies64();
-	f->ts = bpf_ktime_get_ns();
-	if (memmap_inflight.update(&tid, f) < 0) {
+	if (!slot || INFLIGHT_START(slot, tid, *f)) {
 		int zero = 0;
 		u64 *lost = memmap_lost.lookup(&zero);
 		if (lost)
@@ -88,7 +100,7 @@ static __always_inline int memmap_enter(struct memmap_inflight *f)
 static __always_inline int memmap_exit(void *ctx)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct memmap_inflight *f = memmap_inflight.lookup(&tid);
+	struct memmap_inflight *f = INFLIGHT_FIND(memmap_slot(tid), tid);
 	int z = 0;
 	struct memmap_stats *zero = memmap_stats_zero.lookup(&z), *s = 0;
 
@@ -110,8 +122,8 @@ static __always_inline int memmap_exit(void *ctx)
 		.jiffies = bpf_jiffies64() - f->j0,
 		.pid = tid, .pgmap_type = f->pgmap_type, .nid = f->nid,
 	};
+	INFLIGHT_END(f);
 	memmap_records.perf_submit(ctx, &r, sizeof(r));
-	memmap_inflight.delete(&tid);
 	return 0;
 }
 
@@ -203,7 +215,7 @@ int nttrace_memmap_return(struct pt_regs *ctx)
 int nttrace_memmap_page_ref_set(void *ctx)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct memmap_inflight *f = memmap_inflight.lookup(&tid);
+	struct memmap_inflight *f = INFLIGHT_FIND(memmap_slot(tid), tid);
 
 	if (f)
 		__sync_fetch_and_add(&f->page_ref_sets, 1);

@@ -14,15 +14,18 @@
  * NTTRACE_PGMAP_RANGES (struct range { u64 start, end; }[nr_range]).
  */
 #include "common.h"
+#include "inflight.h"
 
 /* the pages of the first four ranges (pmem and HMM map one; P2PDMA and CXL a few) */
 #define MEMREMAP_PAGE_SHIFT 12
 
 struct memremap_inflight {
-	u64 ts;
-	u64 pages;
+	u64 ts;             /* inflight.h: 0 is a free slot */
+	u32 tid;
 	u32 pgmap_type;
+	u64 pages;
 	s32 nid;
+	u32 pad;
 };
 
 struct memremap_record {
@@ -44,10 +47,12 @@ struct memremap_stats {
 	u64 hist[NTTRACE_SLOTS];  /* calls by log2(latency in ns) */
 };
 
-BPF_HASH(memremap_inflight, u32, struct memremap_inflight, 256);
+#define NTTRACE_INFLIGHT_SLOTS 256  /* a power of two (inflight.h) */
+BPF_ARRAY(memremap_inflight, struct memremap_inflight, NTTRACE_INFLIGHT_SLOTS);
 BPF_HASH(memremap_stats, u32, struct memremap_stats, 16);
 /* never written: a new row's first value (too big for the stack) */
 BPF_ARRAY(memremap_stats_zero, struct memremap_stats, 1);
+/* calls whose start found no slot or displaced another task's call (inflight.h) */
 BPF_ARRAY(memremap_lost, u64, 1);
 BPF_PERF_OUTPUT(memremap_records);
 
@@ -73,15 +78,22 @@ static __always_inline u64 memremap_span(void *pgmap)
 	return pages;
 }
 
+static __always_inline struct memremap_inflight *memremap_slot(u32 tid)
+{
+	u32 idx = inflight_index(tid, NTTRACE_INFLIGHT_SLOTS);
+
+	return memremap_inflight.lookup(&idx);
+}
+
 static __always_inline int memremap_enter(void *pgmap, int nid)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
+	struct memremap_inflight *slot = memremap_slot(tid);
 	struct memremap_inflight f = {
 		.pages = memremap_span(pgmap), .pgmap_type = KREAD(pgmap, u32, NTTRACE_PGMAP_TYPE), .nid = nid,
 	};
 
-	f.ts = bpf_ktime_get_ns();
-	if (memremap_inflight.update(&tid, &f) < 0) {
+	if (!slot || INFLIGHT_START(slot, tid, f)) {
 		int zero = 0;
 		u64 *lost = memremap_lost.lookup(&zero);
 		if (lost)
@@ -93,7 +105,7 @@ static __always_inline int memremap_enter(void *pgmap, int nid)
 static __always_inline int memremap_exit(void *ctx, u64 ret)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct memremap_inflight *f = memremap_inflight.lookup(&tid);
+	struct memremap_inflight *f = INFLIGHT_FIND(memremap_slot(tid), tid);
 	int z = 0;
 	struct memremap_stats *zero = memremap_stats_zero.lookup(&z), *s = 0;
 
@@ -114,8 +126,8 @@ static __always_inline int memremap_exit(void *ctx, u64 ret)
 		.ts = f->ts, .latency_ns = delta, .pages = f->pages, .pid = tid, .pgmap_type = f->pgmap_type,
 		.nid = f->nid, .failed = failed,
 	};
+	INFLIGHT_END(f);
 	memremap_records.perf_submit(ctx, &r, sizeof(r));
-	memremap_inflight.delete(&tid);
 	return 0;
 }
 

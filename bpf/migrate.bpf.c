@@ -22,6 +22,7 @@
  * value (pages not migrated, or -errno) is recorded instead.
  */
 #include "common.h"
+#include "inflight.h"
 
 /*
  * Cost per event matters (the probe is meant to stay on, and every event
@@ -36,13 +37,13 @@
  * counters and the row's log2 latency histogram together, so one lookup
  * serves both.
  *
- * In-flight calls live in a direct-mapped table indexed by the low bits of
- * the task id and tagged with the whole id. Two tasks whose ids share those
- * bits and that are inside migrate_pages() at the same time lose one call's
- * latency (counted as unpaired, never paired with the wrong start).
+ * In-flight calls: inflight.h's direct-mapped table. Two tasks whose ids
+ * share its index bits and that are inside migrate_pages() at the same time
+ * lose one call's latency (counted as unpaired, never paired with the wrong
+ * start).
  */
 #define NTTRACE_ROWS (NTTRACE_MODES * NTTRACE_REASONS + 1)
-#define NTTRACE_INFLIGHT 16384  /* power of two */
+#define NTTRACE_INFLIGHT_SLOTS 16384  /* a power of two (inflight.h) */
 
 struct migrate_stats {
 	u64 calls;          /* paired start/done                          */
@@ -58,7 +59,7 @@ struct migrate_stats {
 };
 
 struct migrate_inflight {
-	u64 ts;             /* 0: free                                    */
+	u64 ts;             /* inflight.h: 0 is a free slot               */
 	u32 tid;
 	u32 mode;
 	s32 reason;
@@ -76,7 +77,7 @@ struct migrate_record {
 	u32 pad;
 };
 
-BPF_ARRAY(migrate_inflight, struct migrate_inflight, NTTRACE_INFLIGHT);
+BPF_ARRAY(migrate_inflight, struct migrate_inflight, NTTRACE_INFLIGHT_SLOTS);
 BPF_PERCPU_ARRAY(migrate_stats, struct migrate_stats, NTTRACE_ROWS);
 #if NTTRACE_RECORD
 BPF_PERF_OUTPUT(migrate_records);
@@ -91,7 +92,7 @@ static __always_inline u32 row_of(u32 mode, s32 reason)
 
 static __always_inline struct migrate_inflight *inflight_slot(u32 tid)
 {
-	u32 idx = tid & (NTTRACE_INFLIGHT - 1);
+	u32 idx = inflight_index(tid, NTTRACE_INFLIGHT_SLOTS);
 
 	return migrate_inflight.lookup(&idx);
 }
@@ -100,23 +101,12 @@ static __always_inline int migrate_enter(u32 mode, s32 reason)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
 	struct migrate_inflight *slot = inflight_slot(tid);
+	struct migrate_inflight start = { .mode = mode, .reason = reason };
 
-	if (slot) {
-		slot->ts = bpf_ktime_get_ns();
-		slot->tid = tid;
-		slot->mode = mode;
-		slot->reason = reason;
-	}
+	/* a call it displaces is counted as unpaired at its end */
+	if (slot)
+		INFLIGHT_START(slot, tid, start);
 	return 0;
-}
-
-/* The call's start, consumed; NULL when this task's start was not seen
- * (attached mid-call, or its slot taken by another task meanwhile). */
-static __always_inline struct migrate_inflight *inflight_take(struct migrate_inflight *f, u32 tid)
-{
-	if (!f || !f->ts || f->tid != tid)
-		return 0;
-	return f;
 }
 
 /* Account the call that ends `now` in its row: its latency when its start
@@ -128,10 +118,9 @@ static __always_inline u64 account_call(struct migrate_stats *s, struct migrate_
 		s->unpaired++;
 		return 0;
 	}
-	u64 start = f->ts;
+	u64 start = INFLIGHT_END(f);
 	u64 delta = now - start;
 
-	f->ts = 0;
 	s->calls++;
 	NTTRACE_LATENCY(s, delta);
 	return start;
@@ -146,7 +135,7 @@ int nttrace_migrate_start(void *ctx)
 int nttrace_migrate_done(void *ctx)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct migrate_inflight *f = inflight_take(inflight_slot(tid), tid);
+	struct migrate_inflight *f = INFLIGHT_FIND(inflight_slot(tid), tid);
 	u64 now = bpf_ktime_get_ns();
 	u32 mode = TP_FIELD(ctx, u32, NTTRACE_DONE_MODE);
 	s32 reason = TP_FIELD(ctx, s32, NTTRACE_DONE_REASON);
@@ -181,7 +170,7 @@ int nttrace_migrate_done(void *ctx)
 static __always_inline int migrate_fn_exit(void *ctx, int ret)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct migrate_inflight *f = inflight_take(inflight_slot(tid), tid);
+	struct migrate_inflight *f = INFLIGHT_FIND(inflight_slot(tid), tid);
 	u64 now = bpf_ktime_get_ns();
 	u32 row = f ? row_of(f->mode, f->reason) : NTTRACE_ROWS - 1;
 	struct migrate_stats *s = migrate_stats.lookup(&row);

@@ -19,6 +19,7 @@
  * from BTF: NTTRACE_MR_DEMOTION (-1 when the kernel has none).
  */
 #include "common.h"
+#include "inflight.h"
 
 #define RECLAIM_DIRECT 0
 #define RECLAIM_MEMCG 1
@@ -37,31 +38,50 @@ struct reclaim_stats {
 };
 
 struct reclaim_inflight {
-	u64 ts;
+	u64 ts;             /* inflight.h: 0 is a free slot               */
+	u32 tid;
+	u32 kind;
 	u64 reclaimed;      /* kswapd: summed from lru_shrink_inactive    */
 	u64 demoted;
-	u32 kind;
-	u32 pad;
 };
 
-BPF_HASH(reclaim_inflight, u32, struct reclaim_inflight, 4096);
+#define NTTRACE_INFLIGHT_SLOTS 4096  /* a power of two (inflight.h) */
+BPF_ARRAY(reclaim_inflight, struct reclaim_inflight, NTTRACE_INFLIGHT_SLOTS);
 BPF_PERCPU_ARRAY(reclaim_stats, struct reclaim_stats, NTTRACE_RECLAIM_KINDS);
+
+static __always_inline struct reclaim_inflight *reclaim_slot(u32 tid)
+{
+	u32 idx = inflight_index(tid, NTTRACE_INFLIGHT_SLOTS);
+
+	return reclaim_inflight.lookup(&idx);
+}
+
+/* The task's episode in flight, or NULL. */
+static __always_inline struct reclaim_inflight *reclaim_episode(void)
+{
+	u32 tid = (u32)bpf_get_current_pid_tgid();
+
+	return INFLIGHT_FIND(reclaim_slot(tid), tid);
+}
 
 static __always_inline int reclaim_begin(u32 kind)
 {
 	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct reclaim_inflight f = { .ts = bpf_ktime_get_ns(), .kind = kind };
+	struct reclaim_inflight *slot = reclaim_slot(tid);
+	struct reclaim_inflight f = { .kind = kind };
 
-	if (kind == RECLAIM_KSWAPD && reclaim_inflight.lookup(&tid))
+	if (!slot)
+		return 0;
+	if (kind == RECLAIM_KSWAPD && INFLIGHT_FIND(slot, tid))
 		return 0;   /* woken again before it slept: the same episode */
-	reclaim_inflight.update(&tid, &f);
+	/* an episode it displaces is counted as unpaired at its end */
+	INFLIGHT_START(slot, tid, f);
 	return 0;
 }
 
 static __always_inline int reclaim_end(u32 kind, u64 nr_reclaimed, int from_record)
 {
-	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct reclaim_inflight *f = reclaim_inflight.lookup(&tid);
+	struct reclaim_inflight *f = reclaim_episode();
 	struct reclaim_stats *s = reclaim_stats.lookup(&kind);
 
 	if (!s)
@@ -70,13 +90,12 @@ static __always_inline int reclaim_end(u32 kind, u64 nr_reclaimed, int from_reco
 		s->unpaired++;
 		return 0;
 	}
-	u64 delta = bpf_ktime_get_ns() - f->ts;
+	u64 delta = bpf_ktime_get_ns() - INFLIGHT_END(f);
 
 	s->episodes++;
 	s->reclaimed += from_record ? nr_reclaimed : f->reclaimed;
 	s->demoted += f->demoted;
 	NTTRACE_LATENCY(s, delta);
-	reclaim_inflight.delete(&tid);
 	return 0;
 }
 
@@ -104,8 +123,7 @@ int nttrace_reclaim_kswapd_sleep(void *ctx) { return reclaim_end(RECLAIM_KSWAPD,
 
 int nttrace_reclaim_shrink_inactive(void *ctx)
 {
-	u32 tid = (u32)bpf_get_current_pid_tgid();
-	struct reclaim_inflight *f = reclaim_inflight.lookup(&tid);
+	struct reclaim_inflight *f = reclaim_episode();
 
 	if (f && f->kind == RECLAIM_KSWAPD)
 		f->reclaimed += TP_FIELD(ctx, u64, NTTRACE_SHRINK_NR_RECLAIMED);
@@ -114,13 +132,11 @@ int nttrace_reclaim_shrink_inactive(void *ctx)
 
 int nttrace_reclaim_migrate_done(void *ctx)
 {
-	u32 tid;
 	struct reclaim_inflight *f;
 
 	if (NTTRACE_MR_DEMOTION < 0 || TP_FIELD(ctx, s32, NTTRACE_DONE_REASON) != NTTRACE_MR_DEMOTION)
 		return 0;
-	tid = (u32)bpf_get_current_pid_tgid();
-	f = reclaim_inflight.lookup(&tid);
+	f = reclaim_episode();
 	if (f)
 		f->demoted += TP_FIELD(ctx, u64, NTTRACE_DONE_SUCCEEDED);
 	return 0;

@@ -2,23 +2,36 @@
 """The probes nttrace knows. Each lives in its own module beside its BPF C in
 bpf/ and declares what it needs and what it shows (nttrace.probes.contract);
 the Tracer, `trace`, `validate`, the capability report and the exporter read
-those declarations. Adding a probe is its BPF C, its module, its test and one
-line in PROBES below (README: "Adding a probe")."""
-from nttrace.errors import UsageError
-from nttrace.probes.copy import CopyProbe
-from nttrace.probes.memmap import MemmapProbe
-from nttrace.probes.memremap import MemremapProbe
-from nttrace.probes.migrate import MigrateProbe
-from nttrace.probes.migrate_fn import MigrateFunctionProbe
-from nttrace.probes.page_ref import PageRefProbe
-from nttrace.probes.reclaim import ReclaimProbe
+those declarations, and tools/probe_docs.py writes the docs' probe tables
+from them. Adding a probe is its BPF C, its module, its live test and one
+line in REGISTERED below (docs/probes.md: "Adding a probe")."""
+from importlib import import_module
 
-PROBES = {p.name: p for p in (MigrateProbe, MigrateFunctionProbe, MemmapProbe, PageRefProbe, CopyProbe, ReclaimProbe,
-                              MemremapProbe)}
+from nttrace.errors import UsageError
+
+# One line a probe: its module in this package and its class, in the order
+# `trace` prints them and validate's catalog lists their checks.
+REGISTERED = (
+    "migrate.MigrateProbe",
+    "migrate_fn.MigrateFunctionProbe",
+    "memmap.MemmapProbe",
+    "page_ref.PageRefProbe",
+    "copy.CopyProbe",
+    "reclaim.ReclaimProbe",
+    "memremap.MemremapProbe",
+)
+
+
+def _probe_class(entry: str):
+    module, cls = entry.rsplit(".", 1)
+    return getattr(import_module(f"{__name__}.{module}"), cls)
+
+
+PROBES = {p.name: p for p in map(_probe_class, REGISTERED)}
 # what `nttrace trace` and the daemon attach when not told
-DEFAULT = (MigrateProbe.name,)
+DEFAULT = ("migrate",)
 # what watches a demotion: its migrations, the reclaim it runs in, the copies it makes
-DEMOTION_WATCH = (MigrateProbe, ReclaimProbe, CopyProbe)
+DEMOTION_WATCH = tuple(PROBES[name] for name in ("migrate", "reclaim", "copy"))
 
 
 def demotion_probes(caps) -> list[str]:

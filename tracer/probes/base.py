@@ -28,12 +28,13 @@ class Availability:
 class Probe:
     """A BPF program plus the code that attaches it and reads its maps.
 
-    Subclasses set `name`, `source` and the declarations of
+    Subclasses set `name`, `summary`, `source` and the declarations of
     nttrace.probes.contract (tracepoints, functions, columns, metrics) and
     nttrace.probes.exercise (exercise), and
     implement availability(), defines(), attach() and snapshot()."""
 
     name = ""
+    summary = ""          # what it shows, in a line: its row in the docs' generated tables
     source = ""
     tracepoints: tuple[tuple[str, str], ...] = ()   # (system, event) it attaches to
     functions: tuple[str, ...] = ()                 # kernel functions it attaches to

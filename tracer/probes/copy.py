@@ -59,6 +59,7 @@ DEMOTION = Exercise(
 
 class CopyProbe(Probe):
     name = "copy"
+    summary = "the kernel's folio/page copy routines, by routine"
     handover = Probe.handover + ("present", "_layout", "routes", "no_fentry", "untraceable")
     source = "copy.bpf.c"
     functions = tuple(r[0] for r in ROUTINES)

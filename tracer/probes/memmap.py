@@ -45,6 +45,7 @@ REBIND = Exercise(
 
 class MemmapProbe(Probe):
     name = "memmap"
+    summary = "memmap_init_zone_device() calls (ZONE_DEVICE memmap init), by pgmap type and node"
     handover = Probe.handover + ("target", "page_ref", "page_ref_note")
     source = "memmap.bpf.c"
     functions = (SYMBOL,)

@@ -83,6 +83,7 @@ HMM_LOADS = Exercise(
 
 class MemremapProbe(Probe):
     name = "memremap"
+    summary = "memremap_pages() calls, by pgmap type"
     handover = Probe.handover + ("_offsets",)
     source = "memremap.bpf.c"
     functions = (SYMBOL,)

@@ -60,6 +60,7 @@ COUNTERS = ("calls", "succeeded", "failed", "thp_succeeded", "thp_failed", "unpa
 
 class MigrateProbe(TracepointProbe):
     name = "migrate"
+    summary = "migrate_pages() by (mode, reason), from the migrate tracepoints"
     source = "migrate.bpf.c"
     programs = ((*START, "nttrace_migrate_start"), (*DONE, "nttrace_migrate_done"))
     columns = COLUMNS

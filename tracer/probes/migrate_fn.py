@@ -17,6 +17,7 @@ MAX_REG_ARGS = 6  # x86-64 passes the first six in registers: PT_REGS_PARM1..6
 
 class MigrateFunctionProbe(MigrateProbe):
     name = "migrate_fn"
+    summary = "migrate_pages() timed at the function (fentry, or kprobe)"
     programs = ()     # no tracepoints: attach() puts it on the function
     functions = (SYMBOL,)
     metrics = migrate_metrics("nttrace_migrate_function", "function entry to return", pages=False)

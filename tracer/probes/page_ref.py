@@ -22,6 +22,8 @@ OBSERVER_EFFECT = ("with page_ref:page_ref_set enabled, a kernel carrying the zo
 
 class PageRefProbe(TracepointProbe):
     name = "page_ref"
+    summary = ("page_ref_set events, the template-path inference (opt-in: enabling the tracepoint turns the "
+               "template path off)")
     source = "page_ref.bpf.c"
     programs = ((*TRACEPOINT, "nttrace_page_ref_set"),)
     missing_hint = " (kernel built without CONFIG_DEBUG_PAGE_REF)"

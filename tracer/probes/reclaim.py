@@ -55,6 +55,8 @@ MEMCG_RECLAIM = Exercise(
 
 class ReclaimProbe(TracepointProbe):
     name = "reclaim"
+    summary = ("reclaim episodes (direct, memcg, node, kswapd) and the demotions inside them, from the vmscan "
+               "tracepoints")
     source = SOURCE
     programs = ATTACHMENTS
     exercise = MEMCG_RECLAIM
