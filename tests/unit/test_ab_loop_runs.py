@@ -174,6 +174,17 @@ def test_the_marker_alone_is_not_a_difference_between_runs():
     assert boot_settings.reached("ro nttrace.ab_from=new") == {"how": "kexec", "from_boot": "new"}
 
 
+def test_the_image_grub_names_is_not_a_difference_between_runs():
+    """--via reboot: grub puts each kernel's own image on its command line;
+    a parameter that differs still is a difference."""
+    a = {"cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.12.0 root=UUID=x ro", "reached": {"how": "firmware"}}
+    b = {"cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.12.0-nt root=UUID=x ro", "reached": {"how": "firmware"}}
+    assert boot_settings.differences({"1": a, "2": b}) == {}
+    c = {"cmdline": "BOOT_IMAGE=/boot/vmlinuz-6.12.0-nt root=UUID=x ro mitigations=off", "reached": {"how": "firmware"}}
+    assert boot_settings.differences({"1": a, "3": c}) == {"cmdline": {"1": "root=UUID=x ro",
+                                                                        "3": "root=UUID=x ro mitigations=off"}}
+
+
 def test_settings_a_machine_does_not_expose_read_as_none(tmp_path):
     (tmp_path / "proc").mkdir()
     (tmp_path / "proc/cmdline").write_text("root=/dev/vda processor.max_cstate=1\n")

@@ -136,13 +136,19 @@ def read(root: Path = Path("/")) -> dict:
     }
 
 
+# Words of a command line that name how the boot was reached, not how the
+# kernel runs: the loop's kexec marker, and the image grub booted (grub
+# puts BOOT_IMAGE= on the line of every kernel it boots: it differs between
+# base and patched by design, as their images do).
+NOT_SETTINGS = (MARKER + "=", "BOOT_IMAGE=")
+
+
 def compared(settings: dict) -> dict:
     """The settings two runs should share to be compared like for like: all
-    but how the boot was reached, and the command line without the loop's
-    own marker."""
+    but how the boot was reached, and the command line without the words
+    that only say how (NOT_SETTINGS)."""
     out = {k: v for k, v in settings.items() if k != "reached"}
-    out["cmdline"] = " ".join(w for w in (settings.get("cmdline") or "").split()
-                              if not w.startswith(MARKER + "="))
+    out["cmdline"] = " ".join(w for w in (settings.get("cmdline") or "").split() if not w.startswith(NOT_SETTINGS))
     return out
 
 
