@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""`nttrace ab`'s loop in the lab (python3 -m lab.ab_loop), beside lab.ab's
-boots of the same kernels."""
+"""`nttrace ab`'s loop in the lab (python3 -m lab.ab_loop), via kexec and
+via reboot, beside lab.ab's boots of the same kernels."""
 from __future__ import annotations
 
 import statistics
@@ -22,36 +22,48 @@ def _change(st: dict) -> str:
             + (f", p {st['p']:.2g}" if st["p"] is not None else ""))
 
 
-def lab_ab_loop(raw: dict) -> str:
-    """Each primary figure both measured: medians, change, interval and
-    verdict, lab.ab's and the loop's; then the loop's wall time per boot."""
-    (loop_report, loop_run), (ab, ab_run) = raw["loop"], raw["lab.ab"]
-    mine, theirs = _primary(loop_report["ab"]), _primary(ab)
-    rows = [f"| primary figure | lab.ab, {ab_run['boots']} boots a side: base / nt-v3 | change | "
-            f"nttrace ab loop, {loop_run['boots_a_side']} a side: base / nt-v3 | change |", "|---|--:|--:|--:|--:|"]
-    for key in [k for k in theirs if k in mine]:
-        a, b = theirs[key], mine[key]
-        rows.append(f"| {key[0]}: {key[1]} | {a['base']['median']:.4g} / {a['current']['median']:.4g} | {_change(a)} | "
-                    f"{b['base']['median']:.4g} / {b['current']['median']:.4g} | {_change(b)} |")
-    slots = loop_run["boots"][1:-1]     # the default kernel's first boot and its last are not the schedule's
+def _loop_line(via: str, report: dict, run: dict) -> str:
+    slots = run["boots"][1:-1]     # the default kernel's first boot and its last are not the schedule's
     per = sorted(b["host_s"] for b in slots)
-    lp = loop_report["loop"]
-    rows += ["", f"- the loop ({loop_run['finished'][:10]}, {loop_run['machine']}, commit {loop_run['commit']}): "
-                 f"`{command(loop_run['command'])}`; {loop_run['cpu']}; one QEMU run of {mmss(loop_run['wall_s'])}: "
-                 f"{len(loop_run['boots'])} boots (the default kernel's first, "
-                 f"{len(slots)} of the schedule, the default's last; order {lp['order']}, seed {lp['seed']}); "
-                 f"a schedule boot took {mmss(statistics.median(per))} of host time (median; "
-                 f"{mmss(per[0])} to {mmss(per[-1])}), from its early unit to the next boot's; "
-                 f"failed boots {len(lp['failed_boots'])}; runs kept "
-                 + ", ".join(f"{side} {r['kept']} of {r['planned']}" for side, r in lp["runs"].items()) + ".",
-             f"- lab.ab ({ab_run['finished'][:10]}, {ab_run['machine']}, commit {ab_run['commit']}): "
-             f"`{command(ab_run['command'])}`, {mmss(ab_run['wall_s'])} for {2 * ab_run['boots']} boots, "
-             "one QEMU run a boot."]
+    lp = report["loop"]
+    return (f"- via {via} ({run['finished'][:10]}, {run['machine']}, commit {run['commit']}): "
+            f"`{command(run['command'])}`; one QEMU run of {mmss(run['wall_s'])}: {len(run['boots'])} boots "
+            f"(the default kernel's first, {len(slots)} of the schedule, the default's last; order {lp['order']}, "
+            f"seed {lp['seed']}); a schedule boot took {mmss(statistics.median(per))} of host time (median; "
+            f"{mmss(per[0])} to {mmss(per[-1])}), from its early unit to the next boot's; failed boots "
+            f"{len(lp['failed_boots'])}; runs kept "
+            + ", ".join(f"{side} {r['kept']} of {r['planned']}" for side, r in lp["runs"].items()) + ".")
+
+
+def lab_ab_loop(raw: dict) -> str:
+    """Each primary figure as lab.ab and each loop measured it: medians,
+    change, interval and verdict; then each loop's wall time per boot."""
+    (ab, ab_run) = raw["lab.ab"]
+    loops = {via: raw[via] for via in ("kexec", "reboot")}
+    theirs = _primary(ab)
+    mine = {via: _primary(rep["ab"]) for via, (rep, _run) in loops.items()}
+    a_side = {via: run["boots_a_side"] for via, (_rep, run) in loops.items()}
+    rows = [f"| primary figure | lab.ab, {ab_run['boots']} a side: base / nt-v3 | change | "
+            + " | ".join(f"loop via {via}, {a_side[via]} a side | change" for via in loops) + " |",
+            "|---|--:|--:|" + "--:|--:|" * len(loops)]
+    for key in [k for k in theirs if all(k in m for m in mine.values())]:
+        a = theirs[key]
+        row = f"| {key[0]}: {key[1]} | {a['base']['median']:.4g} / {a['current']['median']:.4g} | {_change(a)} |"
+        for via in loops:
+            b = mine[via][key]
+            row += f" {b['base']['median']:.4g} / {b['current']['median']:.4g} | {_change(b)} |"
+        rows.append(row)
+    rows += ["", f"Each loop one QEMU run: {loops['kexec'][1]['cpu']}.", ""]
+    rows += [_loop_line(via, rep, run) for via, (rep, run) in loops.items()]
+    rows.append(f"- lab.ab ({ab_run['finished'][:10]}, {ab_run['machine']}, commit {ab_run['commit']}): "
+                f"`{command(ab_run['command'])}`, {mmss(ab_run['wall_s'])} for {2 * ab_run['boots']} boots, "
+                "one QEMU run a boot.")
     return "\n".join(rows)
 
 
-AB_LOOP = "lab-ab-loop-base-nt-v3-epyc-vm-2026-12-06-baf1d45"
+AB_LOOPS = {"kexec": "lab-ab-loop-kexec-base-nt-v3-xeon-vm-2026-12-06-fdd0ab1",
+            "reboot": "lab-ab-loop-reboot-base-nt-v3-xeon-vm-2026-12-06-fdd0ab1"}
 BLOCKS = {
-    "lab-ab-loop": (lab_ab_loop, {"loop": (f"{AB_LOOP}/ab.json", f"{AB_LOOP}/run.json"),
+    "lab-ab-loop": (lab_ab_loop, {**{via: (f"{d}/ab.json", f"{d}/run.json") for via, d in AB_LOOPS.items()},
                                   "lab.ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
 }
