@@ -7,11 +7,12 @@
 #   make test-lab  setup, then the lab's guests and their kernels
 #   make validate  setup, then run `nttrace validate`
 #   make deb       the Debian package, dist/nttrace_<version>_amd64.deb (docs/install.md)
+#   make docs      install, then write the docs' probe tables from the probes' declarations
 VENV    ?= .venv
 PY      := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
-.PHONY: setup system-packages tracefs kernel-headers venv install test test-unit test-live test-lab validate deb clean
+.PHONY: setup system-packages tracefs kernel-headers venv install test test-unit test-live test-lab validate deb docs clean
 
 setup: system-packages tracefs kernel-headers install
 
@@ -59,6 +60,10 @@ validate: setup
 # build tools of tools/install-system-packages.sh (debhelper, dh-python).
 deb:
 	@tools/build-deb.sh dist
+
+# docs/probes.md, docs/daemon.md and docs/validate.md: their probe tables (docs/probes.md, "Adding a probe")
+docs: install
+	$(PY) tools/probe_docs.py --write
 
 clean:
 	rm -rf build *.egg-info $(VENV) dist

@@ -20,7 +20,7 @@ def probe_docs():
 
 
 def test_the_committed_tables_are_the_declarations():
-    assert probe_docs().stale(REPO) == [], "run: .venv/bin/python tools/probe_docs.py --write"
+    assert probe_docs().stale(REPO) == [], "run: make docs (tools/probe_docs.py --write)"
 
 
 def test_every_probe_and_each_of_its_families_is_in_the_tables():
