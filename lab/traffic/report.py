@@ -258,16 +258,26 @@ def _failures(t: dict) -> list[str]:
     return [f"the traffic boot of {n} failed: {why}" for n, why in failed(t).items()]
 
 
-def ab_markdown(t: dict | None, names: list[str]) -> str:
-    """The A/B's markdown section ('' when traffic was left out)."""
+def _not_measured(t: dict | None, lines: list[str]) -> str | None:
+    """The section when there is no table to show: '' where traffic was
+    left out, its heading and why where it could not be measured; None
+    where there is a table."""
     if t is None:
         return ""
-    lines = ["", "## Modelled memory traffic (not time)", ""]
     if "unavailable" in t:
         return "\n".join(lines + [f"Not measured: {t['unavailable']}.", ""])
-    names = list(dict.fromkeys(names))
     if t["model"] is None:
         return "\n".join(lines + ["Not measured: " + "; ".join(_failures(t)) + ".", ""])
+    return None
+
+
+def ab_markdown(t: dict | None, names: list[str]) -> str:
+    """The A/B's markdown section ('' when traffic was left out)."""
+    lines = ["", "## Modelled memory traffic (not time)", ""]
+    missing = _not_measured(t, lines)
+    if missing is not None:
+        return missing
+    names = list(dict.fromkeys(names))
     lines += [_lead(t), "", t["spread"], ""]
     head = ["step", "figure", *names] + (["B - A"] if len(names) == 2 else [])
     lines += ["| " + " | ".join(head) + " |", "|---|---|" + "---:|" * (len(head) - 2)]
@@ -366,13 +376,10 @@ def steps_rows(t: dict, labels: list[str]) -> tuple[list[str], list[list[str]]]:
 
 def steps_markdown(t: dict | None, labels: list[str]) -> str:
     """The step table's markdown section ('' when traffic was left out)."""
-    if t is None:
-        return ""
     lines = ["", "## Modelled memory traffic per step (not time)", ""]
-    if "unavailable" in t:
-        return "\n".join(lines + [f"Not measured: {t['unavailable']}.", ""])
-    if t["model"] is None:
-        return "\n".join(lines + ["Not measured: " + "; ".join(_failures(t)) + ".", ""])
+    missing = _not_measured(t, lines)
+    if missing is not None:
+        return missing
     head, rows = steps_rows(t, labels)
     lines += [_lead(t), "", "One traffic boot a step's kernel. The steps that add non-temporal stores, which the "
               "instruction figures cannot attribute, show here in bytes: an NT store reads no line from the "
