@@ -23,8 +23,9 @@ or failed: wherever the loop left the machine), its state directory is
 copied to RESULTS/ab/<name>, what the loop left on the machine to
 RESULTS/ab-end-<name>.json (the last scenario's also to ab-end.json), the
 journal of its unit to RESULTS/ab-journal-<name>.txt (ab-journal.txt: the
-last's); what a fault changed is put back, and the next scenario starts.
-After the last, the guest powers off.
+last's); what a fault changed is put back, and the next scenario starts,
+from the default kernel (a reboot first where the loop stopped on one of
+its own). After the last, the guest powers off.
 """
 from __future__ import annotations
 
@@ -354,6 +355,14 @@ def main() -> None:
                                           if state in ("complete", "failed") else
                                           f"the loop's step ran, state {state}, and no boot followed")
         advance(i)
+        if index() < len(SCENARIOS) and running_kernel() is not None:
+            # a loop that stopped left the machine on a loop kernel: the next
+            # starts, as a user would start it, from the machine's default kernel
+            say("back to the default kernel before the next scenario: systemctl reboot")
+            record("reboot to the default kernel", scenario=sc["name"])
+            os.sync()
+            subprocess.run(["systemctl", "--no-block", "reboot"])
+            return
     say("every scenario is over: powering off")
     power_off(rc)
 

@@ -39,11 +39,12 @@ def machine(root, cmdline="BOOT_IMAGE=/vmlinuz-6.1.0 root=/dev/sda1 ro quiet", w
         # a virtual device, no `device` link; its module lists the driver
         d = (dev / "watchdog" if w.get("parent", True) else root / "sys/devices/virtual/watchdog") / f"watchdog{n}"
         d.mkdir(parents=True)
-        (d / "identity").write_text(w["identity"] + "\n")
-        (d / "timeout").write_text("30\n")
-        if "max_timeout" in w:
-            (d / "max_timeout").write_text(f"{w['max_timeout']}\n")
-        (d / "nowayout").write_text("1\n" if w.get("nowayout") else "0\n")
+        if w.get("sysfs", True):     # CONFIG_WATCHDOG_SYSFS: the attributes
+            (d / "identity").write_text(w["identity"] + "\n")
+            (d / "timeout").write_text("30\n")
+            if "max_timeout" in w:
+                (d / "max_timeout").write_text(f"{w['max_timeout']}\n")
+            (d / "nowayout").write_text("1\n" if w.get("nowayout") else "0\n")
         drv = root / "sys/bus/pci/drivers" / w["driver"]
         drv.mkdir(parents=True, exist_ok=True)
         if w.get("parent", True):
@@ -122,6 +123,21 @@ def test_a_watchdog_registered_without_a_parent_is_found_by_its_drivers_identity
     other = dict(esb, identity="another timer")     # no loaded module's driver bears its identity
     r = reset.plan_reset(args(), {}, "kexec", machine(tmp_path / "other", watchdogs=[other]))
     assert r["watchdog"] is None and any("no driver named in sysfs" in line for line in r["passed_over"])
+
+
+def test_a_kernel_without_watchdog_attributes_says_so_and_what_to_do(tmp_path):
+    """A kernel built without CONFIG_WATCHDOG_SYSFS (the lab's loop kernels):
+    /sys/class/watchdog/watchdog0 has no identity, and i6300esb has no
+    parent device, so nothing names its driver: start says why, and where
+    to start from instead."""
+    esb = dict(ESB, driver="i6300ESB timer", parent=False, sysfs=False)
+    r = reset.plan_reset(args(), {}, "kexec", machine(tmp_path, watchdogs=[esb]))
+    assert r["watchdog"] is None
+    assert r["passed_over"] == ["/dev/watchdog0: this kernel exposes no watchdog attributes (no identity, timeout: "
+                                "CONFIG_WATCHDOG_SYSFS is not set), so its driver cannot be named; start the loop "
+                                "from a kernel that sets it (distribution kernels do)"]
+    _found, refusals = reset.check(r, {})
+    assert [type(e) for e in refusals] == [CapabilityError] and "CONFIG_WATCHDOG_SYSFS" in str(refusals[0])
 
 
 def test_timeouts_are_bounded_by_the_hardware_and_a_second_device_is_named(tmp_path):

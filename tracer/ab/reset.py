@@ -114,6 +114,7 @@ def watchdogs(root: Path | None = None) -> list[dict]:
         else:
             driver, module = driver_by_identity(root, _read(d / "identity"))
         out.append({"device": f"/dev/{d.name}", "present": (root / "dev" / d.name).exists(),
+                    "exposed": (d / "identity").exists(),       # CONFIG_WATCHDOG_SYSFS
                     "identity": _read(d / "identity") or d.name, "driver": driver, "module": module,
                     "timeout_s": _int(_read(d / "timeout")), "max_timeout_s": _int(_read(d / "max_timeout")),
                     "nowayout": _read(d / "nowayout") == "1"})
@@ -143,6 +144,10 @@ def pick_watchdog(found: list[dict]) -> tuple[dict | None, list[str]]:
         elif (w["module"] or "") in SOFTWARE_WATCHDOGS or (w["driver"] or "") in SOFTWARE_WATCHDOGS:
             notes.append(f"{w['device']} is {w['identity']}, a kernel timer (softdog): it does not last through "
                          "a kexec or a hard hang; not a reset")
+        elif not w["module"] and not w["exposed"]:
+            notes.append(f"{w['device']}: this kernel exposes no watchdog attributes (no identity, timeout: "
+                         "CONFIG_WATCHDOG_SYSFS is not set), so its driver cannot be named; start the loop from a "
+                         "kernel that sets it (distribution kernels do)")
         elif not w["module"]:
             notes.append(f"{w['device']} ({w['identity']}): no driver named in sysfs")
         else:
