@@ -141,7 +141,15 @@ def package_tests() -> dict:
     if not runner_debs:     # the host could not fetch them: deb/guest-debs-error.txt says why
         out["runner_install"] = {"rc": None, "s": 0.0, "output": f"no .debs in {RESULTS / 'deb' / 'guest-debs'}"}
         return out
-    out["runner_install"] = apt_install_offline(*runner_debs, recommends=False)
+    # apt reads local .debs as its unprivileged _apt user: a copy on the guest's own disk it can read,
+    # not the share's files (whose owner and mode are the host's)
+    local = Path("/var/tmp/nttrace-runner-debs")
+    shutil.rmtree(local, ignore_errors=True)
+    local.mkdir(mode=0o755, parents=True)
+    for d in runner_debs:
+        shutil.copyfile(d, local / d.name)
+        (local / d.name).chmod(0o644)
+    out["runner_install"] = apt_install_offline(*sorted(local.glob("*.deb")), recommends=False)
     out["runner_version"] = sh("dpkg-query", "-W", "-f=${Version}", "autopkgtest", check=False).stdout.strip()
     if out["runner_install"]["rc"] != 0:
         return out
