@@ -126,7 +126,7 @@ def _run(prepared):
 
 
 # The guest's time in its run of 2026-12-06 (its console's last uptime stamp: 388 s).
-POOL.register(Boot("deb", lambda: any("test_deb.py" in n for n in SELECTED), _run, prepare=_prepare, seconds=390))
+POOL.register(Boot("deb", lambda: any("test_deb.py" in n for n in SELECTED), _run, prepare=_prepare, seconds=520))
 
 
 @pytest.fixture(scope="module")

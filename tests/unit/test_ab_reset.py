@@ -284,8 +284,34 @@ def test_removing_the_unit_disarms_the_reset_path(tmp_path):
     done = unit.remove("mine", unit_dir, sc, root)
     assert not (unit_dir / "nttrace-ab-mine.service").exists()
     assert not list((root / "etc").rglob("*nttrace-ab-mine*"))
-    assert done[0].startswith("disabled and removed") and len(done) == 3
+    assert done[-1].startswith("disabled and removed") and len(done) == 3
     assert (root / "proc/sys/kernel/panic").read_text() == "0\n"
+
+
+def test_a_removal_killed_at_any_point_leaves_the_unit_or_nothing(tmp_path):
+    """The last step removes the unit with a reboot under way, which may
+    kill it at any systemctl call: until the drop-ins are gone the unit
+    stays (the next boot's step runs the removal again); after, nothing of
+    the loop is left."""
+    for killed_at in range(1, 4):      # its three calls: the watchdog reload, disable, reload
+        base = tmp_path / str(killed_at)
+        root = machine(base / "root", watchdogs=[ESB])
+        unit_dir = base / "units"
+        unit_dir.mkdir()
+        r = reset.plan_reset(args(), {}, "kexec", root)
+        unit.install("mine", unit.text("mine", "/usr/bin/nttrace", base / "ab", 9000), unit_dir, Systemctl())
+        reset.arm("mine", r, root, Systemctl())
+        calls = []
+
+        def dying(argv):
+            calls.append(argv)
+            if len(calls) == killed_at:
+                raise SystemExit(143)          # SIGTERM from the shutdown
+            return subprocess.CompletedProcess(argv, 0, "", "")
+        with pytest.raises(SystemExit):
+            unit.remove("mine", unit_dir, dying, root)
+        left = list((root / "etc").rglob("*nttrace-ab-mine*"))
+        assert (unit_dir / "nttrace-ab-mine.service").exists() or not left, (killed_at, calls, left)
 
 
 @pytest.mark.needs("systemd-analyze")

@@ -98,17 +98,21 @@ def install(name: str, unit_text: str, unit_dir: Path = UNIT_DIR, systemctl=_sys
 
 
 def remove(name: str, unit_dir: Path = UNIT_DIR, systemctl=_systemctl, root: Path | None = None) -> list[str]:
-    """Disable and delete the unit (whatever is there) and disarm the loop's
-    reset path (its watchdog and sysctl drop-ins, nttrace.ab.reset): every
-    way a loop ends goes through here. Returns what it did."""
-    done = []
+    """Disarm the loop's reset path (its watchdog and sysctl drop-ins,
+    nttrace.ab.reset), then disable and delete the unit (whatever is
+    there): every way a loop ends goes through here. In that order because
+    the last step runs it with a reboot under way, which may kill it at any
+    point: while the unit is there, the next boot's step finds the loop over
+    and runs this again; once it is gone, nothing of the loop is left.
+    Returns what it did."""
+    done = reset.disarm(name, root, systemctl)
     path = unit_dir / unit_name(name)
     if path.exists():
         systemctl(["disable", unit_name(name)])
         path.unlink()
         systemctl(["daemon-reload"])
         done.append(f"disabled and removed {path}")
-    return done + reset.disarm(name, root, systemctl)
+    return done
 
 
 def installed(name: str, unit_dir: Path = UNIT_DIR) -> bool:
