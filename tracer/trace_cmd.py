@@ -12,7 +12,7 @@ from nttrace.errors import EXIT_OK, UsageError
 from nttrace.kernel import bpf_stats
 from nttrace.probes import PROBES, check_names
 from nttrace.probes.contract import Column, row_value
-from nttrace.probes.stop_guard import StopGuard
+from nttrace.probes.stop_guard import STOP_GRACE_S, StopGuard
 from nttrace.probes.tracer import Terminated, Tracer
 
 
@@ -75,10 +75,13 @@ def main(args) -> int:
         raise UsageError("--duration must be positive")
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
+    grace = getattr(args, "stop_grace", STOP_GRACE_S)
+    if not grace > 0:
+        raise UsageError("--stop-grace must be positive")
     options = probe_options(names, bool(args.record))
     # SIGINT/SIGTERM from here on end the process within the guard's grace,
     # also while bcc compiles (the Tracer's capability report and attach)
-    guard = StopGuard().install()
+    guard = StopGuard(grace).install()
     try:
         return _trace(args, names, options, guard)
     finally:
