@@ -52,7 +52,6 @@ def lab_exercises() -> list[str]:
 
 SCENARIO_SETS = {"memmap": ["memmap_fsdax", "memmap_devdax"],
                  "demotion": ["demotion"], "exercises": lab_exercises()}
-FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
 
 def say(msg: str) -> None:
@@ -142,9 +141,10 @@ def write_ab(base: list[Path], cur: list[Path], out: Path, detect_pct: float | N
     each file exactly what `nttrace validate --baseline BASE... --current
     CUR... [--detect PCT] --format F` prints."""
     from nttrace.ab import formats
+    compared = formats.compare_files(list(map(str, base)), list(map(str, cur)), detect_pct or None)
     written = {}
-    for fmt, name in FORMATS.items():
-        text = formats.of_files(fmt, list(map(str, base)), list(map(str, cur)), detect_pct or None)
+    for fmt, name in formats.FILES.items():
+        text = formats.render(fmt, *compared)
         tmp = out / (name + ".tmp")
         tmp.write_text(text)
         tmp.rename(out / name)

@@ -295,10 +295,10 @@ def validate_reports(tmp_path_factory) -> Path:
 
 
 def copy_reports(src: Path, dest: Path) -> dict[str, Path]:
-    from lab import ab as lab_ab
+    from nttrace.ab import formats
     dest.mkdir()
     written = {}
-    for fmt, name in lab_ab.FORMATS.items():
+    for fmt, name in formats.FILES.items():
         shutil.copy(src / name, dest / name)
         written[fmt] = dest / name
     return written

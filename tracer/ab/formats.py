@@ -20,6 +20,8 @@ import json
 from nttrace.ab import compare, text
 
 FORMATS = ("text", "markdown", "json", "html")
+# each format's file where a report is written whole (ab report, lab.ab)
+FILES = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
 
 def render(fmt: str, rows: list[dict], base: list[dict], cur: list[dict], report: dict) -> str:
@@ -56,10 +58,16 @@ def load_sides(base_paths: list[str], cur_paths: list[str]) -> tuple[list[dict],
     return base, cur
 
 
+def compare_files(base_paths: list[str], cur_paths: list[str], detect_pct: float | None = None) -> tuple:
+    """(rows, base, cur, report): render()'s arguments for two sides of
+    saved runs, compared once for as many formats as are rendered."""
+    base, cur = load_sides(base_paths, cur_paths)
+    rows = compare.compare(base, cur, strict=True, detect_pct=detect_pct)
+    return rows, base, cur, compare.merge(cur)
+
+
 def of_files(fmt: str, base_paths: list[str], cur_paths: list[str], detect_pct: float | None = None) -> str:
     """The A/B of two sides of saved runs in fmt: exactly what `nttrace
     validate --baseline BASE... --current CUR... [--detect PCT] --format fmt`
     prints."""
-    base, cur = load_sides(base_paths, cur_paths)
-    rows = compare.compare(base, cur, strict=True, detect_pct=detect_pct)
-    return render(fmt, rows, base, cur, compare.merge(cur))
+    return render(fmt, *compare_files(base_paths, cur_paths, detect_pct))

@@ -31,7 +31,6 @@ from nttrace.kernel import boot_settings
 
 _WIDTH = 110     # the text report's wrapped lines
 
-FORMATS = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
 
 
 def _when(t: float | None) -> str:
@@ -192,8 +191,9 @@ def quiet_effect(loop: Loop, slots: list[schedule.Slot], runs: dict[int, dict]) 
     return {"slots": timed, "changes": changes, "text": text}
 
 
-def _ab_of_runs(loop: Loop, fmt: str) -> tuple[str | None, str]:
-    """validate's A/B of the kept runs in fmt, or None and why there is none."""
+def _ab_of_runs(loop: Loop) -> tuple[tuple | None, str]:
+    """The kept runs compared (formats.compare_files: what validate's A/B
+    renders in each format), or None and why there is none."""
     sched = loop.schedule()
     slots = schedule.from_json(sched["slots"])
     runs = loop.runs()
@@ -203,16 +203,21 @@ def _ab_of_runs(loop: Loop, fmt: str) -> tuple[str | None, str]:
         return None, (f"no A/B yet: {len(paths['base'])} base and {len(paths['patched'])} patched runs kept "
                       "(each side needs at least one run; 4 a side for the primary figure)")
     try:
-        return formats.of_files(fmt, paths["base"], paths["patched"]), ""
+        return formats.compare_files(paths["base"], paths["patched"]), ""
     except UsageError as exc:     # a kept run validate's A/B refuses: named, with the loop it is in
         raise UsageError(f"ab report: validate's A/B of the kept runs: {exc}") from None
 
 
 def render(loop: Loop, fmt: str) -> str:
-    if fmt not in FORMATS:
-        raise UsageError(f"ab report --format {fmt}: one of {', '.join(FORMATS)}")
-    f = facts(loop)
-    ab, why = _ab_of_runs(loop, fmt)
+    if fmt not in formats.FILES:
+        raise UsageError(f"ab report --format {fmt}: one of {', '.join(formats.FILES)}")
+    return _render(loop, fmt, facts(loop), *_ab_of_runs(loop))
+
+
+def _render(loop: Loop, fmt: str, f: dict, compared: tuple | None, why: str) -> str:
+    """The report in fmt: the loop's facts `f`, then validate's A/B of the
+    kept runs (`compared`), or why there is none."""
+    ab = formats.render(fmt, *compared) if compared is not None else None
     lines = _loop_lines(f)
     if fmt == "text":
         return "\n".join(lines) + "\n\n" + (ab if ab is not None else why + "\n")
@@ -235,8 +240,9 @@ def write_all(loop: Loop, out: Path | None = None) -> dict[str, Path]:
         store.make_private_dir(out)
     else:
         out.mkdir(parents=True, exist_ok=True)
+    f, (compared, why) = facts(loop), _ab_of_runs(loop)        # read and compared once for every format
     written = {}
-    for fmt, name in FORMATS.items():
-        store.write_atomic(out / name, render(loop, fmt))
+    for fmt, name in formats.FILES.items():
+        store.write_atomic(out / name, _render(loop, fmt, f, compared, why))
         written[fmt] = out / name
     return written
