@@ -4,6 +4,7 @@ or a final JSON summary, optionally recording per-call events as JSON Lines."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -12,7 +13,7 @@ from nttrace.errors import EXIT_OK, UsageError
 from nttrace.kernel import bpf_stats
 from nttrace.probes import PROBES, check_names
 from nttrace.probes.contract import Column, row_value
-from nttrace.probes.stop_guard import STOP_GRACE_S, StopGuard
+from nttrace.probes.stop_guard import StopGuard
 from nttrace.probes.tracer import Terminated, Tracer
 
 
@@ -75,13 +76,12 @@ def main(args) -> int:
         raise UsageError("--duration must be positive")
     if args.interval <= 0:
         raise UsageError("--interval must be positive")
-    grace = getattr(args, "stop_grace", STOP_GRACE_S)
-    if not grace > 0:
-        raise UsageError("--stop-grace must be positive")
+    if not 0 < args.stop_grace < math.inf:
+        raise UsageError("--stop-grace must be a positive, finite number of seconds")
     options = probe_options(names, bool(args.record))
     # SIGINT/SIGTERM from here on end the process within the guard's grace,
     # also while bcc compiles (the Tracer's capability report and attach)
-    guard = StopGuard(grace).install()
+    guard = StopGuard(args.stop_grace).install()
     try:
         return _trace(args, names, options, guard)
     finally:

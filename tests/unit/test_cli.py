@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """The command line: help, version, exit codes and one-line errors."""
+import pytest
+
 from conftest import one_line_error, run_nttrace
 
 
@@ -75,3 +77,9 @@ def test_bench_overhead_rejects_nonpositive_counts():
 def test_trace_record_maps_to_a_bad_path_is_one_line_and_exit_2(tmp_path):
     proc = run_nttrace("trace", "--duration", "1", "--record-maps", str(tmp_path / "no" / "such" / "maps.json"))
     assert proc.returncode == 2 and "--record-maps" in one_line_error(proc)
+
+
+@pytest.mark.parametrize("grace", ["0", "-1", "inf", "nan"])
+def test_trace_stop_grace_must_be_a_positive_finite_time(grace):
+    proc = run_nttrace("trace", "--duration", "1", "--stop-grace", grace)
+    assert proc.returncode == 2 and "--stop-grace must be a positive, finite number of seconds" in one_line_error(proc)
