@@ -119,36 +119,32 @@ for _via in RUN_ARGS:
 POOL.register(Boot("ab-loop-faults", _wanted, _faults, prepare=_prepare, seconds=SECONDS["faults"]))
 
 
-@pytest.fixture(scope="module", params=list(RUN_ARGS))
-def loop(request):
-    r = POOL.result(f"ab-loop-{request.param}")
+def _run(name: str):
+    """The pool's QEMU run `name`: its LoopRun, or its error raised."""
+    r = POOL.result(name)
     if isinstance(r, Exception):
         raise r
     return r
+
+
+@pytest.fixture(scope="module", params=list(RUN_ARGS))
+def loop(request):
+    return _run(f"ab-loop-{request.param}")
 
 
 @pytest.fixture(scope="module")
 def kexec_loop():
-    r = POOL.result("ab-loop-kexec")
-    if isinstance(r, Exception):
-        raise r
-    return r
+    return _run("ab-loop-kexec")
 
 
 @pytest.fixture(scope="module")
 def reboot_loop():
-    r = POOL.result("ab-loop-reboot")
-    if isinstance(r, Exception):
-        raise r
-    return r
+    return _run("ab-loop-reboot")
 
 
 @pytest.fixture(scope="module")
 def faults():
-    r = POOL.result("ab-loop-faults")
-    if isinstance(r, Exception):
-        raise r
-    return r
+    return _run("ab-loop-faults")
 
 
 def _report(loop) -> dict:
