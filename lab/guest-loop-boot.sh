@@ -36,7 +36,7 @@ printf '{"event": "boot", "kernel": %s, "release": "%s", "build": "%s", "booted_
 # when the loop's step says it runs validate (its journal line), a line for
 # the host: a power cut "while validate runs" is timed from it
 boot_id=$(cat /proc/sys/kernel/random/boot_id)
-name=$(cat /var/lib/nttrace-lab/loop-name 2>/dev/null || cat "$LOOP/name")
+name=$(cat /var/lib/nttrace-lab/loop-name)     # guest_loop.py's, written before each start
 ( journalctl -f -n 0 -o cat -u "nttrace-ab-$name.service" 2>/dev/null | grep -m1 -q "running validate" &&
     printf '{"event": "validate", "kernel": "%s", "boot_id": "%s", "uptime_s": %s}\n' "$running" "$boot_id" \
         "$(cut -d' ' -f1 /proc/uptime)" >> /results/ab-boots.jsonl && sync /results/ab-boots.jsonl ) &

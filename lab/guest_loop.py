@@ -254,6 +254,7 @@ def loop_ended(sc: dict, rc: int, why: str, st: dict) -> None:
     """Copy the loop's state out, record what it left behind, put back
     what its faults changed."""
     name = sc["name"]
+    unit_gone(name)
     say(f"loop {name} is over ({why}): copying its state")
     out = RESULTS / "ab" / name
     shutil.rmtree(out, ignore_errors=True)
@@ -279,6 +280,22 @@ def loop_ended(sc: dict, rc: int, why: str, st: dict) -> None:
     os.sync()
 
 
+def scenarios_rc() -> int:
+    """0 where every scenario ended as it had to, from what each left in
+    RESULTS (so across every boot of the run): a refusal refused (start's
+    exit code, not 0 and not a boot), a loop ended in its expected state."""
+    for sc in SCENARIOS:
+        if sc["kind"] == "refuse":
+            f = RESULTS / f"refuse-{sc['name']}.json"
+            if not f.exists() or json.loads(f.read_text())["rc"] in (None, 0):
+                return 1
+        else:
+            f = RESULTS / f"ab-end-{sc['name']}.json"
+            if not f.exists() or json.loads(f.read_text())["status"].get("state") != sc["expect"]:
+                return 1
+    return 0
+
+
 def power_off(rc: int) -> None:
     boots = subprocess.run(["journalctl", "--no-pager", "--list-boots"], capture_output=True, text=True, timeout=120)
     (RESULTS / "ab-journal-boots.txt").write_text(boots.stdout + boots.stderr)
@@ -290,18 +307,24 @@ def power_off(rc: int) -> None:
 UNIT_GONE_S = 120
 
 
-def rebooting(name: str) -> bool:
-    """Whether the loop that ended at this boot asked for a reboot (into the
-    default kernel) on its way out. This driver runs beside the loop's step
-    when the loop is not the one its unit is ordered after
-    (nttrace-ab-lab.service): it waits until the step has removed its unit
-    (or UNIT_GONE_S: what is left then is the step's, and is recorded), then
-    reads systemd's queued jobs."""
-    if running_kernel() is None:
-        return False
+def unit_gone(name: str) -> None:
+    """Wait (UNIT_GONE_S at most: what is left then is the step's, and is
+    recorded) until the loop's step has removed its unit: this driver runs
+    beside the step when the loop is not the one its unit is ordered after
+    (nttrace-ab-lab.service), and a step killed by the reboot it asked for
+    removes the unit at the next boot."""
     deadline = time.monotonic() + UNIT_GONE_S
     while Path(f"/etc/systemd/system/nttrace-ab-{name}.service").exists() and time.monotonic() < deadline:
         time.sleep(2)
+
+
+def rebooting(name: str) -> bool:
+    """Whether the loop that ended at this boot asked for a reboot (into the
+    default kernel) on its way out: once its unit is gone (unit_gone()),
+    systemd's queued jobs say."""
+    if running_kernel() is None:
+        return False
+    unit_gone(name)
     jobs = _out(["systemctl", "list-jobs", "--no-legend", "--plain"])
     return any(t in jobs for t in ("reboot.target", "kexec.target", "poweroff.target", "shutdown.target"))
 
@@ -317,7 +340,6 @@ def advance(i: int) -> None:
 
 def main() -> None:
     LAB.mkdir(parents=True, exist_ok=True)
-    rc = 0
     while index() < len(SCENARIOS):
         i = index()
         sc = SCENARIOS[i]
@@ -335,7 +357,6 @@ def main() -> None:
             started = start(sc)
             if started != 0:
                 loop_ended(sc, started, f"nttrace ab start exited {started}", status(sc["name"]))
-                rc = rc or 1
                 advance(i)
                 continue
             # start queued the boot into the schedule's first kernel: this boot ends
@@ -349,7 +370,6 @@ def main() -> None:
             # a loop stopped by a fault leaves the machine where it is; one that
             # ends incomplete reboots into the default kernel first (rebooting())
             loop_ended(sc, 1, f"the loop {state}: {st.get('why')}", st)
-            rc = rc or (0 if sc.get("expect") == state else 1)
         else:
             return wait_for_the_next_boot(sc, st, f"{state}, and no reboot into the default kernel followed"
                                           if state in ("complete", "failed") else
@@ -364,7 +384,7 @@ def main() -> None:
             subprocess.run(["systemctl", "--no-block", "reboot"])
             return
     say("every scenario is over: powering off")
-    power_off(rc)
+    power_off(scenarios_rc())
 
 
 def wait_for_the_next_boot(sc: dict, st: dict, why: str) -> None:
