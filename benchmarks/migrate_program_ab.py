@@ -17,7 +17,7 @@ import statistics
 from pathlib import Path
 
 from nttrace.bench import probes as bench_probes
-from nttrace.probes import capabilities
+from nttrace.capabilities import report as capabilities
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.probes.migrate import MigrateProbe
 

@@ -3,7 +3,7 @@
 import json, statistics, sys
 from pathlib import Path
 from nttrace.bench import probes as bp
-from nttrace.probes import capabilities
+from nttrace.capabilities import report as capabilities
 from nttrace.probes.migrate import MigrateProbe as M
 from nttrace.kernel import metadata as km
 from nttrace.kernel.sysroot import Sysroot

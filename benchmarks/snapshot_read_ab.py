@@ -16,10 +16,10 @@ import time
 
 from nttrace.daemon import loader
 from nttrace.workloads import triggers
-from nttrace.probes.capabilities import Capability
+from nttrace.capabilities.report import Capability
 from nttrace.kernel.metadata import KernelMetadata
 from nttrace.probes.migrate import MigrateProbe
-from nttrace.probes.tracer import Tracer
+from nttrace.tracing.tracer import Tracer
 
 NAME = MigrateProbe.name
 

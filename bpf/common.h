@@ -20,7 +20,7 @@
  * row of a stats map (a struct) with sum_ns, max_ns and hist[NTTRACE_SLOTS]
  * counted by log2(ns) slot (bpf_log2l; slot s holds [2**s, 2**(s+1))),
  * beside the row's own counters, so one lookup serves both. What user space
- * reads (nttrace.probes.histogram.latency_stats) is the same for every probe.
+ * reads (nttrace.probe_framework.histogram.latency_stats) is the same for every probe.
  * NTTRACE_LATENCY counts into a per-CPU row; NTTRACE_LATENCY_SHARED into a
  * row every CPU writes (a hash map's), with atomic adds (the maximum, a
  * plain store, may lose a race between two CPUs).

@@ -14,8 +14,9 @@ from prometheus_client.core import (
 )
 
 from nttrace import __version__
-from nttrace.probes import PROBES, histogram
-from nttrace.probes.contract import label_value, row_value
+from nttrace.probe_framework import histogram
+from nttrace.probes import PROBES
+from nttrace.probe_framework.contract import label_value, row_value
 
 
 def _add_hist(fam: HistogramMetricFamily, labels: list[str], lat: histogram.Latency) -> None:
@@ -57,7 +58,7 @@ class ProbeCollector:
 
 
 def probe_families(metrics, rows: list[dict]):
-    """The families a probe declares (nttrace.probes.contract.Metric), one per
+    """The families a probe declares (nttrace.probe_framework.contract.Metric), one per
     name, filled from its rows; a family with no samples still says what it
     is (HELP and TYPE), as it does before the first event."""
     families: dict[str, object] = {}

@@ -113,9 +113,9 @@ def left_behind() -> list[str]:
 
 
 def installed_capability(expr: str) -> str:
-    """A capability (`expr` over nttrace.probes.capabilities as c) as the
+    """A capability (`expr` over nttrace.capabilities.report as c) as the
     installed package's nttrace finds it, as JSON; or its error's tail."""
-    p = sh("/usr/bin/python3", "-c", "import json; from nttrace.probes import capabilities as c; "
+    p = sh("/usr/bin/python3", "-c", "import json; from nttrace.capabilities import report as c; "
            f"print(json.dumps({expr}.as_json()))", check=False)
     return p.stdout.strip() or p.stderr[-1000:]
 

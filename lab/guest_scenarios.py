@@ -75,12 +75,12 @@ def capabilities():
 
 def attach_modes():
     """Every probe attached by fentry where it loads and by kprobe, then detached."""
-    from nttrace.probes import capabilities as capmod
+    from nttrace.capabilities import report as capmod
     from nttrace.kernel import metadata as kernel_meta
     from nttrace.workloads import triggers
-    from nttrace.probes.capabilities import Capability
+    from nttrace.capabilities.report import Capability
     from nttrace.kernel.sysroot import Sysroot
-    from nttrace.probes.tracer import Tracer
+    from nttrace.tracing.tracer import Tracer
     from nttrace.probes import PROBES
     from nttrace.probes.migrate import MigrateProbe
     caps = capmod.report()

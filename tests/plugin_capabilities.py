@@ -19,7 +19,7 @@ import pytest
 
 @lru_cache(maxsize=1)
 def _report():
-    from nttrace.probes import capabilities
+    from nttrace.capabilities import report as capabilities
     return capabilities.report()
 
 

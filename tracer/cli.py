@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--record", metavar="FILE", help="write per-call events as JSON Lines")
     t.add_argument("--record-maps", metavar="FILE", help="at the end, write the probes' BPF maps as the kernel "
                    "holds them (bytes), with what decodes them: a recording the goldens replay offline")
-    from nttrace.probes.stop_guard import STOP_GRACE_S
+    from nttrace.tracing.stop_guard import STOP_GRACE_S
     t.add_argument("--stop-grace", type=float, default=STOP_GRACE_S, metavar="SECONDS",
                    help="after Ctrl-C or SIGTERM, how long the probes' detach and the final summary may take "
                         f"before the process ends without them (default {STOP_GRACE_S:g}; more on a slow or "

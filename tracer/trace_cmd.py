@@ -12,9 +12,9 @@ import time
 from nttrace.errors import EXIT_OK, UsageError
 from nttrace.kernel import bpf_stats
 from nttrace.probes import PROBES, check_names
-from nttrace.probes.contract import Column, row_value
-from nttrace.probes.stop_guard import StopGuard
-from nttrace.probes.tracer import Terminated, Tracer
+from nttrace.probe_framework.contract import Column, row_value
+from nttrace.tracing.stop_guard import StopGuard
+from nttrace.tracing.tracer import Terminated, Tracer
 
 
 def parse_probes(text: str) -> list[str]:
@@ -51,7 +51,7 @@ def cell(row: dict, col: Column, numeric: bool) -> str:
 
 def print_table(snap: dict, elapsed: float, out=sys.stdout, stamp: str | None = None) -> None:
     """One block per probe: its status, then its rows under the columns it
-    declares (nttrace.probes.contract). `stamp` replaces the wall clock."""
+    declares (nttrace.probe_framework.contract). `stamp` replaces the wall clock."""
     print(f"{stamp or time.strftime('%H:%M:%S')}  after {elapsed:.1f}s", file=out)
     for name, entry in snap.items():
         if entry["status"] != "attached":

@@ -37,7 +37,7 @@ def witness():
     holding statistics on for it: whether its run_cnt grows over a
     compaction says whether anyone has the kernel's statistics on (the
     sysctl does not show a BPF_ENABLE_STATS hold)."""
-    from nttrace.probes.tracer import Tracer
+    from nttrace.tracing.tracer import Tracer
     t = Tracer([MigrateProbe.name], handle_signals=False).attach()
 
     def stats_on() -> bool:

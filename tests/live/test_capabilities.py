@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from nttrace.probes import capabilities
-from nttrace.probes.capabilities import kallsyms_has
+from nttrace.capabilities import report as capabilities
+from nttrace.capabilities.report import kallsyms_has
 
 
 @pytest.mark.needs("root")

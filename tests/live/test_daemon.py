@@ -349,7 +349,7 @@ def test_histograms_keep_one_le_set_and_prometheus_quantiles_agree(daemon, tmp_p
     """A real Prometheus scrapes the daemon across compactions: every series
     of every histogram has the same le set, without gaps, in every scrape,
     and histogram_quantile(0.5) falls in the log2 bucket of nttrace's own p50."""
-    from nttrace.probes import histogram
+    from nttrace.probe_framework import histogram
     d = daemon()
     d.wait_message("READY=1")
     prom, prom_port = start_prometheus(tmp_path, d.port)

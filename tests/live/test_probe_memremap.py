@@ -11,8 +11,8 @@ import pytest
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.btf import Btf
 from nttrace.kernel.sysroot import Sysroot
-from nttrace.probes import capabilities
-from nttrace.probes.capabilities import Capability
+from nttrace.capabilities import report as capabilities
+from nttrace.capabilities.report import Capability
 from nttrace.probes.memremap import MemremapProbe, hmm_loads
 
 

@@ -6,9 +6,9 @@ import pytest
 from pathlib import Path
 
 from conftest import one_line_error, run_nttrace
-from nttrace.probes import capabilities
+from nttrace.capabilities import report as capabilities
 from nttrace.kernel import metadata as kernel_meta
-from nttrace.probes.capabilities import Capability
+from nttrace.capabilities.report import Capability
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe
 from nttrace.probes.migrate import MigrateProbe

@@ -7,15 +7,15 @@ import json
 import pytest
 
 from conftest import bpftool_prog_ids, programs_left, run_nttrace
-from nttrace.probes import capabilities
+from nttrace.capabilities import report as capabilities
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.workloads import triggers
 from nttrace import bpf as bpf_sources
-from nttrace.probes.contract import row_value
-from nttrace.probes.exercise import compare
+from nttrace.probe_framework.contract import row_value
+from nttrace.probe_framework.exercise import compare
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.trace_cmd import print_table
-from nttrace.probes.tracer import Tracer
+from nttrace.tracing.tracer import Tracer
 from nttrace.probes.reclaim import ReclaimProbe
 
 

@@ -18,7 +18,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from nttrace.errors import CapabilityError
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.probes import PROBES
-from nttrace.probes.tracer import Tracer
+from nttrace.tracing.tracer import Tracer
 from nttrace.trace_cmd import print_table
 
 

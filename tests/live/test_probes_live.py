@@ -11,13 +11,14 @@ from pathlib import Path
 import pytest
 
 from conftest import bpftool_prog_ids, held_by, one_line_error, programs_left, run_nttrace
-from nttrace.probes import PROBES, capabilities
+from nttrace.capabilities import report as capabilities
+from nttrace.probes import PROBES
 from nttrace.kernel import vmstat
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.reference import native
 from nttrace.workloads import triggers
 from nttrace.kernel.sysroot import Sysroot
-from nttrace.probes.tracer import Tracer
+from nttrace.tracing.tracer import Tracer
 from nttrace.probes.copy import CopyProbe
 from nttrace.probes.memmap import MemmapProbe
 from nttrace.probes.migrate import MigrateProbe
@@ -438,7 +439,7 @@ def test_bench_overhead_on_demotion_runs_where_the_host_can_demote_else_says_why
 
 @pytest.mark.needs("root", "tracepoint", "bcc", "bpftool")
 def test_trace_records_its_maps_and_they_replay_to_what_it_printed(tmp_path):
-    from nttrace.probes.tracer import replay
+    from nttrace.tracing.tracer import replay
     import signal
     out = tmp_path / "maps.json"
     # stopped by Ctrl-C once it has seen compactions: under load (a guest

@@ -281,8 +281,8 @@ def test_daemon_stops_within_the_bound_leaving_nothing(tmp_path, load, phase, si
 FLOOD = """
     import os, signal, sys, time
     from nttrace import probes
-    from nttrace.probes.base import TracepointProbe
-    from nttrace.probes.tracer import Tracer
+    from nttrace.probe_framework.base import TracepointProbe
+    from nttrace.tracing.tracer import Tracer
 
     class Flood(TracepointProbe):
         '''One record per getppid() anywhere: a ring filled faster than a

@@ -5,8 +5,8 @@ bcc and fentry told apart from one test compile's outcome (against this
 host's kernel: tests/live/test_capabilities.py)."""
 import pytest
 
-from nttrace.probes import capabilities
-from nttrace.probes.capabilities import kallsyms_has
+from nttrace.capabilities import report as capabilities
+from nttrace.capabilities.report import kallsyms_has
 
 
 def test_whole_names_only_in_the_kernel_or_a_module(tmp_path):

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """docs/probes.md stays true: its examples are excerpts of the golden outputs
 recorded on a real kernel, and its map of the probe layer names every module
-of tracer/probes/ and every file of bpf/, and nothing that does not exist."""
+of tracer/probes/, tracer/probe_framework/ and tracer/tracing/ and every
+file of bpf/, and nothing that does not exist."""
 import re
 
 from conftest import FIXTURES, REPO
@@ -40,7 +41,8 @@ def test_every_path_the_map_names_exists():
 
 
 def test_the_map_names_every_probe_module_and_bpf_file():
-    files = sorted(p.relative_to(REPO).as_posix() for p in (REPO / "tracer" / "probes").glob("*.py"))
+    files = sorted(p.relative_to(REPO).as_posix() for room in ("probes", "probe_framework", "tracing")
+                   for p in (REPO / "tracer" / room).glob("*.py") if p.name != "__init__.py" or room == "probes")
     files += sorted(p.relative_to(REPO).as_posix() for p in (REPO / "bpf").iterdir()
                     if p.suffix in (".c", ".h", ".py"))
     unnamed = sorted(set(files) - set(mapped_paths()))

@@ -11,7 +11,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import FIXTURES
-from nttrace.probes import histogram
+from nttrace.probe_framework import histogram
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.exporters.vmstat_collector import VmstatCollector
 from nttrace.probes.migrate import MigrateProbe

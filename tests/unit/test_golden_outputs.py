@@ -18,7 +18,7 @@ from nttrace.ab.compare import merge
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.probes import PROBES
 from nttrace.probes.migrate import MigrateProbe
-from nttrace.probes.tracer import replay
+from nttrace.tracing.tracer import replay
 from nttrace.trace_cmd import print_table
 from test_exporter_golden import RecordedTracer, check_golden, render
 

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The daemon's handover is data the Tracer adopts (nttrace.probes.tracer.adopt):
+"""The daemon's handover is data the Tracer adopts (nttrace.tracing.tracer.adopt):
 a probe handed over attached reads the maps it was given and carries the state
 the loader's probe worked out; one handed over unattached keeps its reason; one
 the loader sent nothing for is unavailable, saying so. Read from the maps a
@@ -9,10 +9,10 @@ import json
 from conftest import FIXTURES
 from nttrace.kernel.metadata import KernelMetadata
 from nttrace.kernel.sysroot import Sysroot
-from nttrace.probes.bpf_maps import Handed, MapSet
-from nttrace.probes.capabilities import Capability
+from nttrace.probe_framework.bpf_maps import Handed, MapSet
+from nttrace.capabilities.report import Capability
 from nttrace.probes.migrate import MigrateProbe
-from nttrace.probes.tracer import adopt, snapshot_entry
+from nttrace.tracing.tracer import adopt, snapshot_entry
 
 RECORDING = json.loads((FIXTURES / "recorded" / "nt-v3-7.2" / "maps.json").read_text())
 

@@ -47,9 +47,9 @@ from __future__ import annotations
 import ctypes
 import subprocess
 
-from nttrace.probes.base import TracepointProbe
-from nttrace.probes.contract import Column, Metric
-from nttrace.probes.exercise import Exercise
+from nttrace.probe_framework.base import TracepointProbe
+from nttrace.probe_framework.contract import Column, Metric
+from nttrace.probe_framework.exercise import Exercise
 
 
 def start_five() -> dict:
@@ -79,7 +79,7 @@ LIVE_TEST = '''\
 import pytest
 
 from nttrace.probes.toy import ToyProbe
-from nttrace.probes.tracer import Tracer
+from nttrace.tracing.tracer import Tracer
 
 
 @pytest.mark.needs("root", "tracepoint", "bcc")
@@ -97,7 +97,7 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, generate_latest
 from nttrace.exporters.prometheus_collector import ProbeCollector
 from nttrace.probes import PROBES
-from nttrace.probes.tracer import replay
+from nttrace.tracing.tracer import replay
 from nttrace.trace_cmd import print_table
 
 tree = Path(sys.argv[1])

@@ -10,7 +10,7 @@ from pathlib import Path
 import nttrace
 from conftest import REPO
 from nttrace.probes import PROBES
-from nttrace.probes.base import compile_flags
+from nttrace.probe_framework.base import compile_flags
 
 INCLUDE = re.compile(r'^#include "([^"]+)"', re.M)
 

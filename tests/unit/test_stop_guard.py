@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""nttrace.probes.stop_guard: a stop signal ends the process while its main
+"""nttrace.tracing.stop_guard: a stop signal ends the process while its main
 thread is inside a C call that does not return (here libc's sleep with the
 signal blocked in that thread, as a compile or bcc's drain holds it), at
 once before the probes are attached and after the grace once they are. The
@@ -12,7 +12,7 @@ import time
 
 CHILD = """
     import ctypes, signal, sys
-    from nttrace.probes.stop_guard import StopGuard
+    from nttrace.tracing.stop_guard import StopGuard
     if sys.argv[1] != "no-guard":
         guard = StopGuard(grace_s=0.5).install()
         guard.attached = sys.argv[1] == "attached"

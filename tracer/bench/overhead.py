@@ -2,7 +2,7 @@
 """`nttrace bench overhead`: what the probes cost the work they observe.
 
 The work: migrate_pages() moving pages, one of two ways, each the workload a
-probe declares (nttrace.probes.exercise: the migrate probe's and the copy probe's).
+probe declares (nttrace.probe_framework.exercise: the migrate probe's and the copy probe's).
 * compaction (any host): each measurement fragments a scratch mapping
   (untimed), then times the write to /proc/sys/vm/compact_memory, which
   compacts every zone in the writing task before it returns, and divides the
@@ -85,8 +85,8 @@ def run(rounds: int = 7, per_round: int = 3, scratch_mib: int = 256, probes: lis
     compaction also changes what the next one finds to move)."""
     if warmup is None:
         warmup = WARMUP[work]
-    from nttrace.probes import capabilities
-    from nttrace.probes.tracer import Tracer
+    from nttrace.capabilities import report as capabilities
+    from nttrace.tracing.tracer import Tracer
     caps = capabilities.report()
     usable(work, caps)
     if not probes and work == "demotion":
@@ -186,7 +186,7 @@ def counted(runs: int = 21, scratch_mib: int = 256, probes: list[str] | None = N
     cross_check_rounds: also the interleaved A/B and A/A (run()) with that
     many rounds, to say whether they can resolve the counted share."""
     from nttrace.kernel import bpf_stats
-    from nttrace.probes.tracer import Tracer
+    from nttrace.tracing.tracer import Tracer
     probes = probes or list(DEFAULT)
     with bpf_stats.enable() as hold:
         held = hold.method or "another holder (the sysctl on)"

@@ -85,7 +85,7 @@ def _per_event(progs: list[dict]) -> float | None:
 
 
 def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float, each: bool = True) -> dict:
-    from nttrace.probes.tracer import Tracer
+    from nttrace.tracing.tracer import Tracer
     before = set(bpftool_progs())
     t = Tracer([probe], options={probe: options})
     try:
@@ -103,7 +103,7 @@ def _probe_alone(probe: str, options: dict, drive, min_events: int, max_s: float
 def program_alone(text: str, attachments: list[tuple[str, str]], drive, min_events: int, max_s: float) -> dict:
     """Compile `text`, attach it alone ((tracepoint, function) pairs), and
     run the workload until each tracepoint saw min_events runs."""
-    from nttrace.probes.base import load_bpf
+    from nttrace.probe_framework.base import load_bpf
     before = set(bpftool_progs())
     b = load_bpf(text.encode())
     try:

@@ -3,7 +3,7 @@
 daemon's probes with bcc, hands the daemon the descriptors that keep them
 attached (the maps it reads and the attachments: perf events, BPF links)
 over a Unix socket with SCM_RIGHTS, and exits. The daemon reads the maps
-with bpf(2) (nttrace.probes.bpf_maps) and never imports bcc or LLVM.
+with bpf(2) (nttrace.probe_framework.bpf_maps) and never imports bcc or LLVM.
 
 Nothing is pinned, so nothing outlives the descriptors: killed at any point
 (kill -9 included), the loader's descriptors close with it, and those in
@@ -61,8 +61,8 @@ def serve(sock: socket.socket) -> int:
     from nttrace.errors import CapabilityError
     from nttrace.kernel import metadata as kernel_meta
     from nttrace.kernel.sysroot import Sysroot
-    from nttrace.probes import capabilities
-    from nttrace.probes.tracer import Tracer, attach_probe
+    from nttrace.capabilities import report as capabilities
+    from nttrace.tracing.tracer import Tracer, attach_probe
 
     request = json.loads(sock.recv(MAX_MESSAGE))
     try:
@@ -130,7 +130,7 @@ def _handed(msg: dict, fds: list[int]):
     (in order), the programs, then the attachments, read through a MapSet
     that owns them (it closes them itself when it cannot read them)."""
     from nttrace.probes import PROBES
-    from nttrace.probes.bpf_maps import Handed, MapSet
+    from nttrace.probe_framework.bpf_maps import Handed, MapSet
     names, programs = msg.get("maps", []), msg.get("programs", [])
     status, state = msg["status"], msg.get("state", {})
     if status["status"] != "attached":

@@ -33,8 +33,8 @@ from nttrace.exporters.web_config_reload import WebConfigSource
 from nttrace.kernel import bpf_stats
 from nttrace.kernel.metadata import KernelMetadata
 from nttrace.probes import PROBES
-from nttrace.probes.capabilities import Capability
-from nttrace.probes.tracer import Tracer
+from nttrace.capabilities.report import Capability
+from nttrace.tracing.tracer import Tracer
 
 log = logging.getLogger("nttrace")
 RELOAD_WATCHDOG_S = 300   # the watchdog's bound while a reload compiles and attaches

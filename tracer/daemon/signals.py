@@ -21,7 +21,7 @@ import select
 import signal
 import socket
 
-from nttrace.probes.tracer import STOP_SIGNALS
+from nttrace.tracing.tracer import STOP_SIGNALS
 
 
 class Requests:

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """The probes nttrace knows. Each lives in its own module beside its BPF C in
-bpf/ and declares what it needs and what it shows (nttrace.probes.contract);
+bpf/ and declares what it needs and what it shows (nttrace.probe_framework.contract);
 the Tracer, `trace`, `validate`, the capability report and the exporter read
 those declarations, and tools/probe_docs.py writes the docs' probe tables
 from them. Adding a probe is its BPF C, its module, its live test and one

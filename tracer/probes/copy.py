@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from nttrace.kernel.btf import Btf
 from nttrace.kernel.tracefs import ftrace_sites
-from nttrace.probes.base import (
+from nttrace.probe_framework.base import (
     Availability,
     Probe,
     attach_functions,
     kernel_function_attach,
 )
-from nttrace.probes.contract import Column, Metric
-from nttrace.probes.exercise import Exercise, GroundTruth, copied_pages
+from nttrace.probe_framework.contract import Column, Metric
+from nttrace.probe_framework.exercise import Exercise, GroundTruth, copied_pages
 from nttrace.workloads import demotion
 
 # (symbol, kind, nt): folio routines take (dst, src) folios; page routines copy 4 KiB.

@@ -8,15 +8,15 @@ from __future__ import annotations
 import ctypes
 
 from nttrace import bpf as bpf_sources
-from nttrace.probes import histogram
-from nttrace.probes.base import (
+from nttrace.probe_framework import histogram
+from nttrace.probe_framework.base import (
     Availability,
     Probe,
     attach_functions,
     kernel_function_attach,
 )
-from nttrace.probes.contract import Column, Metric
-from nttrace.probes.exercise import Exercise, GroundTruth
+from nttrace.probe_framework.contract import Column, Metric
+from nttrace.probe_framework.exercise import Exercise, GroundTruth
 from nttrace.workloads import namespace_rebind
 
 SYMBOL = "memmap_init_zone_device"

@@ -23,10 +23,10 @@ import time
 from nttrace import bpf as bpf_sources
 from nttrace.errors import UsageError
 from nttrace.kernel import PAGE
-from nttrace.probes import histogram
-from nttrace.probes.base import Availability, Probe, attach_functions, kernel_function_attach
-from nttrace.probes.contract import Column, Metric
-from nttrace.probes.exercise import Exercise, GroundTruth
+from nttrace.probe_framework import histogram
+from nttrace.probe_framework.base import Availability, Probe, attach_functions, kernel_function_attach
+from nttrace.probe_framework.contract import Column, Metric
+from nttrace.probe_framework.exercise import Exercise, GroundTruth
 
 SYMBOL = "memremap_pages"
 MODULE = "test_hmm"

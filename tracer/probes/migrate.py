@@ -7,10 +7,10 @@ import ctypes
 
 from nttrace import bpf as bpf_sources
 from nttrace.kernel.sysroot import Sysroot
-from nttrace.probes import histogram
-from nttrace.probes.base import TracepointProbe
-from nttrace.probes.contract import Column, Metric
-from nttrace.probes.exercise import Exercise, GroundTruth, migrated_pages
+from nttrace.probe_framework import histogram
+from nttrace.probe_framework.base import TracepointProbe
+from nttrace.probe_framework.contract import Column, Metric
+from nttrace.probe_framework.exercise import Exercise, GroundTruth, migrated_pages
 from nttrace.workloads import triggers
 
 # The migrate tracepoints, named in Python here only: a module that attaches

@@ -7,8 +7,8 @@ tracepoints. Page counts exist only at the tracepoint; here the return value
 (pages not migrated, or -errno) is counted instead, and `succeeded` is null."""
 from __future__ import annotations
 
-from nttrace.probes.base import Availability, attach_functions, kernel_function_attach
-from nttrace.probes.exercise import Exercise
+from nttrace.probe_framework.base import Availability, attach_functions, kernel_function_attach
+from nttrace.probe_framework.exercise import Exercise
 from nttrace.probes.migrate import COMPACTION, MigrateProbe, migrate_metrics
 
 SYMBOL = "migrate_pages"

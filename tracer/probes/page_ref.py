@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ctypes
 
-from nttrace.probes.base import TracepointProbe
-from nttrace.probes.contract import Column, Metric
-from nttrace.probes.exercise import Exercise
+from nttrace.probe_framework.base import TracepointProbe
+from nttrace.probe_framework.contract import Column, Metric
+from nttrace.probe_framework.exercise import Exercise
 from nttrace.probes.memmap import REBIND
 from nttrace.probes.migrate import compaction_round
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 import ctypes
 
 from nttrace import bpf as bpf_sources
-from nttrace.probes import histogram, migrate
-from nttrace.probes.base import TracepointProbe
-from nttrace.probes.contract import Column, Metric
-from nttrace.probes.exercise import PGSTEAL, USAGE_DROP, Exercise, GroundTruth, memcg_reclaimed
+from nttrace.probe_framework import histogram
+from nttrace.probes import migrate
+from nttrace.probe_framework.base import TracepointProbe
+from nttrace.probe_framework.contract import Column, Metric
+from nttrace.probe_framework.exercise import PGSTEAL, USAGE_DROP, Exercise, GroundTruth, memcg_reclaimed
 from nttrace.workloads import triggers
 
 SOURCE = "reclaim.bpf.c"

@@ -16,7 +16,7 @@ from nttrace.kernel import boot_id
 from nttrace.kernel import conditions, machine
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.sysroot import Sysroot
-from nttrace.probes import capabilities
+from nttrace.capabilities import report as capabilities
 from nttrace.validate import checks
 from nttrace.validate.checks import FAIL, SKIP, CheckResult
 

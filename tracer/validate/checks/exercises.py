@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
 """probe.<name>: one check per exercised path, made from its probe's declared
-exercise (nttrace.probes.exercise): the probe attached alone, its workload
+exercise (nttrace.probe_framework.exercise): the probe attached alone, its workload
 run, its count held to the kernel's own. One check per probe in PROBES whose
 workload runs as declared, so a new probe needs no check of its own.
 
@@ -22,7 +22,7 @@ import inspect
 from dataclasses import dataclass, field, fields
 
 from nttrace.probes import PROBES
-from nttrace.probes.exercise import Observation, compare
+from nttrace.probe_framework.exercise import Observation, compare
 from nttrace.probes.migrate import MigrateProbe, compaction_rows
 from nttrace.probes.reclaim import ReclaimProbe
 from nttrace.validate.checks import CATALOG, FAIL, PASS, SKIP, Check, CheckResult
@@ -152,7 +152,7 @@ def run_exercise(probe_cls, ctx) -> CheckResult:
     from contextlib import ExitStack
 
     from nttrace.errors import CapabilityError, UsageError
-    from nttrace.probes.tracer import Tracer
+    from nttrace.tracing.tracer import Tracer
     from nttrace.workloads.demotion import DemotionUnavailable
     from nttrace.workloads.scratch_cgroup import NoMemoryCgroup
     cid, name, ex = f"probe.{probe_cls.name}", probe_cls.name, probe_cls.exercise

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from nttrace.kernel.metadata import NT_MODES
 from nttrace.probes import demotion_probes
 from nttrace.probes.copy import CopyProbe
-from nttrace.probes.exercise import compare
+from nttrace.probe_framework.exercise import compare
 from nttrace.probes.migrate import MigrateProbe
 from nttrace.probes.reclaim import ReclaimProbe
 from nttrace.validate.checks import FAIL, PASS, SKIP, WARN, CheckResult, check
@@ -114,7 +114,7 @@ class DemotionEvidence:
        quick=False, triggers=f"with --demote: {CopyProbe.exercise.workload.split(' (')[0]}",
        evidence=DemotionEvidence)
 def demotion_nt(ctx) -> CheckResult:
-    from nttrace.probes.tracer import Tracer
+    from nttrace.tracing.tracer import Tracer
     from nttrace.workloads import demotion
 
     cid = "kernel.demotion_nt"

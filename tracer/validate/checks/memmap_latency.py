@@ -199,7 +199,7 @@ def memmap_latency(ctx) -> CheckResult:
     if not ctx.options.rebind:
         return CheckResult(cid, SKIP, "rebinding changes system state; run with --rebind NAMESPACE to time it"
                            + ("" if ctx.caps["pmem"].available else f" (and this host has no pmem: {ctx.caps['pmem'].detail})"))
-    from nttrace.probes.tracer import Tracer
+    from nttrace.tracing.tracer import Tracer
     from nttrace.reference import native
 
     target = resolve(ctx.options.rebind)          # UsageError: no such namespace

@@ -11,8 +11,8 @@ from pathlib import Path
 from nttrace import bpf as bpf_sources
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.kernel.tracefs import read_format
-from nttrace.probes.contract import Column, Metric
-from nttrace.probes.exercise import Exercise
+from nttrace.probe_framework.contract import Column, Metric
+from nttrace.probe_framework.exercise import Exercise
 
 
 PERF_EVENT_IOC_PAUSE_OUTPUT = 0x40042409     # _IOW('$', 9, __u32)
@@ -29,8 +29,8 @@ class Probe:
     """A BPF program plus the code that attaches it and reads its maps.
 
     Subclasses set `name`, `summary`, `source` and the declarations of
-    nttrace.probes.contract (tracepoints, functions, columns, metrics) and
-    nttrace.probes.exercise (exercise), and
+    nttrace.probe_framework.contract (tracepoints, functions, columns, metrics) and
+    nttrace.probe_framework.exercise (exercise), and
     implement availability(), defines(), attach() and snapshot()."""
 
     name = ""
@@ -187,9 +187,9 @@ class Probe:
     @property
     def maps(self):
         """The probe's maps through nttrace's one decoder
-        (nttrace.probes.bpf_maps): the daemon's MapSet as handed over, or a
+        (nttrace.probe_framework.bpf_maps): the daemon's MapSet as handed over, or a
         view of the maps bcc loaded. Snapshots read only through this."""
-        from nttrace.probes.bpf_maps import MapSet
+        from nttrace.probe_framework.bpf_maps import MapSet
         if isinstance(self.bpf, MapSet):
             return self.bpf
         if self._maps is None or self._maps[0] is not self.bpf:
@@ -200,7 +200,7 @@ class Probe:
         """The attached probe's programs by function name, as descriptors
         this process holds (nttrace.kernel.bpf_stats reads their run-time
         counters): the daemon's as handed over, or bcc's."""
-        from nttrace.probes.bpf_maps import MapSet
+        from nttrace.probe_framework.bpf_maps import MapSet
         if self.bpf is None:
             return {}
         if isinstance(self.bpf, MapSet):

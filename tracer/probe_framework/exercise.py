@@ -3,7 +3,8 @@
 the probe's count must agree with. Each probe declares its Exercise
 (`Probe.exercise`); checks, `bench probes`, `bench overhead`, the lab's
 scenarios and the tests take the workload, the ground truth and its
-tolerance from there, and run them through observe().
+tolerance from there, and compare() holds a probe's count against the
+kernel's.
 
 The tolerances live here and only here: a probe that counts what the kernel
 counts agrees exactly; where the kernel's count is a bound rather than the
@@ -118,20 +119,6 @@ def compare(probe: str, exercise: Exercise, run: dict, snapshot: dict) -> Observ
     if found is not None:
         obs.truth, obs.expected = found
     return obs
-
-
-def observe(probe_cls, caps=None, meta=None, options: dict | None = None, **run_options) -> Observation:
-    """Attach the probe alone, run its workload once, snapshot, compare.
-    The probe's status is in the snapshot ("attached" or why not); a probe
-    that did not attach is not exercised (run is {})."""
-    from nttrace.probes.tracer import Tracer
-    name, exercise = probe_cls.name, probe_cls.exercise
-    with Tracer([name], options={name: options or {}}, caps=caps, meta=meta) as tracer:
-        if not tracer.attached(name):
-            return Observation(name, {}, {**tracer.status[name], "rows": None})
-        run = exercise.run(**run_options)
-        snapshot = tracer.snapshot()[name]
-    return compare(name, exercise, run, snapshot)
 
 
 # -- the workloads' counts, as the probes' exercises read them ------------------

@@ -12,7 +12,7 @@ without knowing it by name:
 * `columns`: its `nttrace trace` table;
 * `metrics`: what the exporter makes of each row (name, help, kind, labels,
   and for histograms the latency summary a row carries, on the fixed bucket
-  layout of nttrace.probes.histogram).
+  layout of nttrace.probe_framework.histogram).
 """
 from __future__ import annotations
 

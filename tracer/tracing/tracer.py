@@ -13,7 +13,7 @@ once it has caught up with the ring, which under a heavy enough load it never
 does, and the held signal would never be raised. Terminated is a BaseException, as KeyboardInterrupt is, so
 no `except Exception` (bcc's, or attach_probe's) takes it for a failed
 attach; a stop asked for during attach that something swallowed anyway is
-raised when attach returns. StopGuard (nttrace.probes.stop_guard) covers what
+raised when attach returns. StopGuard (nttrace.tracing.stop_guard) covers what
 a handler cannot: the main thread inside a C call (a compile) for seconds.
 
 Concurrency: the daemon's scrape threads call snapshot() while its main
@@ -41,8 +41,8 @@ from nttrace.errors import CapabilityError
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.probes import PROBES, check_names
-from nttrace.probes import capabilities as capmod
-from nttrace.probes import histogram
+from nttrace.capabilities import report as capmod
+from nttrace.probe_framework import histogram
 
 
 class Terminated(BaseException):
@@ -313,8 +313,8 @@ def replay(recording: dict) -> dict:
     """The snapshot a recording's maps (Tracer.record_maps) decode to, read
     through the daemon's decoder (bpf_maps.MapSet over the recorded bytes)
     by probes restored from their handover state, as the daemon's are."""
-    from nttrace.probes.bpf_maps import MapSet
-    from nttrace.probes.capabilities import Capability
+    from nttrace.probe_framework.bpf_maps import MapSet
+    from nttrace.capabilities.report import Capability
     meta = kernel_meta.KernelMetadata.from_json(recording["kernel"])
     caps = {k: Capability.from_json(v) for k, v in recording["caps"].items()}
     out = {}

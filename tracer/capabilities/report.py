@@ -14,7 +14,7 @@ from pathlib import Path
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.perf import event_open as pe
 from nttrace.perf import memory_traffic
-from nttrace.probes.base import fd_pointed_at
+from nttrace.probe_framework.base import fd_pointed_at
 
 LINUX_CAPS = {"cap:sys_admin": 21, "cap:perfmon": 38, "cap:bpf": 39}
 LIVE_ONLY = "live-only probe; not evaluated for --sysroot"
@@ -57,7 +57,7 @@ def kallsyms_has(path: Path, wanted) -> set[str]:
 def _try_bpf(text: bytes) -> str | None:
     """None when bcc compiles and loads `text`, else why it did not."""
     try:
-        from nttrace.probes.base import load_bpf  # imports bcc, which loads LLVM
+        from nttrace.probe_framework.base import load_bpf  # imports bcc, which loads LLVM
         with _quiet_stderr():
             load_bpf(text).cleanup()
     except ImportError as exc:
