@@ -16,7 +16,6 @@ import importlib.util
 import json
 import os
 import platform
-import statistics
 import struct
 import subprocess
 import sys
@@ -25,6 +24,8 @@ import time
 import tracemalloc
 from pathlib import Path
 
+from nttrace.ab import statistics
+from nttrace.ab.text import shift_line
 from nttrace.kernel import btf as current
 from nttrace.kernel import metadata
 from nttrace.probes.copy import CopyProbe
@@ -88,7 +89,9 @@ def main() -> None:
     memory = {name: held_mib(fn, mod) for name, (fn, mod) in sides.items()}
     types = len(current.Btf.from_file(PATH)._offs) - 1
     for name, s in per.items():
-        print(f"{name:7} s {' '.join(f'{x:.3f}' for x in s)}  median {statistics.median(s):.3f}  held {memory[name]} MiB")
+        print(f"{name:7} s {' '.join(f'{x:.3f}' for x in s)}  held {memory[name]} MiB")
+    print(shift_line("before", per["before"], "after", per["after"], " s"))
+    print(shift_line("floor", per["floor"], "after", per["after"], " s"))
     print("same answers from both readers")
     if args.json:
         with open(args.json, "w") as f:
@@ -96,7 +99,8 @@ def main() -> None:
                        "taken": time.strftime("%F %T UTC", time.gmtime()), "before": args.before,
                        "host": {"cpus": os.cpu_count(), "kernel": platform.release(), "python": sys.version.split()[0]},
                        "btf_bytes": PATH.stat().st_size, "types": types,
-                       "seconds": per, "held_mib": memory}, f, indent=1)
+                       "seconds": per, "held_mib": memory,
+                       "after_against_before": statistics.shift(per["before"], per["after"])}, f, indent=1)
 
 
 if __name__ == "__main__":

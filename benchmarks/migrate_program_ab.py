@@ -2,7 +2,8 @@
 """A/B of migrate probe programs: each C file given is compiled with the
 defines nttrace would give it on this kernel, attached alone to the migrate
 tracepoints, and driven by compaction; the order rotates every round.
-Prints ns/event per round (kernel.bpf_stats_enabled) and the medians.
+Prints ns/event per round (kernel.bpf_stats_enabled), then each program
+against the first given (nttrace.ab's test, interval and verdict).
 
     git show 7923064:bpf/migrate.bpf.c > /tmp/migrate-old.bpf.c
     .venv/bin/python benchmarks/migrate_program_ab.py --rounds 5 \\
@@ -13,9 +14,10 @@ program that only reads the clock, as bpf/bench_baseline.bpf.c's does.
 """
 import argparse
 import json
-import statistics
 from pathlib import Path
 
+from nttrace.ab import statistics
+from nttrace.ab.text import shift_line
 from nttrace.bench import probes as bench_probes
 from nttrace.capabilities import report as capabilities
 from nttrace.kernel import metadata as kernel_meta
@@ -66,7 +68,10 @@ def main():
             for n in order:
                 results[n].append(measure(subjects[n], args.events))
             print(f"round {r + 1}: " + "  ".join(f"{n} {results[n][-1]:.0f}" for n in order), flush=True)
-    print(json.dumps({n: {"rounds": v, "median": statistics.median(v)} for n, v in results.items()}, indent=1))
+    for n in names[1:]:
+        print(shift_line(names[0], results[names[0]], n, results[n], " ns"))
+    print(json.dumps({n: {"rounds": v, **({} if n == names[0] else {"against_first": statistics.shift(results[names[0]], v)})}
+                      for n, v in results.items()}, indent=1))
 
 
 if __name__ == "__main__":

@@ -11,9 +11,10 @@ import argparse
 import json
 import os
 import platform
-import statistics
 import time
 
+from nttrace.ab import statistics
+from nttrace.ab.text import shift_line
 from nttrace.daemon import loader
 from nttrace.workloads import triggers
 from nttrace.capabilities.report import Capability
@@ -51,14 +52,16 @@ def main() -> None:
                 for name, t in readers.items()}
         assert rows["handover"] == rows["bcc"], rows
         for name, us in per.items():
-            print(f"{name:9} us/snapshot {' '.join(f'{u:.0f}' for u in us)}  median {statistics.median(us):.0f}")
+            print(f"{name:9} us/snapshot {' '.join(f'{u:.0f}' for u in us)}")
+        print(shift_line("bcc", per["bcc"], "handover", per["handover"], " us"))
         print(f"same rows: {rows['bcc']}")
         if args.json:
             with open(args.json, "w") as f:
                 json.dump({"command": "benchmarks/snapshot_read_ab.py --rounds %d --snapshots %d" % (args.rounds, args.snapshots),
                            "taken": time.strftime("%F %T UTC", time.gmtime()),
                            "host": {"cpus": os.cpu_count(), "kernel": platform.release()},
-                           "us_per_snapshot": per, "rows": rows["bcc"]}, f, indent=1)
+                           "us_per_snapshot": per, "rows": rows["bcc"],
+                           "handover_against_bcc": statistics.shift(per["bcc"], per["handover"])}, f, indent=1)
     finally:
         for t in readers.values():
             t.detach()

@@ -271,3 +271,14 @@ def test_the_labs_recorded_spread_is_what_its_source_boots_give():
     assert got.keys() == rec["residuals"].keys()
     for key, resid in got.items():
         assert resid == pytest.approx(rec["residuals"][key]), key
+
+
+def test_shift_line_states_n_spread_interval_and_verdict():
+    from nttrace.ab.text import shift_line
+    apart = shift_line("before", [1.0, 1.1, 1.2, 1.05, 1.15], "after", [0.5, 0.55, 0.6, 0.52, 0.58], " s")
+    assert apart.startswith("after against before: -50.0% [") and ", significant [" in apart
+    assert "before n 5, median 1.1 s (1-1.2)" in apart and "after n 5, median 0.55 s (0.5-0.6)" in apart
+    same = shift_line("a", [1.0, 1.1, 1.2, 1.05, 1.15], "b", [1.01, 1.12, 1.19, 1.04, 1.16])
+    assert "not significant" in same
+    few = shift_line("a", [1.0, 1.1], "b", [0.5, 0.55])
+    assert "cannot be significant at these n" in few and "significant [" not in few.replace("cannot be significant", "")
