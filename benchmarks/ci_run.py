@@ -6,8 +6,9 @@ write what it took to a raw file for BENCHMARKS.md.
     python3 benchmarks/ci_run.py --json benchmarks/ci-cached-MACHINE-DATE-COMMIT.json
 
 --cold empties the lab's caches first (kernels, the source package, the
-guest image, perf's binding: everything /var/cache/nttrace-* holds), so the
-run pays for all of it, as on a new machine. The file holds the wall time,
+guest image, perf's binding, QEMU's plugin header: everything
+/var/cache/nttrace-* holds, or the NTTRACE_*_CACHE directories given), so
+the run pays for all of it, as on a new machine. The file holds the wall time,
 pytest's summary line, each lab kernel's build.json (its build time), the
 image build's log time, each lab guest's time, and the host. One run:
 BENCHMARKS.md says so.
@@ -29,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 CACHES = [Path(os.environ.get(var, default)) for var, default in (
     ("NTTRACE_KERNEL_CACHE", "/var/cache/nttrace-kernel"), ("NTTRACE_LAB_CACHE", "/var/cache/nttrace-lab"),
-    ("NTTRACE_PERF_CACHE", "/var/cache/nttrace-perf"))]
+    ("NTTRACE_PERF_CACHE", "/var/cache/nttrace-perf"), ("NTTRACE_QEMU_CACHE", "/var/cache/nttrace-qemu"))]
 
 
 def _cpu() -> str:
