@@ -37,7 +37,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab import lab
+from lab import lab, private_apt
 from lab.locks import locked
 
 TREE = Path(__file__).resolve().parent.parent
@@ -155,19 +155,9 @@ def image_status(img: Path) -> bytes:
 
 def cache_key(packages: list[str], img: Path) -> str:
     h = hashlib.sha256(json.dumps([sorted(packages), img.name, MIRROR, SECURITY, SUITE]).encode())
-    h.update(Path(__file__).read_bytes())
+    for f in (__file__, private_apt.__file__):     # how it fetches is part of what it fetched
+        h.update(Path(f).read_bytes())
     return h.hexdigest()[:12]
-
-
-def apt_options(apt: Path, archives: Path) -> list[str]:
-    """apt-get options for a state of its own under `apt`, downloading into `archives`."""
-    return ["-o", f"Dir::Etc::SourceList={apt / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
-            "-o", "Dir::Etc::Preferences=/dev/null", "-o", "Dir::Etc::PreferencesParts=/dev/null",
-            "-o", f"Dir::State::Lists={apt / 'lists'}", "-o", f"Dir::State::Status={apt / 'status'}",
-            "-o", f"Dir::State::extended_states={apt / 'extended_states'}",
-            "-o", f"Dir::Cache={apt / 'cache'}", "-o", f"Dir::Cache::Archives={archives}",
-            "-o", "APT::Architecture=amd64", "-o", "APT::Architectures=amd64",
-            "-o", "APT::Install-Recommends=false", "-o", "APT::Sandbox::User=root", "-o", "Debug::NoLocking=1"]
 
 
 def fetch(packages: list[str], img: Path, cache: Path | None = None) -> list[Path]:
@@ -190,7 +180,7 @@ def fetch(packages: list[str], img: Path, cache: Path | None = None) -> list[Pat
         (apt / "sources.list").write_text("".join(
             f"deb [signed-by={KEYRING}] {mirror} {suite} main\n"
             for mirror, suite in ((MIRROR, SUITE), (MIRROR, f"{SUITE}-updates"), (SECURITY, f"{SUITE}-security"))))
-        options = apt_options(apt, debs)
+        options = private_apt.options(apt, status=apt / "status", archives=debs)
         log = d / "apt.log"
         steps = (("apt-get update (private state)", ["apt-get", "-q", *options, "update"]),
                  ("apt-get install --download-only",

@@ -51,7 +51,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from lab import mailing_list
+from lab import mailing_list, private_apt
 from lab.locks import locked
 
 HERE = Path(__file__).resolve().parent
@@ -191,13 +191,6 @@ def compiler_version() -> str:
 
 
 # -- the source ---------------------------------------------------------------
-def _apt_options() -> list[str]:
-    a = CACHE / "apt"
-    return ["-o", f"Dir::Etc::SourceList={a / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
-            "-o", f"Dir::State::Lists={a / 'lists'}", "-o", f"Dir::Cache={a / 'cache'}",
-            "-o", "Dir::State::Status=/dev/null", "-o", "Debug::NoLocking=1"]
-
-
 def _downloaded_source() -> Path | None:
     """The linux-source .deb in the cache, the newest if several; None before the first fetch."""
     found = sorted((CACHE / "dl").glob(f"{SOURCE_PACKAGE}_*_all.deb"))
@@ -215,8 +208,8 @@ def fetch_source(log: Path) -> Path:
         (a / sub).mkdir(parents=True, exist_ok=True)
     (a / "sources.list").write_text(f"deb [signed-by={KEYRING}] {MIRROR} {SUITE} main\n")
     dl.mkdir(parents=True, exist_ok=True)
-    run_step(["apt-get", *_apt_options(), "update"], log, "source", "apt-get update (private state)", timeout=600)
-    run_step(["apt-get", *_apt_options(), "download", SOURCE_PACKAGE], log, "source", "apt-get download", cwd=dl,
+    run_step(["apt-get", *private_apt.options(CACHE / "apt"), "update"], log, "source", "apt-get update (private state)", timeout=600)
+    run_step(["apt-get", *private_apt.options(CACHE / "apt"), "download", SOURCE_PACKAGE], log, "source", "apt-get download", cwd=dl,
          timeout=1200)
     if not (deb := _downloaded_source()):
         raise KernelBuildError("source", "apt-get download", log, f"no {SOURCE_PACKAGE} .deb arrived")

@@ -25,6 +25,7 @@ import sys
 import tarfile
 from pathlib import Path
 
+from lab import private_apt
 from lab.locks import locked
 
 CACHE = Path(os.environ.get("NTTRACE_QEMU_CACHE", "/var/cache/nttrace-qemu"))
@@ -63,12 +64,6 @@ def sources_list(suite: str) -> str:
     return (f"deb-src [signed-by={KEYRING}] {MIRROR} {suite} main\n"
             f"deb-src [signed-by={KEYRING}] {MIRROR} {suite}-updates main\n"
             f"deb-src [signed-by={KEYRING}] {SECURITY} {suite}-security main\n")
-
-
-def apt_options(a: Path) -> list[str]:
-    return ["-o", f"Dir::Etc::SourceList={a / 'sources.list'}", "-o", "Dir::Etc::SourceParts=/dev/null",
-            "-o", f"Dir::State::Lists={a / 'lists'}", "-o", f"Dir::Cache={a / 'cache'}",
-            "-o", "Dir::State::Status=/dev/null", "-o", "Debug::NoLocking=1"]
 
 
 def version_dir(version: str) -> Path:
@@ -120,8 +115,8 @@ def _fetch(package: str, version: str, d: Path) -> Path:
     dl = d / "dl"
     dl.mkdir(parents=True)
     log = d / "fetch.log"
-    _run(["apt-get", *apt_options(a), "update"], log, "apt-get update (private state)")
-    _run(["apt-get", *apt_options(a), "source", "--download-only", f"{package}={version}"], log,
+    _run(["apt-get", *private_apt.options(a), "update"], log, "apt-get update (private state)")
+    _run(["apt-get", *private_apt.options(a), "source", "--download-only", f"{package}={version}"], log,
          f"apt-get source --download-only {package}={version}", cwd=dl, timeout=1800)
     upstream = sorted(dl.glob(f"{package}_*.orig.tar.*"))
     if not upstream:
