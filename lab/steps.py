@@ -60,7 +60,8 @@ SCENARIOS = ["memmap_fsdax", "memmap_devdax"]
 # What the guest cannot measure of a step, by what its patches do.
 CANNOT = {
     "nt_stores": "adds non-temporal stores (MOVNTI): under QEMU TCG they are ordinary stores, so the lab sees only the "
-          "instructions the step adds or removes, not the cache effect the series is after",
+          "instructions the step adds or removes, not the cache effect the series is after (the modelled traffic "
+          "shows that in bytes)",
     "refcount_tracepoint": "changes the path under KASAN/KMSAN, which the lab's kernels do not build, and while "
                 "page_ref_set is enabled, which the rebinds timed here are not (the memmap path row shows that part); "
                 "their change is the rest of the step",

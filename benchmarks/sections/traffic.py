@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Modelled memory traffic in the lab (the QEMU TCG plugin of lab/traffic/):
 base against nt-v3 per demoted and per initialised page
-(`python3 -m lab.traffic.ab`), and the plugin's cost on a lab boot
-(`python3 -m lab.traffic.cost`)."""
+(`python3 -m lab.traffic.ab`), the template series step by step
+(`python3 -m lab.steps`' traffic boots), and the plugin's cost on a lab
+boot (`python3 -m lab.traffic.cost`)."""
 from __future__ import annotations
 
 import re
@@ -10,6 +11,7 @@ import re
 from ._format import command
 
 from lab.traffic import ab as tab  # noqa: E402 (the checkout is on the path: _format puts it there)
+from lab.traffic import report as traffic_report  # noqa: E402
 
 # What each seed says of the step's traffic, beside the model's figures (paraphrased from the cover letters).
 SEEDS = {
@@ -107,6 +109,23 @@ def traffic_ab(raw: dict) -> str:
     return "\n".join(rows)
 
 
+def traffic_steps(raw: dict) -> str:
+    """lab.steps' traffic boots: a row a step (base first), the device bytes
+    read and written, LLC fills and NT full-line writes per initialised page
+    of each rebind window, as lab.steps writes them; whether each step's
+    windows repeated exactly; the run's date, machine, commit and command."""
+    meta, t = raw["meta"], raw["traffic"]
+    labels = list(meta["kernels"])
+    head, rows = traffic_report.steps_rows(t, labels)
+    out = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 1)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    exact = [k for k in labels if not any(t["kernels"][k]["repeat_spread_bytes_per_page"].values())]
+    out += ["", f"One traffic boot a step's kernel (the model above), {len(exact)} of {len(labels)} with both rebinds of "
+                f"each namespace in the boot counting the same device bytes. {meta['finished'][:10]}, {meta['machine']}, "
+                f"commit {meta['commit']}, {meta['cpu']}: `{command(meta['command'])}`."]
+    return "\n".join(out)
+
+
 def traffic_cost(raw: dict) -> str:
     """QEMU's CPU time over lab.ab's boot without and with the plugin loaded
     (no window open), and the ratio."""
@@ -123,8 +142,10 @@ def traffic_cost(raw: dict) -> str:
 
 PAIRS = {"nt-v3": "lab-traffic-ab-base-nt-v3-xeon-vm-2026-12-06-5f57c63",
          "nt-v2": "lab-traffic-ab-base-nt-v2-xeon-vm-2026-12-06-f1fdce5"}
+STEPS_RUN = "lab-steps-v8-traffic-xeon-vm-2026-12-06-257b92e/steps.json"
 BLOCKS = {
     "lab-traffic-ab": (traffic_ab, {f"{k} {part}": f"{d}/{f}" for k, d in PAIRS.items() for part, f in (
         ("run", "run.json"), ("base", "base.json"), ("kernel", f"{k}.json"), ("table", "traffic-ab.json"))}),
+    "lab-traffic-steps": (traffic_steps, [STEPS_RUN]),
     "lab-traffic-cost": (traffic_cost, ["lab-traffic-cost-xeon-vm-2026-12-06-b2973b1.json"]),
 }

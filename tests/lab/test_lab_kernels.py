@@ -7,7 +7,7 @@ The tests read what nttrace saw there, against the kernel's own accounts
 
 Select with -m lab; NTTRACE_LAB_VARIANTS=base,nt-v3 narrows the variants.
 Results (and the base vs nt-v3 A/B table) are kept in $NTTRACE_LAB_KEEP
-(default /var/cache/nttrace-lab/kernels-last-run)."""
+(default kernels-last-run in the lab cache, $NTTRACE_LAB_CACHE)."""
 from __future__ import annotations
 
 import json
@@ -48,7 +48,7 @@ SCENARIOS = {
 NT = {"base": (None, "none"), "nt-v3": ("MIGRATE_ASYNC_NONTEMPORAL", "v3"),
       "nt-v2": ("MIGRATE_ASYNC_NON_TEMPORAL_STORES", "v2")}
 VARIANTS = lab_variants()
-KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", "/var/cache/nttrace-lab/kernels-last-run"))
+KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", labmod.CACHE / "kernels-last-run"))
 BOOT_TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
 
 
