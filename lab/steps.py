@@ -40,9 +40,7 @@ the last line names the step table.
 from __future__ import annotations
 
 import json
-import math
 import re
-import statistics as pystats
 import sys
 import time
 from dataclasses import dataclass
@@ -97,10 +95,7 @@ class Step:
 def boots_to_mark(steps: int) -> int:
     """The fewest boots a side whose exact test can reach the steps' alpha
     (0.05 over the number of steps, Bonferroni), at any spread."""
-    n = 2
-    while not statistics.testable(n, n, statistics.ALPHA / steps):
-        n += 1
-    return n
+    return statistics.fewest_runs_for(statistics.family_alpha(steps))
 
 
 def parse_steps(text: str, total: int) -> list[tuple[int, int]]:
@@ -188,7 +183,7 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
     labels = ["base"] + [s.label for s in steps]
     subjects = sorted({subj for runs in boots.values() for b in runs for subj in b["values"]},
                       key=lambda s: ("fsdax", "devdax").index(s) if s in ("fsdax", "devdax") else 9)
-    alpha = statistics.ALPHA / max(1, len(steps))
+    alpha = statistics.family_alpha(len(steps))
     out = {"alpha_per_step": alpha, "subjects": {}, "failed": failed}
     for subj in subjects:
         vals = {lab_: [b["values"][subj]["primary"] for b in boots.get(lab_, []) if subj in b["values"]]
@@ -198,8 +193,7 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
         paths = {lab_: sorted({b["page_ref_path"].get(subj) for b in boots.get(lab_, [])
                                if b["page_ref_path"].get(subj)}) for lab_ in labels}
         measured = [lab_ for lab_ in labels if vals[lab_]]
-        total = (math.log(pystats.median(vals[measured[-1]]) / pystats.median(vals["base"]))
-                 if len(measured) > 1 and vals["base"] else None)
+        whole = (vals["base"], vals[measured[-1]]) if len(measured) > 1 and vals["base"] else None
         rows, prev, unmeasured = [], None, []
         for lab_ in labels:
             row = {"step": lab_, "boots": len(vals[lab_]), "failed": failed.get(lab_)}
@@ -207,14 +201,14 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
             if vals[lab_]:
                 d = statistics.describe(statistics.Runs(vals[lab_]))
                 row.update(median=d["median"], cov_pct=d["cov_pct"],
-                           mean_rebind_ms=pystats.median(means[lab_]), page_ref_path=", ".join(paths[lab_]))
+                           mean_rebind_ms=statistics.describe(statistics.Runs(means[lab_]))["median"], page_ref_path=", ".join(paths[lab_]))
                 if prev is not None:
                     st = statistics.compare(statistics.Runs(vals[prev]), statistics.Runs(vals[lab_]), "primary", alpha)
                     row.update(change_pct=st["change_pct"], change_ci=st["change_ci"], p=st["p"],
                                significant=st["significant"], verdict=st["verdict"],
                                detectable_pct=st["detectable_pct"])
-                    if total:
-                        row["share_pct"] = 100.0 * math.log(d["median"] / pystats.median(vals[prev])) / total
+                    if whole and statistics.median_change_pct(*whole) != 0:
+                        row["share_pct"] = statistics.share_pct(vals[prev], vals[lab_], *whole)
                 if unmeasured:       # its change from the last step measured holds theirs too
                     row["since"] = prev
                     row["unmeasured"] = [s.label for s in unmeasured]
@@ -229,7 +223,7 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
             rows.append(row)
         seeds_after = {n: f.get(subj) for n, f in seeds.MEMMAP_REBIND_MS_PER_PATCH.items() if f.get(subj)}
         out["subjects"][subj] = {"primary_label": _label_of(boots, subj), "rows": rows,
-                                 "total_pct": 100.0 * math.expm1(total) if total is not None else None,
+                                 "total_pct": statistics.median_change_pct(*whole) if whole else None,
                                  "seeds": {str(n): v for n, v in seeds_after.items()}}
     return out
 

@@ -282,3 +282,13 @@ def test_shift_line_states_n_spread_interval_and_verdict():
     assert "not significant" in same
     few = shift_line("a", [1.0, 1.1], "b", [0.5, 0.55])
     assert "cannot be significant at these n" in few and "significant [" not in few.replace("cannot be significant", "")
+
+
+def test_a_series_steps_shares_add_up_and_their_family_alpha_is_bonferroni():
+    steps = [[10.0, 10.2, 9.9], [12.0, 12.1, 11.8], [6.0, 6.2, 5.9], [5.0, 5.1, 4.9]]
+    shares = [st.share_pct(a, b, steps[0], steps[-1]) for a, b in zip(steps, steps[1:])]
+    assert abs(sum(shares) - 100.0) < 1e-9 and shares[0] < 0 < shares[1]
+    assert abs(st.median_change_pct(steps[0], steps[-1]) - (5.0 / 10.0 - 1) * 100) < 1e-9
+    assert st.family_alpha(5) == st.ALPHA / 5
+    n = st.fewest_runs_for(st.family_alpha(5))
+    assert st.testable(n, n, st.family_alpha(5)) and not st.testable(n - 1, n - 1, st.family_alpha(5))

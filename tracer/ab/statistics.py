@@ -312,3 +312,34 @@ def compare(base: Runs, cur: Runs, role: str = "primary", alpha: float = ALPHA) 
     out["significant"] = s["significant"]
     out["verdict"] = "significant" if s["significant"] else "not significant"
     return out
+
+
+# -- a family of changes: a series' steps -----------------------------------------
+def family_alpha(tests: int, alpha: float = ALPHA) -> float:
+    """The alpha of each test in a family of `tests` (a series' steps, each
+    against the step before), Bonferroni: the family's chance of any false
+    mark stays at most alpha."""
+    return alpha / max(1, tests)
+
+
+def fewest_runs_for(alpha: float) -> int:
+    """The fewest runs a side (equal sides) whose exact test can reach
+    alpha at all, at any spread."""
+    n = 2
+    while not testable(n, n, alpha):
+        n += 1
+    return n
+
+
+def median_change_pct(before: list[float], after: list[float]) -> float:
+    """The change of the medians, after over before, as a percent."""
+    return 100.0 * (describe(Runs(after))["median"] / describe(Runs(before))["median"] - 1)
+
+
+def share_pct(before: list[float], after: list[float], first: list[float], last: list[float]) -> float:
+    """A step's share of a whole series' change: the log change of the
+    medians from `before` to `after` over the log change from `first` to
+    `last` (shares of the steps add up to 100%)."""
+    def med(v):
+        return describe(Runs(v))["median"]
+    return 100.0 * math.log(med(after) / med(before)) / math.log(med(last) / med(first))
