@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""Native reference: the C reference's memmap model, page copies, fixed-size
-MOVNTI copies and copy table, from one `nttrace bench native --json`
+"""Native reference: the C reference's memmap model, page copies and copy
+table, from one `nttrace bench native --json`
 run (the CPU itself, no kernel)."""
 from __future__ import annotations
 
@@ -64,19 +64,6 @@ def native_page_copy(raw: dict) -> str:
     return "\n".join(rows)
 
 
-def native_fixed_nt(raw: dict) -> str:
-    f = raw["fixed_size_nt"]
-    rows = [f"**Fixed-size MOVNTI (v8 7/9 microbenchmark)**, ns per copy to one destination, "
-            f"offsets {f['offsets']}:", "",
-            "| bytes | variant A (no alignment check) | variant B (unaligned -> generic) | B/A | seeds B/A |",
-            "|---:|---:|---:|---:|---:|"]
-    for size, r in f["rows"].items():
-        rows.append(f"| {size} | {r['variant_a_ns']:.2f} | {r['variant_b_ns']:.1f} | {r['b_over_a']:.1f} | "
-                    f"{r['seed_b_over_a']:.2f} |")
-    rows += ["", _made(raw)]
-    return "\n".join(rows)
-
-
 def native_copy_table(raw: dict) -> str:
     t = raw["copy_table"]
     cols = ("movq_unrolled", "rep_movsq", "rep_movsb", "memcpy")
@@ -92,5 +79,5 @@ def native_copy_table(raw: dict) -> str:
 
 
 BLOCKS = {name: (fn, [RAW]) for name, fn in (
-    ("native-memmap", native_memmap), ("native-page-copy", native_page_copy), ("native-fixed-nt", native_fixed_nt),
+    ("native-memmap", native_memmap), ("native-page-copy", native_page_copy),
     ("native-copy-table", native_copy_table))}
