@@ -208,9 +208,10 @@ def fetch_source(log: Path) -> Path:
         (a / sub).mkdir(parents=True, exist_ok=True)
     (a / "sources.list").write_text(f"deb [signed-by={KEYRING}] {MIRROR} {SUITE} main\n")
     dl.mkdir(parents=True, exist_ok=True)
-    run_step(["apt-get", *private_apt.options(CACHE / "apt"), "update"], log, "source", "apt-get update (private state)", timeout=600)
-    run_step(["apt-get", *private_apt.options(CACHE / "apt"), "download", SOURCE_PACKAGE], log, "source", "apt-get download", cwd=dl,
-         timeout=1200)
+    options = private_apt.options(a)
+    run_step(["apt-get", *options, "update"], log, "source", "apt-get update (private state)", timeout=600)
+    run_step(["apt-get", *options, "download", SOURCE_PACKAGE], log, "source", "apt-get download", cwd=dl,
+             timeout=1200)
     if not (deb := _downloaded_source()):
         raise KernelBuildError("source", "apt-get download", log, f"no {SOURCE_PACKAGE} .deb arrived")
     return deb

@@ -31,7 +31,7 @@ def options(state: Path, status: Path | str = "/dev/null", archives: Path | None
         "APT::Install-Recommends": "false",
         # downloads land in directories root owns: no drop to _apt
         "APT::Sandbox::User": "root",
-        # the private state's own lock would do, but the system's lock is not ours to take
+        # take no lock: the state is this cache's alone, and its callers hold the cache's lock (lab.locks)
         "Debug::NoLocking": "1",
     }
     return [arg for k, v in opts.items() for arg in ("-o", f"{k}={v}")]

@@ -194,6 +194,7 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
                                if b["page_ref_path"].get(subj)}) for lab_ in labels}
         measured = [lab_ for lab_ in labels if vals[lab_]]
         whole = (vals["base"], vals[measured[-1]]) if len(measured) > 1 and vals["base"] else None
+        total_pct = statistics.median_change_pct(*whole) if whole else None
         rows, prev, unmeasured = [], None, []
         for lab_ in labels:
             row = {"step": lab_, "boots": len(vals[lab_]), "failed": failed.get(lab_)}
@@ -201,13 +202,13 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
             if vals[lab_]:
                 d = statistics.describe(statistics.Runs(vals[lab_]))
                 row.update(median=d["median"], cov_pct=d["cov_pct"],
-                           mean_rebind_ms=statistics.describe(statistics.Runs(means[lab_]))["median"], page_ref_path=", ".join(paths[lab_]))
+                           mean_rebind_ms=statistics.median(means[lab_]), page_ref_path=", ".join(paths[lab_]))
                 if prev is not None:
                     st = statistics.compare(statistics.Runs(vals[prev]), statistics.Runs(vals[lab_]), "primary", alpha)
                     row.update(change_pct=st["change_pct"], change_ci=st["change_ci"], p=st["p"],
                                significant=st["significant"], verdict=st["verdict"],
                                detectable_pct=st["detectable_pct"])
-                    if whole and statistics.median_change_pct(*whole) != 0:
+                    if total_pct:
                         row["share_pct"] = statistics.share_pct(vals[prev], vals[lab_], *whole)
                 if unmeasured:       # its change from the last step measured holds theirs too
                     row["since"] = prev
@@ -223,7 +224,7 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
             rows.append(row)
         seeds_after = {n: f.get(subj) for n, f in seeds.MEMMAP_REBIND_MS_PER_PATCH.items() if f.get(subj)}
         out["subjects"][subj] = {"primary_label": _label_of(boots, subj), "rows": rows,
-                                 "total_pct": statistics.median_change_pct(*whole) if whole else None,
+                                 "total_pct": total_pct,
                                  "seeds": {str(n): v for n, v in seeds_after.items()}}
     return out
 

@@ -115,8 +115,9 @@ def _fetch(package: str, version: str, d: Path) -> Path:
     dl = d / "dl"
     dl.mkdir(parents=True)
     log = d / "fetch.log"
-    _run(["apt-get", *private_apt.options(a), "update"], log, "apt-get update (private state)")
-    _run(["apt-get", *private_apt.options(a), "source", "--download-only", f"{package}={version}"], log,
+    options = private_apt.options(a)
+    _run(["apt-get", *options, "update"], log, "apt-get update (private state)")
+    _run(["apt-get", *options, "source", "--download-only", f"{package}={version}"], log,
          f"apt-get source --download-only {package}={version}", cwd=dl, timeout=1800)
     upstream = sorted(dl.glob(f"{package}_*.orig.tar.*"))
     if not upstream:

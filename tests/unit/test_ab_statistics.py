@@ -281,7 +281,7 @@ def test_shift_line_states_n_spread_interval_and_verdict():
     same = shift_line("a", [1.0, 1.1, 1.2, 1.05, 1.15], "b", [1.01, 1.12, 1.19, 1.04, 1.16])
     assert "not significant" in same
     few = shift_line("a", [1.0, 1.1], "b", [0.5, 0.55])
-    assert "cannot be significant at these n" in few and "significant [" not in few.replace("cannot be significant", "")
+    assert "cannot be significant at 2 vs 2 runs" in few and "significant [" not in few.replace("cannot be significant", "")
 
 
 def test_a_series_steps_shares_add_up_and_their_family_alpha_is_bonferroni():

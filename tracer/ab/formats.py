@@ -19,9 +19,9 @@ import json
 
 from nttrace.ab import compare, text
 
-FORMATS = ("text", "markdown", "json", "html")
 # each format's file where a report is written whole (ab report, lab.ab)
 FILES = {"text": "ab.txt", "markdown": "ab.md", "json": "ab.json", "html": "ab.html"}
+FORMATS = tuple(FILES)
 
 
 def render(fmt: str, rows: list[dict], base: list[dict], cur: list[dict], report: dict) -> str:

@@ -32,7 +32,6 @@ from nttrace.kernel import boot_settings
 _WIDTH = 110     # the text report's wrapped lines
 
 
-
 def _when(t: float | None) -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(t)) if t else "?"
 

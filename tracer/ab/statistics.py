@@ -331,15 +331,17 @@ def fewest_runs_for(alpha: float) -> int:
     return n
 
 
+def median(values: list[float]) -> float:
+    return float(_np().median(values))
+
+
 def median_change_pct(before: list[float], after: list[float]) -> float:
     """The change of the medians, after over before, as a percent."""
-    return 100.0 * (describe(Runs(after))["median"] / describe(Runs(before))["median"] - 1)
+    return 100.0 * (median(after) / median(before) - 1)
 
 
 def share_pct(before: list[float], after: list[float], first: list[float], last: list[float]) -> float:
     """A step's share of a whole series' change: the log change of the
     medians from `before` to `after` over the log change from `first` to
     `last` (shares of the steps add up to 100%)."""
-    def med(v):
-        return describe(Runs(v))["median"]
-    return 100.0 * math.log(med(after) / med(before)) / math.log(med(last) / med(first))
+    return 100.0 * math.log(median(after) / median(before)) / math.log(median(last) / median(first))

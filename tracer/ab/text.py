@@ -272,18 +272,12 @@ def print_markdown(rows: list[dict], baseline, current, out=sys.stdout) -> None:
 
 def shift_line(base_name: str, base: list[float], cur_name: str, cur: list[float], unit: str = "") -> str:
     """One comparison of two sets of rounds in one line, as the A/B states
-    every change: each side's n, median and range, the change of cur against
-    base with its exact interval, the p of the same test and the verdict
-    (benchmarks of nttrace's own code use it for their before/after)."""
-    s = statistics.shift(base, cur)
-    sides = []
-    for name, values in ((base_name, base), (cur_name, cur)):
-        d = statistics.describe(statistics.Runs(values))
-        sides.append(f"{name} n {d['n']}, median {_fmt(d['median'])}{unit} ({_fmt(d['min'])}-{_fmt(d['max'])})")
-    sides = "; ".join(sides)
-    if s["k"] < 1:
-        word = f"cannot be significant at these n (smallest p {s['smallest_p']:.3g} > alpha {s['alpha']})"
-    else:
-        word = "significant" if s["significant"] else "not significant"
-    return (f"{cur_name} against {base_name}: {_pct(s['change_pct'])}%{_ci(s['change_ci'])}, p {s['p']:.3g}, "
-            f"{word} [{sides}]")
+    every change (statistics.compare): each side's n, median and range, the
+    change of cur against base with its exact interval, the p of the same
+    test and the verdict (benchmarks of nttrace's own code use it for their
+    before/after)."""
+    r = statistics.compare(statistics.Runs(base), statistics.Runs(cur))
+    sides = "; ".join(f"{name} n {d['n']}, median {_fmt(d['median'])}{unit} ({_fmt(d['min'])}-{_fmt(d['max'])})"
+                      for name, d in ((base_name, r["base"]), (cur_name, r["current"])))
+    p = f", p {r['p']:.3g}" if r["p"] is not None else ""
+    return f"{cur_name} against {base_name}: {_pct(r['change_pct'])}%{_ci(r['change_ci'])}{p}, {r['verdict']} [{sides}]"
