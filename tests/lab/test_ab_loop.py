@@ -70,7 +70,13 @@ def _wanted() -> bool:
 
 
 def _prepare():
-    """The kernels, then the disk they are installed on (built once for both runs)."""
+    """The server root (which needs no kernel: on a cold cache it is built
+    while the kernels compile, not after them), the kernels, then the disk
+    they are installed on (built once for the three runs)."""
+    try:
+        loop_disk.server_root()
+    except labmod.LabError as exc:
+        return exc
     kernels = lab_kernel("base"), lab_kernel("nt-v3")
     for k in kernels:
         if isinstance(k, Exception):
