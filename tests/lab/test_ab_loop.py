@@ -70,13 +70,7 @@ def _wanted() -> bool:
 
 
 def _prepare():
-    """The server root (which needs no kernel: on a cold cache it is built
-    while the kernels compile, not after them), the kernels, then the disk
-    they are installed on (built once for the three runs)."""
-    try:
-        loop_disk.server_root()
-    except labmod.LabError as exc:
-        return exc
+    """The kernels, then the disk they are installed on (built once for both runs)."""
     kernels = lab_kernel("base"), lab_kernel("nt-v3")
     for k in kernels:
         if isinstance(k, Exception):
