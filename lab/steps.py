@@ -50,7 +50,7 @@ from lab import kernel_build, lab
 from lab.ab import kernel_for, mmss, save_reports, say
 from nttrace.kernel import conditions
 from nttrace.reference import seeds
-from nttrace.ab import statistics
+from nttrace.ab import series, statistics
 from nttrace.validate import evidence
 from nttrace.validate.checks.memmap_latency import MemmapEvidence
 
@@ -179,12 +179,16 @@ def page_ref_paths(results: Path) -> dict[str, str]:
 
 
 def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str]) -> dict:
-    """The step table as data: per subject, a row per step (base first)."""
+    """The step table as data: per subject, a row per step (base first). The
+    comparison of each step with the one before (its change, interval,
+    verdict at the steps' alpha, share) is nttrace.ab.series', as `nttrace ab
+    report` makes it for a loop of a series; this adds what the lab knows of
+    a step: its patches, what the lab cannot attribute, the mean rebind and
+    the memmap path with page_ref_set on."""
     labels = ["base"] + [s.label for s in steps]
     subjects = sorted({subj for runs in boots.values() for b in runs for subj in b["values"]},
                       key=lambda s: ("fsdax", "devdax").index(s) if s in ("fsdax", "devdax") else 9)
-    alpha = statistics.family_alpha(len(steps))
-    out = {"alpha_per_step": alpha, "subjects": {}, "failed": failed}
+    out = {"alpha_per_step": statistics.family_alpha(len(steps)), "subjects": {}, "failed": failed}
     for subj in subjects:
         vals = {lab_: [b["values"][subj]["primary"] for b in boots.get(lab_, []) if subj in b["values"]]
                 for lab_ in labels}
@@ -192,39 +196,31 @@ def table(steps: list[Step], boots: dict[str, list[dict]], failed: dict[str, str
                  for lab_ in labels}
         paths = {lab_: sorted({b["page_ref_path"].get(subj) for b in boots.get(lab_, [])
                                if b["page_ref_path"].get(subj)}) for lab_ in labels}
-        measured = [lab_ for lab_ in labels if vals[lab_]]
-        whole = (vals["base"], vals[measured[-1]]) if len(measured) > 1 and vals["base"] else None
-        total_pct = statistics.median_change_pct(*whole) if whole else None
-        rows, prev, unmeasured = [], None, []
-        for lab_ in labels:
-            row = {"step": lab_, "boots": len(vals[lab_]), "failed": failed.get(lab_)}
+        t = series.steps(labels, vals)
+        rows = []
+        for sr in t["rows"]:
+            lab_ = sr["step"]
+            row = {"step": lab_, "boots": sr["boots"], "failed": failed.get(lab_)}
             step = next((s for s in steps if s.label == lab_), None)
-            if vals[lab_]:
-                d = statistics.describe(statistics.Runs(vals[lab_]))
-                row.update(median=d["median"], cov_pct=d["cov_pct"],
+            if sr["boots"]:
+                row.update(median=sr["median"], cov_pct=sr["cov_pct"],
                            mean_rebind_ms=statistics.median(means[lab_]), page_ref_path=", ".join(paths[lab_]))
-                if prev is not None:
-                    st = statistics.compare(statistics.Runs(vals[prev]), statistics.Runs(vals[lab_]), "primary", alpha)
-                    row.update(change_pct=st["change_pct"], change_ci=st["change_ci"], p=st["p"],
-                               significant=st["significant"], verdict=st["verdict"],
-                               detectable_pct=st["detectable_pct"])
-                    if total_pct:
-                        row["share_pct"] = statistics.share_pct(vals[prev], vals[lab_], *whole)
-                if unmeasured:       # its change from the last step measured holds theirs too
-                    row["since"] = prev
-                    row["unmeasured"] = [s.label for s in unmeasured]
-                    row["patches_since"] = [t for s in unmeasured for t in s.titles]
-                    unmeasured = []
-                prev = lab_
-            elif step:
-                unmeasured.append(step)
+                change = sr.get("from_before")
+                if change:
+                    row.update(change)
+                if sr.get("share_pct") is not None:
+                    row["share_pct"] = sr["share_pct"]
+                if sr.get("skipped"):      # its change from the last step measured holds theirs too
+                    row["since"] = sr["before"]
+                    row["unmeasured"] = sr["skipped"]
+                    row["patches_since"] = [t_ for s in steps if s.label in sr["skipped"] for t_ in s.titles]
             if step:
                 row["patches"] = step.titles
                 row["cannot"] = step.cannot()
             rows.append(row)
         seeds_after = {n: f.get(subj) for n, f in seeds.MEMMAP_REBIND_MS_PER_PATCH.items() if f.get(subj)}
         out["subjects"][subj] = {"primary_label": _label_of(boots, subj), "rows": rows,
-                                 "total_pct": total_pct,
+                                 "total_pct": t["total_pct"],
                                  "seeds": {str(n): v for n, v in seeds_after.items()}}
     return out
 

@@ -15,7 +15,7 @@ import json
 import struct
 from pathlib import Path
 
-from nttrace.ab import kernels, schedule, step, store
+from nttrace.ab import kernels, schedule, step, store, unit
 from nttrace.ab.loop import Loop, new_state
 from nttrace.kernel import boot_settings, last_reset
 
@@ -70,29 +70,41 @@ def running_of(image_version: str) -> kernels.Running:
 
 
 def recorded_run(side: str, k: int) -> dict:
-    """The lab's recorded report of boot k (cycled) of the side: base = A, patched = B."""
+    """The lab's recorded report of boot k (cycled) of the side: base = A, any other kernel = B."""
     d = RECORDED_AB / ("A" if side == "base" else "B")
     boots = sorted(d.glob("boot-*"))
     return json.loads((boots[(k - 1) % len(boots)] / "memmap_fsdax.report.json").read_text())
 
 
 def make_loop(tmp_path: Path, rounds: int = 2, seed: int = 1, max_failures: int = 3, rebind: str | None = None,
-              via: str = "kexec") -> Loop:
-    """A loop as `ab start` leaves it: schedule and state written, nothing booted."""
-    images = {side: bzimage(tmp_path / f"{side}.bzImage", BUILDS[side]) for side in schedule.SIDES}
-    ks = {side: kernels.resolve(str(images[side])) for side in schedule.SIDES}
+              via: str = "kexec", builds: dict | None = None, unit_dir: Path | None = None, **extra) -> Loop:
+    """A loop as `ab start` leaves it: schedule and state written, its units'
+    drop-ins in `unit_dir` (default tmp_path/units, which the unit room's
+    conftest makes unit.UNIT_DIR), nothing booted. `builds`: {label: build
+    string} of a series (default BUILDS: base and patched); `extra`: more of
+    the schedule (reset, until, stay, ...)."""
+    builds = builds or BUILDS
+    unit_dir = unit_dir or tmp_path / "units"
+    for u, text in unit.dropins("t", "/usr/local/bin/nttrace", tmp_path / "ab", 9000, 900,
+                                [b.split()[0] for b in builds.values()]).items():
+        (unit_dir / f"{u}.d").mkdir(parents=True, exist_ok=True)
+        (unit_dir / f"{u}.d" / "loop.conf").write_text(text)
+    images = {side: bzimage(tmp_path / f"{side}.bzImage", build) for side, build in builds.items()}
+    ks = {side: kernels.resolve(str(images[side])) for side in builds}
     loop = Loop(tmp_path / "ab" / "t")
     store.make_private_dir(loop.dir.parent)
     store.make_private_dir(loop.dir)
     store.make_private_dir(loop.runs_dir)
-    slots = schedule.make(rounds, seed)
+    slots = schedule.make(rounds, seed, list(builds))
     store.write_json(loop.schedule_path, {
         "name": "t", "created": 1000.0, "seed": seed, "rounds": rounds, "slots": [s.as_json() for s in slots],
         "kernels": {side: k.as_json() for side, k in ks.items()}, "via": via, "cmdline": "root=/dev/vda ro",
-        "grub_entries": None, "validate_args": ["--check", "kernel.memmap*"] + (["--rebind", rebind] if rebind else []),
+        "grub_entries": None, "validate_args": ["--check", "kernel.memmap*", "--rebind", rebind or "namespace0.0",
+                                                "--runs", "30"],
         "rebind": rebind, "max_failures": max_failures, "wait_quiet_s": 0, "validate_timeout_s": 60,
-        "default_kernel": DEFAULT.split()[0],
-        "nttrace": {"exe": "/usr/local/bin/nttrace", "version": "0.1.0", "commit": "abc", "package_sha256": "p1"}})
+        "default_kernel": DEFAULT.split()[0], "deadline_s": 900,
+        "nttrace": {"exe": "/usr/local/bin/nttrace", "version": "0.1.0", "commit": "abc", "package_sha256": "p1"},
+        **extra})
     loop.save_state(new_state())
     return loop
 
@@ -127,6 +139,14 @@ class SimMachine:
         self.nttrace_ident = {"version": "0.1.0", "commit": "abc", "package_sha256": "p1"}
         self.reports: list[Loop] = []
         self.logs: list[str] = []
+        self.default_entry = {"loader": "grub", "entry": "gnulinux-advanced>gnulinux-6.1", "release": DEFAULT.split()[0],
+                              "how": "/boot/grub/grub.cfg: set default=\"gnulinux-advanced>gnulinux-6.1\""}
+        # the watchdog as this boot has it: armed by systemd, as the loop planned (reset.observed's fields)
+        self.watchdog_seen = {"device": "/dev/watchdog0", "present": True, "held_by_pid1": True, "state": "active",
+                              "timeout_s": 60, "systemd_runtime_s": 60.0}
+        self.deadlines_stopped: list[str] = []   # boot ids whose deadline the step stopped
+        self.held: list[str] = []                # the special targets active (what the deadline records)
+        self.resets: list[str] = []              # boot ids the deadline reset
 
     def machine(self) -> step.Machine:
         return step.Machine(running=lambda: self.now, boot_id=lambda: f"boot-{self.bid}", boot=self.boot,
@@ -136,7 +156,13 @@ class SimMachine:
                        log=self.logs.append, settings=lambda: boot_settings.read(self.root),
                        shutting_down=lambda: self.shutdown,
                        last_reset=lambda booting, this: last_reset.read(
-                           self.root, booting.get("at"), booting.get("from_boot"), this, journal_of=self.journal))
+                           self.root, booting.get("at"), booting.get("from_boot"), this, journal_of=self.journal),
+                       stop_deadline=lambda: self.deadlines_stopped.append(f"boot-{self.bid}"),
+                       default_boot=lambda: dict(self.default_entry),
+                       watchdog=lambda device: dict(self.watchdog_seen, device=device),
+                       build_id=lambda: f"buildid-{self.now.release}",
+                       targets=lambda: list(self.held),
+                       reset_now=lambda: self.resets.append(f"boot-{self.bid}"))
 
     def set_cmdline(self, cmdline: str) -> None:
         (self.root / "proc").mkdir(parents=True, exist_ok=True)
@@ -165,7 +191,7 @@ class SimMachine:
         return []
 
     def side_now(self) -> str | None:
-        for side in schedule.SIDES:
+        for side in schedule.sides(self.sched):
             if kernels.is_running(self.sched["kernels"][side], self.now):
                 return side
         return None

@@ -53,6 +53,21 @@ def kernel_image(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def ab_unit_dir(request, tmp_path_factory, monkeypatch):
+    """In the unit room, the loop's unit directory (nttrace.ab.unit.UNIT_DIR)
+    is the test's tmp_path/units, where tests/ab_loop_machine.py's make_loop
+    writes a loop's drop-ins: no unit test reads or writes the host's
+    /etc/systemd/system."""
+    if room_of(request.node.path) != "unit" or "tmp_path" not in request.fixturenames:
+        return None
+    from nttrace.ab import unit
+    d = request.getfixturevalue("tmp_path") / "units"
+    d.mkdir(exist_ok=True)
+    monkeypatch.setattr(unit, "UNIT_DIR", d)
+    return d
+
+
 def run_nttrace(*args, check=False, timeout=120, env=None, **kw) -> subprocess.CompletedProcess:
     """Run the installed `nttrace` console script (the one a user runs)."""
     exe = Path(sys.executable).with_name("nttrace")

@@ -59,8 +59,13 @@ AB_EXAMPLES = """examples:
                                         # every check, the plan, its time, its reset, what it changes; nothing done
   nttrace ab start mine --base 6.12.0-base --patched 6.12.0-nt --boots 8 --rebind namespace0.0
                                         # 8 boots of each, kexec between them; asks before the first reboot
-  nttrace ab start mine --base 6.12.0-base --patched 6.12.0-nt --boots 8 --via reboot --check 'native.*' --yes
-                                        # through the firmware (the bootloader's one-shot entry), without asking
+  nttrace ab start v9 --series 6.12.0-base,1-3=6.12.0-v9-3,4=6.12.0-v9-4,5-9=6.12.0-v9-9 --boots 5 \\
+        --rebind namespace0.0 --until 06:30 --yes
+                                        # a series: base and each step's kernel, 5 boots each, a table per step;
+                                        # the night ends at 06:30 on the default kernel, whatever was reached
+  nttrace ab start mine --base 6.12.0-base --patched 6.12.0-nt --boots 8 --via reboot --demote --yes
+                                        # through the firmware (the bootloader's one-shot entry), without asking;
+                                        # each boot demotes a scratch cgroup (kernel.demotion_nt)
   nttrace ab status mine                # boot k of N, the kernel now, failed boots, time left
   nttrace ab stop mine                  # end now: unit and watchdog removed, default kernel next, runs kept
   nttrace ab report mine --format html > mine.html   # the A/B of the runs so far (text, markdown, json, html)
@@ -193,21 +198,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _ab_parser(sub) -> None:
-    a = sub.add_parser("ab", help="boot base and patched kernels in turn, unattended, and report their A/B",
+    a = sub.add_parser("ab", help="boot base and patched kernels (or a series) in turn, unattended, and report the A/B",
                        epilog=AB_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
     asub = a.add_subparsers(dest="ab", metavar="WHAT", parser_class=_Parser)
     s = asub.add_parser("start", help="check, write the schedule, install the unit, boot the first kernel",
                         epilog=AB_EXAMPLES + "\n" + EPILOG_EXIT, formatter_class=_formatter)
     s.add_argument("name", metavar="NAME", help="the loop's name (its directory under /var/lib/nttrace/ab)")
-    s.add_argument("--base", required=True, metavar="KERNEL",
+    s.add_argument("--base", metavar="KERNEL",
                    help="an installed release R (/boot/vmlinuz-R) or a path to a bzImage (PATH[:INITRD])")
-    s.add_argument("--patched", required=True, metavar="KERNEL", help="as --base")
+    s.add_argument("--patched", metavar="KERNEL", help="as --base")
+    s.add_argument("--series", metavar="[LABEL=]K0,[LABEL=]K1,...",
+                   help="instead of --base and --patched: a series of kernels, the base first, each one a step on "
+                        "the one before (labels default to base, step1, step2, ...); the report has a row per step")
     s.add_argument("--boots", required=True, type=int, metavar="N", help="boots of each kernel (rounds)")
     s.add_argument("--check", action="append", metavar="PATTERN", help="validate's --check at each boot (repeatable)")
     s.add_argument("--quick", action="store_true", help="validate's --quick at each boot")
     s.add_argument("--rebind", metavar="NAMESPACE", help="validate's --rebind: time memmap init on this namespace")
     s.add_argument("--runs", type=int, default=30, help="rebinds a boot with --rebind (default 30)")
     s.add_argument("--exercise", metavar="PROBE[,PROBE]", default="", help="validate's --exercise at each boot")
+    s.add_argument("--demote", action="store_true", help="validate's --demote at each boot (kernel.demotion_nt)")
     s.add_argument("--via", choices=("kexec", "reboot"), default="kexec",
                    help="kexec (default: no firmware) or reboot (firmware, grub-reboot's one-shot entry)")
     s.add_argument("--cmdline", metavar="TEXT",
@@ -219,6 +228,16 @@ def _ab_parser(sub) -> None:
                    help="at each boot, wait up to S seconds for a quiet host (default 600; 0: do not wait)")
     s.add_argument("--validate-timeout", type=float, default=7200, metavar="S",
                    help="bound on each boot's validate run (default 7200)")
+    s.add_argument("--boot-deadline", type=float, metavar="S",
+                   help="reset a boot of a loop kernel that has not reached the loop's step S seconds after the "
+                        "kernel started (emergency or rescue mode, a hang with PID 1 alive; default: 4 times this "
+                        "machine's measured boot, at least 600)")
+    s.add_argument("--until", metavar="HH:MM",
+                   help="end the loop at this local time (the next time the clock reads it): the report of the "
+                        "runs reached, the machine back on its default kernel")
+    s.add_argument("--stay", action="store_true",
+                   help="a loop that stops on a fault leaves the machine on the kernel it stopped at (default: "
+                        "it reboots into the default kernel)")
     s.add_argument("--no-watchdog", action="store_true",
                    help="run without a hardware watchdog (required where the machine has none): a kernel that hangs "
                         "at a boot then needs a hand on the power button")
@@ -231,6 +250,8 @@ def _ab_parser(sub) -> None:
     st.add_argument("name", metavar="NAME")
     st.add_argument("--ended", action="store_true",
                     help="the unit's ExecStopPost: stop the loop if systemd ended the step ($SERVICE_RESULT)")
+    st.add_argument("--deadline", action="store_true",
+                    help="the boot deadline's unit: record a boot that never reached the step, and reset")
     ss = asub.add_parser("status", help="boot k of N, the kernel now, failed boots, time left")
     ss.add_argument("name", metavar="NAME")
     ss.add_argument("--json", action="store_true")

@@ -26,8 +26,9 @@ def test_the_running_kernel_is_measured_and_the_next_boot_asked_for(tmp_path):
     first = loop.slots()[0]
     # the first slot's kernel is the one running here, as a real loop's would be after its boot
     sched["kernels"][first.side].update(release=platform.release(), build=here.build())
-    # a check with figures: a boot whose checks give none is a failed measurement, not a run
-    sched["validate_args"] = ["--check", "env.kernel_metadata"]
+    # a check with a primary figure that runs unasked here (compaction's migrate_pages() calls): a boot
+    # whose measured checks give none is a failed measurement, not a run
+    sched["validate_args"] = ["--check", "probe.migrate"]
     sched["wait_quiet_s"] = 30
     sched["nttrace"]["exe"] = str(Path(sys.executable).with_name("nttrace"))
     store.write_json(loop.schedule_path, sched)
@@ -44,7 +45,7 @@ def test_the_running_kernel_is_measured_and_the_next_boot_asked_for(tmp_path):
     run = loop.runs()[1]
     assert run["kernel_release"] == platform.release()
     assert run["boot_id"] == Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-    assert [c["id"] for c in run["checks"]] == ["env.kernel_metadata"]
+    assert [c["id"] for c in run["checks"]] == ["probe.migrate"]
     assert run["ab_run"]["machine"]["cmdline"] == Path("/proc/cmdline").read_text().strip()
     assert run["ab_run"]["quiet_wait"]["state"] in ("quiet", "busy", "contended")
     assert run["ab_run"]["quiet_wait"]["window_s"] >= 9

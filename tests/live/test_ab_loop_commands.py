@@ -17,7 +17,9 @@ from nttrace.ab import step, unit
 
 @pytest.fixture
 def mid_loop(tmp_path):
-    loop = make_loop(tmp_path, rounds=3, seed=6)
+    before = sorted(unit.UNIT_DIR.glob("nttrace-ab*"))
+    # the loop's units, as `ab start` leaves them: their drop-ins, which `ab stop` removes
+    loop = make_loop(tmp_path, rounds=3, seed=6, unit_dir=unit.UNIT_DIR)
     sim = SimMachine(loop)
     m = sim.machine()
     step.begin(loop, m)
@@ -25,9 +27,12 @@ def mid_loop(tmp_path):
         sim.reboot(DEFAULT if n == 1 else None)
         step.step(loop, m)
     env = dict(os.environ, NTTRACE_AB_DIR=str(loop.dir.parent))
-    before = sorted(unit.UNIT_DIR.glob("nttrace-ab-*.service"))
-    yield loop, env
-    assert sorted(unit.UNIT_DIR.glob("nttrace-ab-*.service")) == before
+    try:
+        yield loop, env
+    finally:
+        left = sorted(unit.UNIT_DIR.glob("nttrace-ab*"))
+        unit.remove("t")
+    assert left == before
 
 
 @pytest.mark.needs("root")

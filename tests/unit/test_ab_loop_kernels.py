@@ -151,17 +151,33 @@ def test_a_module_without_depmod_is_found_by_its_file(tmp_path):
 def test_a_module_tree_rebuilt_between_boots_is_named(tmp_path):
     mods = _installed(tmp_path)
     kd = kernels.resolve("7.2.13-nt", root=tmp_path).as_json()
-    assert kernels.changed(kd) is None
-    # the headers are not the modules: a headers package updated leaves the hash alone
-    (tmp_path / "usr/src/linux-headers-7.2.13-nt/include/new.h").write_text("x")
-    assert kernels.changed(kd) is None
+    assert kernels.changed(kd, root=tmp_path) is None
     (mods / "kernel/drivers/watchdog/i6300esb.ko.xz").write_bytes(b"module v2")     # make modules_install again
-    why = kernels.changed(kd)
+    why = kernels.changed(kd, root=tmp_path)
     assert why.startswith(f"the module tree {mods} changed since the loop started") and "no mixed builds" in why
     (mods / "kernel/drivers/watchdog/i6300esb.ko.xz").write_bytes(b"module v1")
-    assert kernels.changed(kd) is None
+    assert kernels.changed(kd, root=tmp_path) is None
     (mods / "kernel/drivers/watchdog/extra.ko").write_bytes(b"")                     # a module added
-    assert "changed since" in kernels.changed(kd)
+    assert "changed since" in kernels.changed(kd, root=tmp_path)
+
+
+def test_headers_changed_or_gone_between_boots_are_named(tmp_path):
+    """bcc compiles the probes against /lib/modules/R/build: headers another
+    build installed there, or headers removed (apt autoremove), make every
+    later run another build's (fails if the headers are not hashed, or
+    their link not resolved, at each boot)."""
+    _installed(tmp_path)
+    kd = kernels.resolve("7.2.13-nt", root=tmp_path).as_json()
+    headers = tmp_path / "usr/src/linux-headers-7.2.13-nt"
+    assert kd["headers_real"] == str(headers) and len(kd["headers_sha256"]) == 64
+    (headers / "include/new.h").write_text("x")
+    why = kernels.changed(kd, root=tmp_path)
+    assert why.startswith(f"its headers {headers} changed since the loop started (sha256 ") and "no mixed builds" in why
+    (headers / "include/new.h").unlink()
+    assert kernels.changed(kd, root=tmp_path) is None
+    import shutil
+    shutil.rmtree(headers)
+    assert "are gone (bcc would have nothing to compile the probes against)" in kernels.changed(kd, root=tmp_path)
 
 
 def test_a_bzimage_paths_config_is_the_one_beside_it(tmp_path):

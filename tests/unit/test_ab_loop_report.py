@@ -90,7 +90,7 @@ def test_the_reset_the_loop_relies_on_and_the_config_differences_are_printed_whe
     assert ("  config differences (base vs patched): 2\n    CONFIG_NT_MEMMAP: base=not set patched=y\n"
             "    CONFIG_LOCALVERSION: base=\"\" patched=\"-nt\"\n") in text
     data = json.loads(report.render(loop, "json"))["loop"]
-    assert data["reset"].startswith("a panic reboots after 10 s") and len(data["config_diff"]) == 2
+    assert data["reset"].startswith("a panic reboots after 10 s") and len(data["config_diffs"]["patched"]) == 2
     status.print_status(status.status(loop))
     out = capsys.readouterr().out
     assert "  reset: a panic reboots after 10 s (panic=10)" in out

@@ -9,7 +9,7 @@ the real one (nttrace.ab.step) on the simulated machine."""
 import json
 
 from ab_loop_machine import BUILDS, DEFAULT, FIRMWARE_CMDLINE, SimMachine, drive, first_slot_measured, make_loop
-from nttrace.ab import report, status, step, store
+from nttrace.ab import measured, report, status, step, store
 from nttrace.ab.loop import slot_state
 from nttrace.kernel import boot_settings
 
@@ -60,12 +60,12 @@ def test_a_boot_whose_checks_all_skipped_is_a_failed_measurement_retried_never_a
     assert ss["attempts"] == 2 and ss["outcome"] == "run"
     [f] = ss["failures"]
     assert f["kind"] == "measurement"
-    assert f["why"] == ("a failed measurement: all 2 selected checks skipped (kernel.memmap_latency: "
-                        "no fsdax namespace (ndctl create-namespace first))")
+    assert f["why"] == ("a failed measurement: its one measured check gave no figure (kernel.memmap_latency "
+                        "skipped: no fsdax namespace (ndctl create-namespace first))")
     # the skipped report is kept to read, never as a run
     kept = loop.unmeasured_dir / f"{first_patched.key}-attempt1.json"
     data = store.read_json(kept)
-    assert data["ab_run"]["complete"] is False and data["ab_run"]["unmeasured"].startswith("all 2 selected")
+    assert data["ab_run"]["complete"] is False and data["ab_run"]["unmeasured"].startswith("its one measured check")
     assert sorted(loop.runs()) == [1, 2, 3, 4]
     assert all(r["ab_run"]["attempt"] == (2 if n == first_patched.slot else 1) for n, r in loop.runs().items())
 
@@ -75,9 +75,9 @@ def test_a_patched_kernel_whose_checks_always_skip_never_completes_and_k_in_a_ro
     st = loop.state()
     assert st["state"] == "failed" and codes[-1] == 1
     assert st["why"].startswith("stopped after 3 consecutive failed boots (--max-failures 3): slot ")
-    assert "a failed measurement: all 2 selected checks skipped" in st["why"]
+    assert "a failed measurement: its one measured check gave no figure" in st["why"]
     assert all(r["ab_run"]["side"] == "base" for r in loop.runs().values())
-    assert sim.finished == [False]
+    assert sim.finished == [True]           # stopped on the patched kernel: the default kernel booted
 
 
 def test_a_schedule_that_ends_with_an_empty_side_ends_incomplete_not_complete(tmp_path, capsys):
@@ -86,13 +86,13 @@ def test_a_schedule_that_ends_with_an_empty_side_ends_incomplete_not_complete(tm
     st = loop.state()
     assert codes[-1] == 1
     assert st["state"] == "failed"
-    assert st["why"] == ("incomplete: no patched run (last: a failed measurement: all 2 selected checks skipped "
-                         "(kernel.memmap_latency: no fsdax namespace (ndctl create-namespace first))); "
+    assert st["why"] == ("incomplete: no patched run (last: a failed measurement: its one measured check gave no "
+                         "figure (kernel.memmap_latency skipped: no fsdax namespace (ndctl create-namespace first))); "
                          "2 of 4 boots measured")
     assert sim.finished == [True] and sim.reports == [loop]       # the report written, the default kernel next
     text = report.render(loop, "text")
     assert text.startswith("nttrace ab t: failed (incomplete: no patched run")
-    assert ", failed measurement; slot given up:\n      a failed measurement: all 2 selected checks skipped" in text
+    assert ", failed measurement; slot given up:\n      a failed measurement: its one measured check gave no" in text
     assert "no A/B yet: 2 base and 0 patched runs kept" in text
     status.print_status(status.status(loop, running=sim.now, this_boot=m.boot_id()))
     out = capsys.readouterr().out
@@ -112,9 +112,44 @@ def test_a_report_whose_checks_ran_but_gave_no_figure_is_a_failed_measurement(tm
     st = loop.state()
     f = slot_state(st, 1)["failures"][0]
     assert f["kind"] == "measurement"
-    assert f["why"] == "a failed measurement: no check gave a figure the A/B can use (1 pass, 1 skip)"
+    assert f["why"] == ("a failed measurement: its one measured check gave no figure (kernel.memmap_latency is not "
+                        "in validate's report)")
     assert loop.runs() == {}
-    assert step.unmeasured({"checks": []}) == "validate ran no check"
+    assert measured.unmeasured({"checks": []}, ["kernel.memmap_latency"]) == "validate ran no check"
+
+
+def test_a_boot_where_other_checks_gave_figures_but_the_measured_one_skipped_is_not_a_run(tmp_path):
+    """The patched kernel's headers are gone: kernel.memmap_latency skips
+    (bcc has nothing to compile against) while env.kernel_metadata passes
+    with its offsets, numbers the A/B shows. That boot measured nothing the
+    A/B tests: a failed measurement (fails if any figure of any check makes
+    a run, as when a loop without --check selected the whole catalog)."""
+    loop = make_loop(tmp_path, rounds=1, seed=1, max_failures=2)
+    sim = SimMachine(loop)
+    m = sim.machine()
+    headless = {"version": "0.1.0", "kernel_release": "7.2.13-nt", "checks": [
+        {"id": "env.kernel_metadata", "status": "pass", "summary": "enum values agree",
+         "evidence": {"offsets": {"migrate_mode": 3, "reason": 5}, "nt_revision_index": 3}},
+        {"id": "kernel.memmap_latency", "status": "skip",
+         "summary": "memmap probe unavailable: /lib/modules/7.2.13-nt/build missing", "evidence": {}}]}
+    sim.validate_result = (0, json.dumps(headless), "")
+    drive(loop, sim, m)
+    f = slot_state(loop.state(), 1)["failures"][0]
+    assert f["kind"] == "measurement" and loop.runs() == {}
+    assert f["why"] == ("a failed measurement: its one measured check gave no figure (kernel.memmap_latency skipped: "
+                        "memmap probe unavailable: /lib/modules/7.2.13-nt/build missing)")
+
+
+def test_the_measured_checks_are_the_selected_ones_with_a_primary_figure_that_the_options_ask_to_work():
+    """kernel.demotion_nt without --demote skips: not measured; probe.memremap
+    is asked (--exercise), probe.migrate and probe.reclaim run unasked; env.*
+    carries no primary figure."""
+    args = measured.validate_args(["kernel.*", "probe.*", "env.*"], False, "namespace0.0", 3, False, "memremap")
+    assert sorted(measured.measured_checks(args)) == ["kernel.memmap_latency", "probe.memremap", "probe.migrate",
+                                                       "probe.reclaim"]
+    assert measured.measured_checks(measured.validate_args(["env.*"], False, None, 30, False, "")) == []
+    lacking = measured.not_asked(measured.validate_args(["kernel.*"], False, None, 30, False, ""))
+    assert sorted(lacking) == ["kernel.demotion_nt (--demote)", "kernel.memmap_latency (--rebind NAMESPACE)"]
 
 
 def test_each_run_records_the_boots_settings_and_the_boot_it_was_kexecd_from(tmp_path):

@@ -28,15 +28,16 @@ DEFAULT_BOOT = {"loader": "grub", "entry": "gnulinux-6.1.0-57-amd64-advanced-x",
 
 
 def args(**kw):
-    base = dict(name="mine", base="b", patched="p", boots=4, check=None, quick=False, rebind=None, runs=30,
-                exercise="", via="kexec", cmdline=None, seed=None, max_failures=3, wait_quiet=600.0,
-                validate_timeout=7200.0, dry_run=True, yes=True, no_watchdog=True)
+    base = dict(name="mine", base="b", patched="p", series=None, boots=4, check=None, quick=False, rebind=None,
+                runs=30, exercise="", demote=False, via="kexec", cmdline=None, seed=None, max_failures=3,
+                wait_quiet=600.0, validate_timeout=7200.0, boot_deadline=None, until=None, stay=False, dry_run=True,
+                yes=True, no_watchdog=True)
     base.update(kw)
     return argparse.Namespace(**base)
 
 
 def preflight(found=("both kernels distinguishable",), refusals=(), config_diff=(), default_boot=None):
-    return SimpleNamespace(found=list(found), refusals=list(refusals), config_diff=list(config_diff),
+    return SimpleNamespace(found=list(found), refusals=list(refusals), config_diffs={"patched": list(config_diff)},
                            default_boot=dict(DEFAULT_BOOT if default_boot is None else default_boot))
 
 
@@ -154,7 +155,7 @@ def test_a_start_cut_while_its_first_boot_is_asked_for_leaves_nothing(tmp_path, 
     monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
     monkeypatch.setattr(start.os, "geteuid", lambda: 0)
     monkeypatch.setattr(start, "check_machine", lambda *a, **k: ([], []))
-    monkeypatch.setattr(unit, "install", lambda *a, **k: None)
+    monkeypatch.setattr(unit, "install", lambda *a, **k: [])
     images = _images(tmp_path)
     a = args(base=images["base"], patched=images["patched"], cmdline="root=/dev/vda", dry_run=False, boots=1)
 
@@ -207,7 +208,9 @@ def test_two_starts_of_one_name_at_once_one_wins_and_the_other_leaves_it_alone(t
 
 
 def test_a_second_loop_is_refused_while_one_runs_and_allowed_once_it_has_ended(tmp_path, monkeypatch):
+    from nttrace.ab import unit
     monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    (tmp_path / "units" / f"{unit.unit_name('first')}.d").mkdir(parents=True)      # its units installed
     start.claim(Loop.named("first"), _plan(tmp_path, "first"))
     with pytest.raises(UsageError, match=r"loop first is running \(one loop at a time\): `nttrace ab stop first`"):
         start.claim(Loop.named("second"), _plan(tmp_path, "second"))
@@ -217,7 +220,27 @@ def test_a_second_loop_is_refused_while_one_runs_and_allowed_once_it_has_ended(t
     st["state"] = "stopped"
     first.save_state(st)
     start.claim(Loop.named("second"), _plan(tmp_path, "second"))
+    (tmp_path / "units" / f"{unit.unit_name('second')}.d").mkdir(parents=True)
     assert start.running_loops() == ["second"]
+
+
+def test_a_loop_that_ended_without_saving_its_state_blocks_no_start_and_says_so(tmp_path, monkeypatch, capsys):
+    """A fault on a full disk: the step removed the units but could not
+    write the state, which still says running. Neither `start` (another
+    loop) nor `status` takes that for a loop that runs (fails if a state
+    that says running is believed without its units: the next start refused
+    for good, status saying running)."""
+    from nttrace.ab import status, unit
+    monkeypatch.setenv("NTTRACE_AB_DIR", str(tmp_path / "ab"))
+    start.claim(Loop.named("full"), _plan(tmp_path, "full"))        # running, no units: they went with the fault
+    assert start.running_loops() == []
+    start.claim(Loop.named("next"), _plan(tmp_path, "next"))
+    s = status.status(Loop.named("full"), running=kernels.Running("6.1.0-57-amd64", "Linux version 6.1.0-57-amd64 "
+                                                                  "(x@y) (gcc) #1 SMP Debian"), this_boot="b")
+    assert s["state"] == "ended" and s["why"].startswith("its units are gone but its state says running: it ended "
+                                                         "without saving its state") and s["next"] is None
+    status.print_status(s)
+    assert "nttrace ab full: ended (its units are gone" in capsys.readouterr().out
 
 
 def test_a_start_cut_before_its_schedule_blocks_no_other_loop(tmp_path, monkeypatch):
@@ -287,7 +310,7 @@ def _start_for_real(tmp_path, monkeypatch, capsys, stdin, **kw):
     from ab_loop_machine import SimMachine
     from nttrace.ab import unit
     installed = []
-    monkeypatch.setattr(unit, "install", lambda name, text, *a, **k: installed.append(name))
+    monkeypatch.setattr(unit, "install", lambda name, texts, *a, **k: installed.append(name) or [])
     sims = []
 
     def machine(loop, sched):
@@ -325,7 +348,8 @@ def test_with_yes_the_start_arms_the_reset_path_and_boots_without_asking(tmp_pat
     assert "kernel.panic = 10" in drop.read_text().splitlines()
     assert (machine_root / "proc/sys/kernel/panic").read_text() == "10\n"
     sched = Loop.named("mine").schedule()
-    assert sched["cmdline"] == "root=/dev/vda panic=10 oops=panic softlockup_panic=1 hung_task_panic=1"
+    assert sched["cmdline"] == ("root=/dev/vda panic=10 oops=panic softlockup_panic=1 hung_task_panic=1 "
+                                "nmi_watchdog=panic sysctl.kernel.panic_on_rcu_stall=1")
     assert sims[0].asked and sched["default_kernel"] == "6.1.0-57-amd64"
 
 
@@ -349,18 +373,21 @@ def test_the_plan_says_the_reset_the_default_kernel_the_configs_the_time_and_wha
     e = start.estimate(args(boots=4), {"boot_s": 31.4, "how": "measured: this boot's kernel + userspace"})
     sched = start.plan(args(seed=1, boots=4), Loop(tmp_path / "ab" / "mine"), ks, "root=/dev/vda panic=-1",
                        "/usr/bin/nttrace", r, pre, e)
-    assert sched["cmdline"] == "root=/dev/vda panic=-1 oops=panic softlockup_panic=1 hung_task_panic=1"
-    assert sched["preflight"] == {"config_diff": pre.config_diff, "default_boot": DEFAULT_BOOT}
+    assert sched["cmdline"] == ("root=/dev/vda panic=-1 oops=panic softlockup_panic=1 hung_task_panic=1 "
+                                "nmi_watchdog=panic sysctl.kernel.panic_on_rcu_stall=1")
+    assert sched["preflight"] == {"config_diffs": pre.config_diffs, "default_boot": DEFAULT_BOOT}
     assert sched["reset"] == r and sched["default_kernel"] == "6.1.0-57-amd64"
     start.print_plan(sched, ["room for 8 runs (96 MiB)"])
     lines = capsys.readouterr().out.splitlines()
-    assert "    added by nttrace: oops=panic softlockup_panic=1 hung_task_panic=1" in lines
+    assert ("    added by nttrace: oops=panic softlockup_panic=1 hung_task_panic=1 nmi_watchdog=panic "
+            "sysctl.kernel.panic_on_rcu_stall=1") in lines
     assert "    kept, the command line's own: panic=-1 (the user's value wins)" in lines
     assert "  reset: a panic reboots at once (panic=-1, the command line's); NO WATCHDOG: a hang needs a hand on " \
            "the power button (--no-watchdog)" in lines
     assert "  default kernel: 6.1.0-57-amd64 (grub.cfg's default, saved_entry in /boot/grub/grubenv): every reset " \
            "and the loop's end boot it" in lines
-    assert "  the kernels' configs differ in 14 line(s):" in lines and "    CONFIG_X11: base=y patched=m" in lines
+    assert "  the configs of base and patched differ in 14 line(s):" in lines and \
+        "    CONFIG_X11: base=y patched=m" in lines
     assert "    CONFIG_X12: base=y patched=m" not in lines and \
         "    ... and 2 more (schedule.json, \"preflight\")" in lines
     per = 31.4 + 600 + 7200
@@ -371,12 +398,13 @@ def test_the_plan_says_the_reset_the_default_kernel_the_configs_the_time_and_wha
     assert f"  time in all: 8 boots, at most {start.duration(8 * per)}, of which the boots themselves about 4 min" \
         in lines
     changes = [ln for ln in lines if ln.startswith("  will change: ")]
-    assert changes[0] == "  will change: /etc/systemd/system/nttrace-ab-mine.service: installed and enabled (runs " \
-                         "at each boot)"
+    from nttrace.ab import unit
+    assert changes[0].startswith("  will change: nttrace-ab@mine.service and nttrace-ab-deadline@mine.timer: enabled, "
+                                 f"with their drop-ins under {unit.UNIT_DIR}")
     assert any(ln.startswith("  will change: ") and "90-nttrace-ab-mine.conf: kernel.panic_on_oops=1" in ln
                for ln in changes)
-    assert "  will change: the loop kernels' command line gains oops=panic softlockup_panic=1 hung_task_panic=1" \
-        in changes
+    assert ("  will change: the loop kernels' command line gains oops=panic softlockup_panic=1 hung_task_panic=1 "
+            "nmi_watchdog=panic sysctl.kernel.panic_on_rcu_stall=1") in changes
     assert changes[-1] == "  will change: all of it undone when the loop ends (complete, `nttrace ab stop`, a fault)"
 
 

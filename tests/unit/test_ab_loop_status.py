@@ -27,9 +27,8 @@ def test_status_mid_loop(tmp_path):
 
 def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, capsys):
     loop, sim, m = first_slot_measured(tmp_path, rounds=2, seed=9)
-    unit_dir = tmp_path / "units"
-    unit_dir.mkdir()
-    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent, 9000))
+    unit_dir = tmp_path / "units"            # make_loop wrote the loop's drop-ins there
+    assert unit.installed("t", unit_dir)
     systemctl_calls = []
 
     class Booter:
@@ -44,20 +43,30 @@ def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, 
                            __import__("subprocess").CompletedProcess(a, 0, "", ""))
     done = stop.stop(loop, booter=Booter(), remove_unit=remove)
     assert loop.state()["state"] == "stopped" and loop.state()["booting"] is None
-    assert Booter.cleared == 1 and not (unit_dir / unit.unit_name("t")).exists()
-    assert ["disable", "nttrace-ab-t.service"] in systemctl_calls
+    assert Booter.cleared == 1 and not unit.installed("t", unit_dir) and not list(unit_dir.iterdir())
+    assert ["disable", "nttrace-ab@t.service", "nttrace-ab-deadline@t.timer"] in systemctl_calls
     assert done[-1] == "kexec -u" and len(loop.runs()) == 1
     sim.reboot()
     assert step.step(loop, m) == 0 and sim.finished == [False] and len(sim.validated) == 1
 
 
 def test_the_unit_runs_the_schedules_own_command_and_nothing_else(tmp_path):
-    text = unit.text("mine", "/opt/venv/bin/nttrace", tmp_path, 9000)
-    assert "\nExecStart=/opt/venv/bin/nttrace ab step mine\n" in text
-    assert "\nType=oneshot\n" in text and "\nWantedBy=multi-user.target\n" in text
-    assert f"ConditionPathExists={tmp_path}/mine/schedule.json" in text
+    """The instance's drop-in resets the template's commands and sets the
+    schedule's own (fails if a drop-in appends to the template's
+    ExecStart=, which would run /usr/bin/nttrace too)."""
+    texts = unit.dropins("mine", "/opt/venv/bin/nttrace", tmp_path, 9000, 900, ["7.2.13-base", "7.2.13-nt"])
+    text = texts["nttrace-ab@mine.service"]
+    assert f"ConditionPathExists=\nConditionPathExists={tmp_path}/mine/schedule.json\n" in text
     assert [ln for ln in text.splitlines() if ln.startswith("Exec")] == [
-        "ExecStart=/opt/venv/bin/nttrace ab step mine", "ExecStopPost=/opt/venv/bin/nttrace ab step mine --ended"]
+        "ExecStart=", "ExecStart=/opt/venv/bin/nttrace ab step mine",
+        "ExecStopPost=", "ExecStopPost=/opt/venv/bin/nttrace ab step mine --ended"]
+    template = (unit.DATA / "nttrace-ab@.service").read_text()
+    assert "\nType=oneshot\n" in template and "\nWantedBy=multi-user.target\n" in template
+    deadline = texts["nttrace-ab-deadline@mine.service"]
+    assert [ln for ln in deadline.splitlines() if ln.startswith(("Exec", "Condition"))] == [
+        "ConditionKernelVersion=|7.2.13-base", "ConditionKernelVersion=|7.2.13-nt",
+        "ExecStart=", "ExecStart=/opt/venv/bin/nttrace ab step mine --deadline"]
+    assert "\nOnBootSec=\nOnBootSec=900\n" in texts["nttrace-ab-deadline@mine.timer"]
 
 
 @pytest.mark.parametrize("result,why", [
@@ -87,16 +96,17 @@ def test_a_step_systemd_ended_stops_the_loop_from_execstoppost(tmp_path, result,
     rc = step.ended(loop, result, "killed", "KILL", m=m)
     st = loop.state()
     assert rc != 0 and st["state"] == "failed" and st["why"].startswith(why), st["why"]
-    assert sim.finished == [False] and len(loop.runs()) == 1
-    assert step.ended(loop, result, m=m) == 0 and sim.finished == [False]    # stopped already: left as it is
+    assert sim.finished == [True] and len(loop.runs()) == 1             # the default kernel next
+    assert step.ended(loop, result, m=m) == 0 and sim.finished == [True]    # stopped already: left as it is
 
 
 def test_the_unit_runs_on_a_settled_system_without_holding_up_the_boot_and_is_bounded(tmp_path):
     loop = make_loop(tmp_path, rounds=1)
     sched = loop.schedule()
-    text = unit.text("t", "/usr/bin/nttrace", loop.dir.parent, unit.timeout_s(sched))
+    template = (unit.DATA / "nttrace-ab@.service").read_text().splitlines()
+    assert "After=multi-user.target" in template and "WantedBy=multi-user.target" in template
+    text = unit.dropins("t", "/usr/bin/nttrace", loop.dir.parent, unit.timeout_s(sched), 900, ["r"])[unit.unit_name("t")]
     lines = text.splitlines()
-    assert "After=multi-user.target" in lines and "WantedBy=multi-user.target" in lines
     bound = [ln.split("=", 1)[1] for ln in lines if ln.startswith("TimeoutStartSec=")]
     assert len(bound) == 1 and bound[0].isdigit()
     assert int(bound[0]) > sched["wait_quiet_s"] + sched["validate_timeout_s"]
@@ -138,15 +148,13 @@ def test_stop_of_a_loop_whose_schedule_is_damaged_still_removes_its_unit(tmp_pat
     from nttrace.errors import UsageError
     loop = make_loop(tmp_path, rounds=1)
     loop.schedule_path.write_text('{"slots": [')              # cut mid-write by hand, or edited
-    unit_dir = tmp_path / "units"
-    unit_dir.mkdir()
-    (unit_dir / unit.unit_name("t")).write_text(unit.text("t", "/usr/bin/nttrace", loop.dir.parent, 9000))
+    unit_dir = tmp_path / "units"                            # make_loop wrote the loop's drop-ins there
 
     def remove(name):
         return unit.remove(name, unit_dir, systemctl=lambda a: subprocess.CompletedProcess(a, 0, "", ""))
     with pytest.raises(UsageError, match="missing or damaged"):
         stop.stop(loop, remove_unit=remove)
-    assert not (unit_dir / unit.unit_name("t")).exists()
+    assert not unit.installed("t", unit_dir)
 
 
 def test_a_path_systemd_would_expand_or_split_is_refused_not_written_into_the_unit(tmp_path):
@@ -154,6 +162,7 @@ def test_a_path_systemd_would_expand_or_split_is_refused_not_written_into_the_un
 
     from nttrace.errors import UsageError
     for exe, root in (("/opt/v%i/bin/nttrace", tmp_path), ("/opt/$HOME/nttrace", tmp_path),
-                      ("/usr/bin/nttrace", tmp_path / "50%"), ("/usr/bin/nttrace", tmp_path / "a\nExecStart=/bin/sh")):
+                      ("/usr/bin/nttrace", tmp_path / "50%"), ("/usr/bin/nttrace", tmp_path / "a\nExecStart=/bin/sh"),
+                      ("/opt/my tools/nttrace", tmp_path)):
         with pytest.raises(UsageError, match="systemd"):
-            unit.text("t", exe, root, 9000)
+            unit.dropins("t", exe, root, 9000, 900, ["r"])

@@ -4,7 +4,8 @@ on a simulated machine (tests/ab_loop_machine.py): the running kernel and
 the boot action are plain functions, so every fault happens on demand."""
 import json
 
-from ab_loop_machine import BUILDS, DEFAULT, SimMachine, begun, bzimage, drive, first_slot_measured, make_loop
+from ab_loop_machine import (BUILDS, DEFAULT, SimMachine, begun, bzimage, drive, first_slot_measured, make_loop,
+                             recorded_run)
 from nttrace.ab import step
 from nttrace.ab.loop import slot_state
 
@@ -34,22 +35,27 @@ def test_a_loop_boots_the_schedule_in_order_keeps_a_run_a_boot_and_ends_on_the_d
 
 
 def test_a_kernel_that_panics_once_is_a_failed_boot_retried_and_the_loop_goes_on(tmp_path):
+    """The panic leaves no record (no pstore): a reset nobody is blamed for,
+    retried without spending the slot's attempt (fails if an unexplained
+    reset counts as one of the slot's two attempts)."""
     loop = make_loop(tmp_path, rounds=2, seed=3)
     sim = SimMachine(loop)
     first_patched = next(s.slot for s in loop.slots() if s.side == "patched")
     # the first boot of patched lands on the default kernel (a panic, the firmware's fallback)
+    landed = []
 
     def lands(n):
         slot = loop.state()["booting"]["slot"]
-        if slot == first_patched and slot_state(loop.state(), slot)["attempts"] == 1:
+        if slot == first_patched and not landed:
+            landed.append(n)
             return DEFAULT
         return None
     drive(loop, sim, lands=lands)
     st = loop.state()
     assert st["state"] == "complete"
     ss = slot_state(st, first_patched)
-    assert ss["attempts"] == 2 and ss["outcome"] == "run"
-    assert len(ss["failures"]) == 1
+    assert ss["attempts"] == 1 and ss["unexplained"] == 1 and ss["outcome"] == "run"
+    assert len(ss["failures"]) == 1 and ss["failures"][0]["blamed"] == "unknown"
     f = ss["failures"][0]
     assert f["expected"]["build"] == BUILDS["patched"] and f["found"]["release"] == DEFAULT.split()[0]
     assert sorted(loop.runs()) == [1, 2, 3, 4]
@@ -57,18 +63,42 @@ def test_a_kernel_that_panics_once_is_a_failed_boot_retried_and_the_loop_goes_on
 
 
 def test_a_slot_that_fails_twice_is_given_up_and_the_next_slot_booted(tmp_path):
+    """Each failure blamed on the kernel (its pstore record): two attempts,
+    then the slot is given up."""
     loop = make_loop(tmp_path, rounds=2, seed=3, max_failures=5)
+    sim = SimMachine(loop)
+    target = loop.slots()[0].slot
+    release = BUILDS[loop.slots()[0].side].split()[0]
+
+    def lands(n):
+        if loop.state()["booting"]["slot"] == target:
+            sim.crash_record(release, name=f"dmesg-ramoops-{n}")
+            return DEFAULT
+        return None
+    drive(loop, sim, lands=lands)
+    st = loop.state()
+    assert st["state"] == "complete" and st["why"] == "complete: 3 of 4 boots measured"
+    ss = slot_state(st, target)
+    assert ss["attempts"] == 2 and ss["outcome"] == "failed boot" and len(ss["failures"]) == 2
+    assert [f["blamed"] for f in ss["failures"]] == ["kernel", "kernel"]
+    assert target not in loop.runs() and len(loop.runs()) == 3
+
+
+def test_resets_nobody_is_blamed_for_are_retried_twice_without_the_slots_attempts_then_counted(tmp_path):
+    """A reset no record explains (a power cut looks the same) gives the
+    slot's attempt back, twice at most: then the slot's own two attempts
+    follow (fails if unexplained resets spend attempts: the slot would be
+    given up after two; or if they are retried without bound)."""
+    loop = make_loop(tmp_path, rounds=1, seed=3, max_failures=9)
     sim = SimMachine(loop)
     target = loop.slots()[0].slot
 
     def lands(n):
         return DEFAULT if loop.state()["booting"]["slot"] == target else None
     drive(loop, sim, lands=lands)
-    st = loop.state()
-    assert st["state"] == "complete" and st["why"] == "complete: 3 of 4 boots measured"
-    ss = slot_state(st, target)
-    assert ss["attempts"] == 2 and ss["outcome"] == "failed boot" and len(ss["failures"]) == 2
-    assert target not in loop.runs() and len(loop.runs()) == 3
+    ss = slot_state(loop.state(), target)
+    assert ss["outcome"] == "failed boot" and ss["unexplained"] == 2 and ss["attempts"] == 2
+    assert len(ss["failures"]) == 4 and {f["blamed"] for f in ss["failures"]} == {"unknown"}
 
 
 def test_k_consecutive_failed_boots_stop_the_loop_with_a_clear_status(tmp_path):
@@ -97,7 +127,7 @@ def test_a_kernel_image_rebuilt_in_place_is_refused(tmp_path):
     assert st["state"] == "failed"
     assert st["why"].startswith("the patched kernel ") and "changed since the loop started" in st["why"] \
         and "no mixed builds" in st["why"]
-    assert len(loop.runs()) == 1 and sim.finished == [False]
+    assert len(loop.runs()) == 1 and sim.finished == [True]
 
 
 def test_a_run_cut_short_by_a_power_cut_is_redone_and_not_a_failed_boot(tmp_path):
@@ -135,7 +165,7 @@ def test_disk_full_stops_the_loop_and_keeps_the_runs(tmp_path):
     assert step.step(loop, m) == 1
     st = loop.state()
     assert st["state"] == "failed" and st["why"].startswith("disk full: 10 MiB free")
-    assert sorted(loop.runs()) == [1] and sim.finished == [False]
+    assert sorted(loop.runs()) == [1] and sim.finished == [True]
 
 
 def test_a_write_that_fails_for_lack_of_room_stops_the_loop(tmp_path, monkeypatch):
@@ -180,8 +210,9 @@ def test_a_validate_that_cannot_run_stops_the_loop_with_its_reason(tmp_path):
 def test_a_check_that_fails_is_a_result_and_its_run_is_kept(tmp_path):
     loop, sim, m = begun(tmp_path, rounds=1)
     sim.reboot()
-    run = {"version": "0.1.0", "checks": [{"id": "env.x", "status": "fail", "summary": "no",
-                                           "evidence": {"ns_per_page": 41.5}}], "boot_id": "boot-1"}
+    run = recorded_run(loop.slots()[0].side, 1)
+    for c in run["checks"]:
+        c["status"] = "fail"
     sim.validate_result = (1, json.dumps(run), "")
     assert step.step(loop, m) == 0
     assert loop.runs()[1]["ab_run"]["validate_exit"] == 1
@@ -243,7 +274,7 @@ def test_a_state_that_cannot_be_written_stops_the_loop_without_a_traceback(tmp_p
     assert step.step(loop, m) == 1
     st = loop.state()
     assert st["state"] == "failed" and st["why"].startswith("cannot write the loop's files (disk full: ")
-    assert sim.finished == [False]
+    assert sim.finished == [True]
 
 
 def test_a_cut_after_the_run_was_stored_keeps_that_run_and_goes_on(tmp_path, monkeypatch):
@@ -328,7 +359,7 @@ def test_an_image_rebuilt_while_validate_runs_is_never_booted(tmp_path):
     assert step.step(loop, m) == 1
     st = loop.state()
     assert st["state"] == "failed" and st["why"].startswith(f"the {nxt} kernel ") and "no mixed builds" in st["why"]
-    assert len(sim.asked) == asked and sim.finished == [False]       # the changed image not booted
+    assert len(sim.asked) == asked and sim.finished == [True]   # not booted: the default kernel is
     assert sorted(loop.runs()) == [1]
 
 
@@ -342,7 +373,7 @@ def test_an_error_nobody_foresaw_stops_the_loop_and_leaves_nothing_enabled(tmp_p
     assert step.step(loop, m) == 1
     st = loop.state()
     assert st["state"] == "failed" and st["why"] == "internal error in the step (RuntimeError: no /proc/stat)"
-    assert sim.finished == [False] and len(sim.asked) == 1
+    assert sim.finished == [True] and len(sim.asked) == 1
 
 
 def test_a_first_boot_whose_state_cannot_be_written_is_a_failed_start_not_a_traceback(tmp_path, monkeypatch):

@@ -85,7 +85,7 @@ def test_a_relative_state_directory_is_named_absolutely_in_the_unit(tmp_path, mo
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("NTTRACE_AB_DIR", "rel/ab")
     assert store.root() == tmp_path / "rel" / "ab"
-    text = unit.text("t", "/usr/bin/nttrace", store.root(), 9000)
+    text = unit.dropins("t", "/usr/bin/nttrace", store.root(), 9000, 900, ["r"])[unit.unit_name("t")]
     assert f"Environment=NTTRACE_AB_DIR={tmp_path}/rel/ab" in text
     assert f"ConditionPathExists={tmp_path}/rel/ab/t/schedule.json" in text
 

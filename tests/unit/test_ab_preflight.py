@@ -101,7 +101,8 @@ def test_a_pair_a_server_can_run_passes_every_check(tmp_path):
     pf = preflight.check(ks(root), "kexec", root)
     assert pf.refusals == []
     found = "\n".join(pf.found)
-    for said in ("two distinct kernels: 6.12.0 and 6.12.0-nt", "patched 6.12.0-nt: CONFIG_DEBUG_INFO_BTF=y",
+    for said in ("two distinct kernels: 6.12.0 (base) and 6.12.0-nt (patched), each with its own headers",
+                 "patched 6.12.0-nt: CONFIG_DEBUG_INFO_BTF=y",
                  "base 6.12.0: CONFIG_KEXEC=y and CONFIG_KEXEC_FILE=y",
                  f"patched 6.12.0-nt: its own module tree {root}/lib/modules/6.12.0-nt",
                  f"patched 6.12.0-nt: headers {root}/lib/modules/6.12.0-nt/build",
@@ -109,7 +110,7 @@ def test_a_pair_a_server_can_run_passes_every_check(tmp_path):
         assert said in found
     assert pf.default_boot == {"loader": "grub", "entry": "gnulinux-advanced-1234>gnulinux-6.12.0-advanced-1234",
                                "release": "6.12.0", "how": pf.default_boot["how"]}
-    assert pf.config_diff == ['CONFIG_LOCALVERSION: base="" patched="-nt"']
+    assert pf.config_diffs == {"patched": ['CONFIG_LOCALVERSION: base="" patched="-nt"']}
 
 
 def test_the_same_kernel_twice_and_two_builds_of_one_release_are_refused(tmp_path):
@@ -218,9 +219,54 @@ def test_the_configs_differences_are_listed(tmp_path):
     cfg = root / "boot" / f"config-{PATCHED}"
     cfg.write_text(cfg.read_text().replace("# CONFIG_NT_STORES is not set", "CONFIG_NT_STORES=y")
                    .replace("CONFIG_KEXEC_FILE=y\n", ""))
-    assert preflight.check(ks(root), "kexec", root).config_diff == [
+    assert preflight.check(ks(root), "kexec", root).config_diffs == {"patched": [
         "CONFIG_BLK_DEV_SD: base=y patched=m", "CONFIG_KEXEC_FILE: base=y patched=not set",
-        'CONFIG_LOCALVERSION: base="" patched="-nt"', "CONFIG_NT_STORES: base=not set patched=y"]
+        'CONFIG_LOCALVERSION: base="" patched="-nt"', "CONFIG_NT_STORES: base=not set patched=y"]}
+
+
+def test_two_releases_whose_headers_are_one_tree_are_refused(tmp_path):
+    """`make modules_install` from one build tree, switched between branches,
+    links both releases' build/ to that tree: bcc on base would compile the
+    probes against the patched tree (fails if headers are not compared)."""
+    root = machine(tmp_path)
+    patched_build = root / "lib/modules" / PATCHED / "build"
+    patched_build.unlink()
+    os.symlink(f"/usr/src/linux-headers-{BASE}", patched_build)
+    pf = preflight.check(ks(root), "kexec", root)
+    assert refusals(pf) == [f"ab start: base (6.12.0) and patched (6.12.0-nt) have one headers tree: "
+                            f"/lib/modules/R/build of both leads to {root}/usr/src/linux-headers-6.12.0, so bcc would "
+                            "compile the probes of both against one build (what `make modules_install` gives when one "
+                            "tree builds both kernels); install each kernel's own headers (the linux-headers package "
+                            "`make bindeb-pkg` makes, or a build tree each)"]
+
+
+def test_a_series_is_checked_pair_by_pair_and_the_default_may_boot_none_of_its_steps(tmp_path):
+    """Every two kernels of a series are told apart; the default entry boots
+    none of the steps after the base; each step's config is compared with
+    the one before it (fails if only the first and last kernels are checked)."""
+    root = machine(tmp_path)
+    install(root, "6.12.0-v9")
+    series = {"base": kernels.resolve(BASE, root=root), "step1": kernels.resolve("6.12.0-v9", root=root),
+              "step2": kernels.resolve(PATCHED, root=root)}
+    pf = preflight.check(series, "kexec", root)
+    assert refusals(pf) == []
+    found = "\n".join(pf.found)
+    for pair in ("6.12.0 (base) and 6.12.0-v9 (step1)", "6.12.0 (base) and 6.12.0-nt (step2)",
+                 "6.12.0-v9 (step1) and 6.12.0-nt (step2)"):
+        assert f"two distinct kernels: {pair}" in found
+    assert pf.config_diffs == {"step1": ['CONFIG_LOCALVERSION: base="" step1="-v9"'],
+                               "step2": ['CONFIG_LOCALVERSION: step1="-v9" step2="-nt"']}
+    series["step1"] = series["step2"]                      # one kernel twice in the series
+    assert any("step1 and step2 are the same image" in r for r in refusals(preflight.check(series, "kexec", root)))
+    cfg = debian_grub(root, default="gnulinux-advanced-1234>gnulinux-6.12.0-v9-advanced-1234")
+    cfg.write_text(cfg.read_text().replace(
+        "\tmenuentry 'Debian GNU/Linux, with Linux 6.12.0' ",
+        "\tmenuentry 'Debian GNU/Linux, with Linux 6.12.0-v9' --class debian $menuentry_id_option "
+        "'gnulinux-6.12.0-v9-advanced-1234' {\n\t\tlinux\t/boot/vmlinuz-6.12.0-v9 root=UUID=1234 ro quiet\n\t}\n"
+        "\tmenuentry 'Debian GNU/Linux, with Linux 6.12.0' "))
+    series["step1"] = kernels.resolve("6.12.0-v9", root=root)
+    assert any(r.startswith("ab start: the bootloader's default entry boots the step1 kernel 6.12.0-v9")
+               for r in refusals(preflight.check(series, "kexec", root)))
 
 
 def lock(root: Path, mode: str) -> None:

@@ -74,29 +74,76 @@ SOFTDOG = {"identity": "Software Watchdog", "driver": "softdog", "module": "soft
 def test_the_panic_settings_are_added_unless_the_users_command_line_sets_them(tmp_path):
     root = machine(tmp_path, watchdogs=[ESB])
     r = reset.plan_reset(args(), {}, "kexec", root)
-    assert r["cmdline_added"] == ["panic=10", "oops=panic", "softlockup_panic=1", "hung_task_panic=1"]
+    assert r["cmdline_added"] == ["panic=10", "oops=panic", "softlockup_panic=1", "hung_task_panic=1",
+                                  "nmi_watchdog=panic", "sysctl.kernel.panic_on_rcu_stall=1"]
     assert r["sysctl"] == {"kernel.panic": "10", "kernel.panic_on_oops": "1", "kernel.softlockup_panic": "1",
-                           "kernel.hung_task_panic": "1"}
+                           "kernel.hung_task_panic": "1", "kernel.hardlockup_panic": "1",
+                           "kernel.panic_on_rcu_stall": "1"}
     assert r["text"].startswith("a panic reboots after 10 s (panic=10); ")
     # the user's own values win, as the parameter or in its sysctl.kernel.* form, and the sysctl drop-in
     # leaves them alone too
-    r = reset.plan_reset(args(cmdline="root=/dev/vda panic=-1 sysctl.kernel.hung_task_panic=0"), {}, "kexec", root)
-    assert r["cmdline_added"] == ["oops=panic", "softlockup_panic=1"]
-    assert set(r["sysctl"]) == {"kernel.panic_on_oops", "kernel.softlockup_panic"}
-    assert r["kept"] == ["panic=-1", "sysctl.kernel.hung_task_panic=0"]
+    r = reset.plan_reset(args(cmdline="root=/dev/vda panic=-1 sysctl.kernel.hung_task_panic=0 nmi_watchdog=0"), {},
+                         "kexec", root)
+    assert r["cmdline_added"] == ["oops=panic", "softlockup_panic=1", "sysctl.kernel.panic_on_rcu_stall=1"]
+    assert set(r["sysctl"]) == {"kernel.panic_on_oops", "kernel.softlockup_panic", "kernel.panic_on_rcu_stall"}
+    assert r["kept"] == ["nmi_watchdog=0", "panic=-1", "sysctl.kernel.hung_task_panic=0"]
     assert r["text"].startswith("a panic reboots at once (panic=-1, the command line's); ")
     r = reset.plan_reset(args(cmdline="root=/dev/vda panic=0"), {}, "kexec", root)
     assert r["text"].startswith("a panic does not reboot (panic=0, the command line's)")
 
 
-def test_via_reboot_adds_nothing_to_the_command_line_and_says_what_sysctl_cannot_cover(tmp_path):
+def test_via_reboot_without_grub_adds_nothing_and_says_what_sysctl_cannot_cover(tmp_path):
     root = machine(tmp_path, cmdline="BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro oops=panic", watchdogs=[ESB])
     r = reset.plan_reset(args(), {}, "reboot", root)
-    assert r["cmdline_added"] == []
-    assert set(r["sysctl"]) == {"kernel.panic", "kernel.softlockup_panic", "kernel.hung_task_panic"}
+    assert r["cmdline_added"] == [] and r["grub_cmdline_added"] == []
+    assert set(r["sysctl"]) == {"kernel.panic", "kernel.softlockup_panic", "kernel.hung_task_panic",
+                                "kernel.hardlockup_panic", "kernel.panic_on_rcu_stall"}
     assert r["text"].startswith("a panic reboots after 10 s (kernel.panic=10 once sysctl has run); ")
-    assert any("a panic before systemd-sysctl runs at a --via reboot boot reboots only where the grub entry's own "
+    assert any("a panic before systemd-sysctl runs at a --via reboot boot reboots only where the boot entry's own "
                "command line says panic=" in line for line in r["not_covered"])
+
+
+DEBIAN_GRUB_CFG = """### BEGIN /etc/grub.d/10_linux ###
+set default="0"
+if [ "${next_entry}" ] ; then
+   set default="${next_entry}"
+fi
+menuentry 'Debian GNU/Linux' --class debian $menuentry_id_option 'gnulinux-simple-x' {
+	linux	/boot/vmlinuz-6.1.0 root=UUID=x ro quiet
+}
+"""
+
+
+def test_via_reboot_through_debian_grub_puts_the_panic_settings_on_every_entry(tmp_path):
+    """A kernel that panics in its initramfs, before any sysctl, reboots only
+    if panic= is on its own command line: with --via reboot that is grub's
+    entry's. The loop gives every entry the settings through Debian's
+    /etc/default/grub.d and grub-mkconfig, and takes them away at its end
+    (fails if a --via reboot loop relies on the sysctl drop-in alone)."""
+    root = machine(tmp_path, cmdline="BOOT_IMAGE=/vmlinuz root=/dev/sda1 ro oops=panic", watchdogs=[ESB])
+    (root / "boot/grub").mkdir(parents=True)
+    (root / "boot/grub/grub.cfg").write_text(DEBIAN_GRUB_CFG)
+    r = reset.plan_reset(args(), {}, "reboot", root)
+    assert r["cmdline_added"] == []            # no kexec command line: grub's entries carry them
+    assert r["grub_cmdline_added"] == ["panic=10", "softlockup_panic=1", "hung_task_panic=1", "nmi_watchdog=panic",
+                                       "sysctl.kernel.panic_on_rcu_stall=1"]
+    assert r["text"].startswith("a panic reboots after 10 s (panic=10); ")
+    assert not any("before systemd-sysctl" in line for line in r["not_covered"])
+    assert any(line.startswith("/etc/default/grub.d/nttrace-ab-mine.cfg: every grub entry's command line gains "
+                               "panic=10 ") for line in reset.changes("mine", r)), reset.changes("mine", r)
+    ran = []
+
+    def run(cmd):
+        ran.append(cmd)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+    reset.arm("mine", r, root, Systemctl(), run)
+    drop = root / "etc/default/grub.d/nttrace-ab-mine.cfg"
+    assert ('GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX panic=10 softlockup_panic=1 hung_task_panic=1 '
+            'nmi_watchdog=panic sysctl.kernel.panic_on_rcu_stall=1"') in drop.read_text().splitlines()
+    assert ran == [["grub-mkconfig", "-o", "/boot/grub/grub.cfg"]]
+    done = reset.disarm("mine", root, Systemctl(), run)
+    assert not drop.exists() and ran[-1] == ["grub-mkconfig", "-o", "/boot/grub/grub.cfg"] and len(ran) == 2
+    assert done[0] == f"removed {drop} (grub-mkconfig -o /boot/grub/grub.cfg)"
 
 
 def test_the_watchdog_is_found_through_sysfs_its_module_through_the_drivers_link(tmp_path):
@@ -107,8 +154,9 @@ def test_the_watchdog_is_found_through_sysfs_its_module_through_the_drivers_link
                              "kexec_s": 300}
     assert r["text"] == ("a panic reboots after 10 s (panic=10); a hang is reset by i6300ESB timer (/dev/watchdog0) "
                          "after 60 s (300 s from a kexec until the next kernel's systemd pets it)")
-    assert r["not_covered"] == ["a hang after the next kernel's watchdog driver has loaded and before its systemd "
-                                "arms the watchdog again (a driver may stop the timer when it loads, as i6300esb does)"]
+    assert r["not_covered"][0] == ("a hang after the next kernel's watchdog driver has loaded and before its systemd "
+                                   "arms the watchdog again (a driver may stop the timer when it loads, as i6300esb "
+                                   "does)")
     assert reset.system_conf_text("mine", r["watchdog"]).splitlines()[1:] == \
         ["[Manager]", "RuntimeWatchdogSec=60", "RebootWatchdogSec=600", "KExecWatchdogSec=300"]
 
@@ -233,7 +281,8 @@ def test_arm_writes_both_drop_ins_and_disarm_removes_them_and_puts_the_values_ba
     drop = root / "etc/sysctl.d/90-nttrace-ab-mine.conf"
     assert "RuntimeWatchdogSec=60" in conf.read_text().splitlines() and oct(conf.stat().st_mode & 0o777) == "0o644"
     assert [ln for ln in drop.read_text().splitlines() if not ln.startswith("#")] == \
-        ["kernel.panic = 10", "kernel.panic_on_oops = 1", "kernel.softlockup_panic = 1", "kernel.hung_task_panic = 1"]
+        ["kernel.panic = 10", "kernel.panic_on_oops = 1", "kernel.softlockup_panic = 1", "kernel.hung_task_panic = 1",
+         "kernel.hardlockup_panic = 1", "kernel.panic_on_rcu_stall = 1"]
     assert (root / "proc/sys/kernel/panic").read_text() == "10\n"
     assert (root / "proc/sys/kernel/softlockup_panic").read_text() == "1\n"
     assert not (root / "proc/sys/kernel/hung_task_panic").exists()      # not in this kernel: said, not made
@@ -273,19 +322,47 @@ def test_a_nowayout_watchdog_stays_petted_until_the_next_boot(tmp_path):
     assert any("stays petted by systemd until the next boot" in line for line in done)
 
 
+def _installed(name, unit_dir, base, sc):
+    return unit.install(name, unit.dropins(name, "/usr/bin/nttrace", base / "ab", 9000, 900, ["7.2.13-nt"]),
+                        unit_dir, sc, unit_dirs=())
+
+
 def test_removing_the_unit_disarms_the_reset_path(tmp_path):
     root = machine(tmp_path / "root", watchdogs=[ESB])
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
     sc = Systemctl()
     r = reset.plan_reset(args(), {}, "kexec", root)
-    unit.install("mine", unit.text("mine", "/usr/bin/nttrace", tmp_path / "ab", 9000), unit_dir, sc)
+    done = _installed("mine", unit_dir, tmp_path, sc)
+    assert done[0].startswith("wrote the templates nttrace-ab@.service, ")      # no package installed them here
+    assert sc.calls == [["daemon-reload"], ["enable", "nttrace-ab@mine.service", "nttrace-ab-deadline@mine.timer"]]
     reset.arm("mine", r, root, sc)
     done = unit.remove("mine", unit_dir, sc, root)
-    assert not (unit_dir / "nttrace-ab-mine.service").exists()
+    assert not unit.installed("mine", unit_dir) and sorted(p.name for p in unit_dir.iterdir()) == []
     assert not list((root / "etc").rglob("*nttrace-ab-mine*"))
-    assert done[-1].startswith("disabled and removed") and len(done) == 3
+    assert done[-2].startswith("disabled nttrace-ab@mine.service") and len(done) == 4
+    assert done[-1] == f"removed the templates start wrote in {unit_dir}"
     assert (root / "proc/sys/kernel/panic").read_text() == "0\n"
+
+
+def test_the_templates_start_wrote_stay_while_another_loop_has_an_instance(tmp_path):
+    unit_dir = tmp_path / "units"
+    unit_dir.mkdir()
+    _installed("one", unit_dir, tmp_path, Systemctl())
+    _installed("two", unit_dir, tmp_path, Systemctl())
+    unit.remove("one", unit_dir, Systemctl(), tmp_path / "root")
+    assert (unit_dir / "nttrace-ab@.service").exists() and unit.installed("two", unit_dir)
+    unit.remove("two", unit_dir, Systemctl(), tmp_path / "root")
+    assert list(unit_dir.iterdir()) == []
+    # a template a package installed is the package's: never written, never removed
+    pkg = tmp_path / "usr-lib"
+    pkg.mkdir()
+    for t in unit.TEMPLATES:
+        (pkg / t).write_text("[Unit]\n")
+    unit.install("three", unit.dropins("three", "/usr/bin/nttrace", tmp_path / "ab", 9000, 900, ["r"]), unit_dir,
+                 Systemctl(), unit_dirs=(pkg,))
+    assert sorted(p.name for p in unit_dir.iterdir()) == sorted(f"{u}.d" for u in (
+        "nttrace-ab@three.service", "nttrace-ab-deadline@three.timer", "nttrace-ab-deadline@three.service"))
 
 
 def test_a_removal_killed_at_any_point_leaves_the_unit_or_nothing(tmp_path):
@@ -299,7 +376,7 @@ def test_a_removal_killed_at_any_point_leaves_the_unit_or_nothing(tmp_path):
         unit_dir = base / "units"
         unit_dir.mkdir()
         r = reset.plan_reset(args(), {}, "kexec", root)
-        unit.install("mine", unit.text("mine", "/usr/bin/nttrace", base / "ab", 9000), unit_dir, Systemctl())
+        _installed("mine", unit_dir, base, Systemctl())
         reset.arm("mine", r, root, Systemctl())
         calls = []
 
@@ -311,7 +388,7 @@ def test_a_removal_killed_at_any_point_leaves_the_unit_or_nothing(tmp_path):
         with pytest.raises(SystemExit):
             unit.remove("mine", unit_dir, dying, root)
         left = list((root / "etc").rglob("*nttrace-ab-mine*"))
-        assert (unit_dir / "nttrace-ab-mine.service").exists() or not left, (killed_at, calls, left)
+        assert unit.installed("mine", unit_dir) or not left, (killed_at, calls, left)
 
 
 @pytest.mark.needs("systemd-analyze")
@@ -332,3 +409,35 @@ def test_systemd_reads_the_drop_ins_where_they_are_written(tmp_path):
     assert f"# {root}/etc/sysctl.d/90-nttrace-ab-mine.conf" in sysctl and "kernel.panic = 10" in sysctl.splitlines()
     reset.disarm("mine", root, Systemctl())
     assert "nttrace-ab-mine" not in cat("systemd/system.conf") + cat("sysctl.d")
+
+
+PLANNED = {"device": "/dev/watchdog0", "identity": "i6300ESB timer", "module": "i6300esb", "runtime_s": 60}
+
+
+def test_the_watchdog_is_observed_as_this_boot_has_it(tmp_path):
+    """At each boot of a loop kernel: the device there, PID 1 holding it
+    open, its state and timeout where sysfs shows them, systemd's runtime
+    timeout (fails if a kernel that booted without the watchdog's driver, or
+    a systemd that did not arm it, passes: the kernel would run unprotected,
+    and a KExecWatchdogSec timer left running would reset it as if hung)."""
+    root = machine(tmp_path, watchdogs=[ESB])
+    (root / "proc/1/fd").mkdir(parents=True)
+    (root / "proc/1/fd/3").symlink_to("/dev/watchdog0")
+    (root / "sys/class/watchdog/watchdog0/state").write_text("active\n")
+    (root / "sys/class/watchdog/watchdog0/timeout").write_text("60\n")
+    seen = reset.observed("/dev/watchdog0", root, runtime_usec=lambda: 60_000_000)
+    assert seen == {"device": "/dev/watchdog0", "present": True, "held_by_pid1": True, "state": "active",
+                    "timeout_s": 60, "systemd_runtime_s": 60.0}
+    assert reset.watchdog_fault(PLANNED, seen) is None
+    assert reset.watchdog_fault(None, {}) is None                           # --no-watchdog: nothing to observe
+    cases = {"present": (False, "/dev/watchdog0 does not exist at this boot: its driver (i6300esb) did not load"),
+             "held_by_pid1": (False, "systemd does not hold /dev/watchdog0 open at this boot"),
+             "state": ("inactive", "/dev/watchdog0 is inactive at this boot, not active"),
+             "systemd_runtime_s": (0.0, "systemd's RuntimeWatchdogSec is 0 s at this boot, not the loop's 60 s"),
+             "timeout_s": (300, "/dev/watchdog0's timeout is 300 s at this boot, not the loop's 60 s")}
+    for key, (value, why) in cases.items():
+        assert reset.watchdog_fault(PLANNED, dict(seen, **{key: value})).startswith(why), key
+    # a kernel without CONFIG_WATCHDOG_SYSFS: no state or timeout to read, the rest still observed
+    assert reset.watchdog_fault(PLANNED, dict(seen, state=None, timeout_s=None)) is None
+    (root / "proc/1/fd/3").unlink()
+    assert reset.observed("/dev/watchdog0", root, runtime_usec=lambda: None)["held_by_pid1"] is False

@@ -29,6 +29,8 @@ def _main(args) -> int:
         if args.ended:
             return step.ended(Loop.named(args.name), os.environ.get("SERVICE_RESULT", ""),
                               os.environ.get("EXIT_CODE", ""), os.environ.get("EXIT_STATUS", ""))
+        if args.deadline:
+            return step.deadline(Loop.named(args.name))
         return step.step(Loop.named(args.name))
     if what == "status":
         from nttrace.ab import status

@@ -16,9 +16,12 @@ rebuilt with the same release has a new "#n" or date there, and a new hash.
 Beside the image, a kernel brings its module tree /lib/modules/R (hashed
 like the image: a `make modules_install` between boots is another build),
 its config (/boot/config-R, or the .config of the tree a bzImage path was
-built in, or a `config` file beside it) and its headers
-(/lib/modules/R/build, which bcc compiles against). Every path is read
-under ROOT so the tests lay out a machine in a directory.
+built in, or a `config` file beside it; hashed) and its headers
+(/lib/modules/R/build, which bcc compiles against: the directory it
+resolves to, and a hash of what bcc reads there, its include trees and
+.config; two kernels whose headers resolve to one tree would compile the
+probes of both against one build). Every path is read under ROOT so the
+tests lay out a machine in a directory.
 """
 from __future__ import annotations
 
@@ -63,6 +66,9 @@ class Kernel:
     modules_sha256: str | None = None    # modules_sha256() of it at start
     config: str | None = None            # the kernel's config file
     headers: str | None = None           # /lib/modules/R/build where it holds include/
+    headers_real: str | None = None      # the directory headers resolves to
+    headers_sha256: str | None = None    # headers_sha256() of it at start
+    config_sha256: str | None = None     # sha256 of the config file at start
 
     def as_json(self) -> dict:
         return asdict(self)
@@ -147,6 +153,46 @@ def modules_sha256(tree: Path) -> str:
     return h.hexdigest()
 
 
+# what bcc reads of a kernel's headers, besides the .config: its include trees
+ARCH_OF = {"x86_64": "x86", "i686": "x86", "i386": "x86", "aarch64": "arm64", "ppc64le": "powerpc",
+           "s390x": "s390", "riscv64": "riscv"}
+
+
+def header_trees(headers: Path) -> list[Path]:
+    """The directories of a headers tree bcc compiles against: include/ and
+    arch/<arch>/include of the tree and, for a build made with O= (a
+    `source` link in it), of its source tree."""
+    arch = ARCH_OF.get(platform.machine(), "*")
+    out = []
+    for top in (headers, headers / "source"):
+        if top == headers / "source" and not top.exists():
+            continue
+        out.append(top / "include")
+        out += sorted(top.glob(f"arch/{arch}/include"))
+    return [p for p in out if p.is_dir()]
+
+
+def headers_sha256(headers: Path) -> str:
+    """sha256 over the headers bcc reads (header_trees(), followed through
+    links, each file's path in its tree and contents) and the tree's .config."""
+    h = hashlib.sha256()
+    config = headers / ".config"
+    if config.is_file():
+        h.update(b"C" + sha256(config).encode() + b"\0")
+    for i, tree in enumerate(header_trees(headers)):
+        for dirpath, dirnames, filenames in os.walk(tree, followlinks=True):
+            dirnames.sort()
+            rel_dir = Path(dirpath).relative_to(tree)
+            for name in sorted(filenames):
+                p = Path(dirpath) / name
+                try:
+                    digest = sha256(p)
+                except OSError:           # a dangling link: named, not read
+                    digest = "-"
+                h.update(f"F{i}/{rel_dir / name}\0{digest}\0".encode())
+    return h.hexdigest()
+
+
 def find_config(image: Path, release: str, root: Path, installed: bool) -> Path | None:
     """The kernel's config: /boot/config-R for an installed release; for a
     bzImage path the one beside it (a `config` file, or the .config of the
@@ -188,12 +234,17 @@ def resolve(spec: str, boot: Path | None = None, root: Path | None = None) -> Ke
     have_mods = mods.is_dir()
     headers = resolve_link(root, mods / "build")
     config = find_config(image, build.release, root, "/" not in spec)
+    has_headers = (headers / "include").is_dir()
+    headers = headers.resolve() if has_headers else headers
     return Kernel(spec, str(image), initrd_path, build.release, build.text(), sha256(image),
                   sha256(Path(initrd_path)) if initrd_path else None,
                   modules_dir=str(mods) if have_mods else None,
                   modules_sha256=modules_sha256(mods) if have_mods else None,
                   config=str(config) if config else None,
-                  headers=str(mods / "build") if (headers / "include").is_dir() else None)
+                  headers=str(mods / "build") if has_headers else None,
+                  headers_real=str(headers) if has_headers else None,
+                  headers_sha256=headers_sha256(headers) if has_headers else None,
+                  config_sha256=sha256(config) if config else None)
 
 
 @dataclass(frozen=True)
@@ -219,9 +270,11 @@ def is_running(kernel: Kernel | dict, running: Running) -> bool:
     return running.release == k["release"] and running.build() == k["build"]
 
 
-def changed(kernel: dict) -> str | None:
-    """Why the image, initrd or module tree recorded as `kernel` is no longer
-    what the loop started with, or None."""
+def changed(kernel: dict, root: Path | None = None) -> str | None:
+    """Why the image, initrd, module tree, headers or config recorded as
+    `kernel` is no longer what the loop started with, or None. `root`: where
+    the headers' absolute links lead (the machine's /; a laid-out tree in
+    the tests)."""
     for path, recorded in ((kernel["image"], kernel["sha256"]), (kernel.get("initrd"), kernel.get("initrd_sha256"))):
         if not path:
             continue
@@ -239,6 +292,25 @@ def changed(kernel: dict) -> str | None:
         if now != recorded:
             return (f"the module tree {tree} changed since the loop started (sha256 {recorded[:12]} -> {now[:12]}; "
                     "modules installed again?): no mixed builds")
+    headers, recorded = kernel.get("headers"), kernel.get("headers_sha256")
+    if headers and recorded:
+        real = resolve_link(root if root is not None else ROOT, Path(headers)).resolve()
+        if not (real / "include").is_dir():
+            return f"its headers {headers} are gone (bcc would have nothing to compile the probes against)"
+        if kernel.get("headers_real") and str(real) != kernel["headers_real"]:
+            return f"its headers {headers} now lead to {real}, not {kernel['headers_real']}: no mixed builds"
+        now = headers_sha256(real)
+        if now != recorded:
+            return (f"its headers {real} changed since the loop started (sha256 {recorded[:12]} -> {now[:12]}; "
+                    "another build's headers installed, or the tree rebuilt?): no mixed builds")
+    config, recorded = kernel.get("config"), kernel.get("config_sha256")
+    if config and recorded:
+        try:
+            now = sha256(Path(config))
+        except OSError as exc:
+            return f"its config {config} is gone ({exc.strerror})"
+        if now != recorded:
+            return f"its config {config} changed since the loop started (sha256 {recorded[:12]} -> {now[:12]})"
     return None
 
 

@@ -246,6 +246,17 @@ class Lock:
         fcntl.flock(fd, fcntl.LOCK_EX)
         self.fd = fd
 
+    def try_acquire(self) -> bool:
+        """Take the lock if nobody holds it; False where someone does."""
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self.fd = fd
+        return True
+
     def release(self) -> None:
         if self.fd is not None:
             os.close(self.fd)

@@ -1,10 +1,14 @@
 # SPDX-License-Identifier: Apache-2.0
 """What `ab start` checks of the loop's two kernels before anything reboots.
 
-For the pair: the two can be told apart (release and build string, and the
-image hashes), and they have distinct releases (one release is one
-/lib/modules/R: its modules and the headers bcc compiles against; two builds
-of one release would run one build's modules on both sides).
+For every pair of the loop's kernels (two, or a series): the two can be told
+apart (release and build string, and the image hashes), they have distinct
+releases (one release is one /lib/modules/R: its modules and the headers bcc
+compiles against; two builds of one release would run one build's modules
+on both sides), and their headers are two trees (/lib/modules/R/build
+resolved: two releases installed with `make modules_install` from one build
+tree link to the same tree, and bcc on one would compile against the
+other's build).
 
 For each kernel: its module tree and headers are there, its config is there
 and has CONFIG_DEBUG_INFO_BTF=y (validate's probes need BTF) and, for --via
@@ -14,13 +18,14 @@ in (not modules only an initrd could load), and root= names the disk in a
 form the kernel itself reads.
 
 For the machine: the bootloader's default entry (what every reset boots) is
-read and must not be the patched kernel, else a panic, a watchdog reset or a
-power cut would boot the patched kernel again and again; Secure Boot and
+read and must not be a patched kernel (any of the series after its base),
+else a panic, a watchdog reset or a power cut would boot it again and again; Secure Boot and
 lockdown are named where they keep kexec or the firmware from booting an
 unsigned image. For --via reboot, the bootloader's one-shot entry for each
 kernel (bootloader.check_reboot).
 
-The two configs are compared: config_diff lists every option they set
+Each kernel's config is compared with the one before it in the series:
+config_diffs lists, per kernel after the base, every option the two set
 differently, for the plan and the report.
 
 Everything is read under `root`, so the tests lay out a machine in a directory.
@@ -52,7 +57,7 @@ UNSIGNED_FIX = ("sign it (sbsign --key KEY --cert CERT, the certificate enrolled
 class Preflight:
     found: list[str] = field(default_factory=list)          # a line per thing checked and fine
     refusals: list[Exception] = field(default_factory=list)  # UsageError (exit 2), CapabilityError (exit 3)
-    config_diff: list[str] = field(default_factory=list)    # "CONFIG_X: base=y patched=m"
+    config_diffs: dict = field(default_factory=dict)        # {label: ["CONFIG_X: base=y patched=m", ...]}
     default_boot: dict = field(default_factory=dict)        # {"loader", "entry", "release", "how"}
     entries: dict | None = None                             # --via reboot: {side: the loader's one-shot entry}
 
@@ -61,11 +66,14 @@ class Preflight:
 
 
 def check(ks: dict, via: str, root: Path = Path("/"), run=None) -> Preflight:
-    """Every check above; `ks` is {side: Kernel}. `run` runs grub-probe (the
-    tests pass one)."""
+    """Every check above; `ks` is {label: Kernel}, the base first. `run` runs
+    grub-probe (the tests pass one)."""
     pf = Preflight()
     kd = {side: (k if isinstance(k, dict) else k.as_json()) for side, k in ks.items()}
-    check_pair(kd, pf)
+    labels = list(kd)
+    for i, a in enumerate(labels):
+        for b in labels[i + 1:]:
+            check_pair(a, kd[a], b, kd[b], pf)
     for side, k in kd.items():
         check_kernel(side, k, via, pf)
         check_initrd(side, k, root, pf)
@@ -79,9 +87,11 @@ def check(ks: dict, via: str, root: Path = Path("/"), run=None) -> Preflight:
         except (UsageError, CapabilityError) as exc:
             pf.refuse(exc)
     check_signing(kd, via, root, pf)
-    pf.config_diff = config_diff(kd)
-    if kd["base"].get("config") and kd["patched"].get("config"):
-        pf.found.append(f"configs compared: {len(pf.config_diff)} option(s) differ")
+    for before, after in zip(labels, labels[1:]):
+        pf.config_diffs[after] = config_diff(before, kd[before], after, kd[after])
+        if kd[before].get("config") and kd[after].get("config"):
+            pf.found.append(f"configs compared, {after} against {before}: {len(pf.config_diffs[after])} option(s) "
+                            "differ")
     return pf
 
 
@@ -89,22 +99,29 @@ def _run(cmd: list[str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
-# -- the pair ---------------------------------------------------------------------------
-def check_pair(kd: dict, pf: Preflight) -> None:
-    b, p = kd["base"], kd["patched"]
-    if b["sha256"] == p["sha256"] or (b["release"], b["build"]) == (p["release"], p["build"]):
-        same = "the same image (sha256 " + b["sha256"][:12] + ")" if b["sha256"] == p["sha256"] else \
-            f"the same release and build string ({b['build']})"
-        pf.refuse(UsageError(f"ab start: base and patched are {same}: the loop could not tell which one booted; "
+# -- each pair --------------------------------------------------------------------------
+def check_pair(a: str, ka: dict, b: str, kb: dict, pf: Preflight) -> None:
+    if ka["sha256"] == kb["sha256"] or (ka["release"], ka["build"]) == (kb["release"], kb["build"]):
+        same = "the same image (sha256 " + ka["sha256"][:12] + ")" if ka["sha256"] == kb["sha256"] else \
+            f"the same release and build string ({ka['build']})"
+        pf.refuse(UsageError(f"ab start: {a} and {b} are {same}: the loop could not tell which one booted; "
                              "give two different kernels"))
-    elif b["release"] == p["release"]:
+    elif ka["release"] == kb["release"]:
         pf.refuse(UsageError(
-            f"ab start: base and patched are both release {b['release']}: they share /lib/modules/{b['release']} "
+            f"ab start: {a} and {b} are both release {ka['release']}: they share /lib/modules/{ka['release']} "
             "(modules and the headers bcc compiles against), so one build's modules would run on both sides; "
             "build them with distinct releases (CONFIG_LOCALVERSION=\"-nt\", or make LOCALVERSION=-nt; "
             "make bindeb-pkg with a distinct version)"))
+    elif ka.get("headers_real") and ka.get("headers_real") == kb.get("headers_real"):
+        pf.refuse(UsageError(
+            f"ab start: {a} ({ka['release']}) and {b} ({kb['release']}) have one headers tree: "
+            f"/lib/modules/R/build of both leads to {ka['headers_real']}, so bcc would compile the probes of both "
+            "against one build (what `make modules_install` gives when one tree builds both kernels); install "
+            "each kernel's own headers (the linux-headers package `make bindeb-pkg` makes, or a build tree each)"))
     else:
-        pf.found.append(f"two distinct kernels: {b['release']} and {p['release']}")
+        pf.found.append(f"two distinct kernels: {ka['release']} ({a}) and {kb['release']} ({b})"
+                        + (", each with its own headers" if ka.get("headers_real") and kb.get("headers_real")
+                           else ""))
 
 
 # -- each kernel ------------------------------------------------------------------------
@@ -248,17 +265,28 @@ def check_default(loader: bootloader.Loader, kd: dict, pf: Preflight) -> None:
     if d.get("release") is None:
         pf.found.append(f"the bootloader's default entry is not known: {d['how']}; a reset boots what it boots")
         return
-    patched = kd["patched"]["release"]
-    if d["release"] == patched and patched != kd["base"]["release"]:     # one release for both: refused as a pair
+    why = default_is_patched(d, kd)
+    if why:
         fix = {"systemd-boot": "bootctl set-default ID (or loader.conf's default)"}.get(
             loader.kind, "grub-set-default ENTRY (with GRUB_DEFAULT=saved), or GRUB_DEFAULT and update-grub")
-        pf.refuse(UsageError(f"ab start: the bootloader's default entry boots the patched kernel {patched} "
-                             f"({d['how']}): every reset (a panic, the watchdog, a power cut) would boot it again; "
-                             f"make a working kernel the default first: {fix}"))
+        pf.refuse(UsageError(f"ab start: {why} ({d['how']}): every reset (a panic, the watchdog, a power cut) would "
+                             f"boot it again; make a working kernel the default first: {fix}"))
         return
     which = next((side for side, k in kd.items() if k["release"] == d["release"]), None)
     pf.found.append(f"the bootloader's default entry boots {d['release']}"
                     + (f" (the {which} kernel)" if which else "") + f": {d['how']}")
+
+
+def default_is_patched(default: dict, kd: dict) -> str | None:
+    """Why the bootloader's default (Loader.default()) boots one of the loop's
+    patched kernels (any after the base), or None. Read at start and again at
+    every boot of the loop (an update-grub mid-loop can move an index default)."""
+    base = next(iter(kd.values()))
+    for label, k in list(kd.items())[1:]:
+        if default.get("release") == k["release"] and k["release"] != base["release"]:
+            what = "the patched kernel" if label == "patched" else f"the {label} kernel"
+            return f"the bootloader's default entry boots {what} {k['release']}"
+    return None
 
 
 # -- Secure Boot and lockdown -----------------------------------------------------------
@@ -303,12 +331,12 @@ def check_signing(kd: dict, via: str, root: Path, pf: Preflight) -> None:
 
 
 # -- the configs --------------------------------------------------------------------------
-def config_diff(kd: dict) -> list[str]:
-    """Every option the two configs set differently, "CONFIG_X: base=y
+def config_diff(a: str, ka: dict, b: str, kb: dict) -> list[str]:
+    """Every option two configs set differently, "CONFIG_X: base=y
     patched=m" ("not set" where one does not set it), sorted by name."""
     try:
-        b, p = (kernels.read_config(kd[side]["config"]) for side in ("base", "patched"))
+        ca, cb = kernels.read_config(ka["config"]), kernels.read_config(kb["config"])
     except (OSError, TypeError):
         return []
-    return [f"{o}: base={b.get(o, 'not set')} patched={p.get(o, 'not set')}"
-            for o in sorted(set(b) | set(p)) if b.get(o) != p.get(o)]
+    return [f"{o}: {a}={ca.get(o, 'not set')} {b}={cb.get(o, 'not set')}"
+            for o in sorted(set(ca) | set(cb)) if ca.get(o) != cb.get(o)]

@@ -1,17 +1,22 @@
 # SPDX-License-Identifier: Apache-2.0
 """What brings the machine back when a loop kernel panics or hangs: the
 loop's reset path, planned and checked by `ab start`, armed for the loop's
-lifetime and disarmed with its unit.
+lifetime, observed at every boot of a loop kernel, and disarmed with its
+unit.
 
 A panic: the kernel's own settings, as a kernel tester sets them (panic=10:
-reboot 10 s after a panic; oops=panic, softlockup_panic=1, hung_task_panic=1:
-an oops, a soft lockup or a hung task is a panic). With --via kexec they are
-added to the command line each loop kernel boots with, unless the user's
-command line already sets them (the user's value wins). A /etc/sysctl.d
-drop-in sets the same for every boot while the loop lasts (--via reboot
-boots, whose command line is the grub entry's, get them once
-systemd-sysctl has run; a panic before that is the entry's own panic= or
-the watchdog's).
+reboot 10 s after a panic; oops=panic, softlockup_panic=1,
+hung_task_panic=1, nmi_watchdog=panic (hard lockups) and
+sysctl.kernel.panic_on_rcu_stall=1: an oops, a soft or hard lockup, a hung
+task or an RCU stall on one CPU is a panic, not a machine that sits half
+alive while PID 1 keeps the watchdog fed). They go on the command line of
+every loop kernel's boot, unless that command line already sets them (the
+user's value wins): with --via kexec on the kexec command line; with --via
+reboot through grub, on every entry's command line (a drop-in
+/etc/default/grub.d/nttrace-ab-NAME.cfg and update-grub), so a panic in the
+initramfs, before any sysctl is applied, reboots too. A /etc/sysctl.d
+drop-in sets the same for every boot while the loop lasts (the default
+kernel's, and a loader nttrace cannot give a command line to).
 
 A hang: the machine's hardware watchdog (/sys/class/watchdog/watchdogN,
 /dev/watchdogN), armed through systemd with a drop-in
@@ -25,8 +30,17 @@ watchdog settings at each reload since v246); WatchdogDevice= is read only
 when the manager starts, so a device other than /dev/watchdog0 is applied
 with `systemctl daemon-reexec`. Each loop kernel must have the watchdog's
 driver (built in or a module), or nothing in it pets the watchdog and every
-boot of it ends in a reset. Where there is no watchdog the loop runs only
-with --no-watchdog: a hang then needs a hand on the power button.
+boot of it ends in a reset. At every boot of a loop kernel the step
+observes the watchdog (observe()): the device there, held open by PID 1
+(systemd arms it by opening it), systemd's RuntimeWatchdogUSec the plan's,
+and where sysfs shows them its state active and its timeout the plan's;
+otherwise the loop stops (a kernel that boots without the driver would run
+unprotected, and a KExecWatchdogSec timer left running would reset it later
+as if it had hung). Where there is no watchdog the loop runs only with
+--no-watchdog: a hang then needs a hand on the power button.
+
+A boot that never reaches the loop's step (emergency or rescue mode, a
+hang with PID 1 alive) is bounded by the boot deadline (nttrace.ab.unit).
 """
 from __future__ import annotations
 
@@ -34,17 +48,21 @@ import re
 import subprocess
 from pathlib import Path
 
-from nttrace.ab import boot, kernels, store
+from nttrace.ab import boot, bootloader, kernels, store
 from nttrace.errors import CapabilityError, UsageError
 from nttrace.kernel.sysfs import read as _read
 from nttrace.kernel.sysfs import to_int as _int
 
 PANIC_S = 10
-# (command-line parameter, its value, the sysctl it sets, that sysctl's value)
+# (command-line parameter, its value, the sysctl it sets, that sysctl's value);
+# panic_on_rcu_stall has no parameter of its own: the kernel applies a
+# sysctl.* parameter before it runs the initramfs
 PANIC_SETTINGS = (("panic", str(PANIC_S), "kernel.panic", str(PANIC_S)),
                   ("oops", "panic", "kernel.panic_on_oops", "1"),
                   ("softlockup_panic", "1", "kernel.softlockup_panic", "1"),
-                  ("hung_task_panic", "1", "kernel.hung_task_panic", "1"))
+                  ("hung_task_panic", "1", "kernel.hung_task_panic", "1"),
+                  ("nmi_watchdog", "panic", "kernel.hardlockup_panic", "1"),
+                  ("sysctl.kernel.panic_on_rcu_stall", "1", "kernel.panic_on_rcu_stall", "1"))
 RUNTIME_S = 60        # systemd pets it every 30 s; a hung machine resets within a minute
 KEXEC_S = 300         # from the kexec until the next kernel's systemd pets it: a boot's kernel, initrd, fsck
 REBOOT_S = 600        # systemd's own default: a reboot whose last phase hangs
@@ -60,6 +78,11 @@ def system_conf(name: str, root: Path | None = None) -> Path:
 
 def sysctl_conf(name: str, root: Path | None = None) -> Path:
     return (root or ROOT) / "etc/sysctl.d" / f"90-nttrace-ab-{store.check_name(name)}.conf"
+
+
+def grub_conf(name: str, root: Path | None = None) -> Path:
+    """The grub defaults drop-in Debian's grub-mkconfig sources (/etc/default/grub.d/*.cfg)."""
+    return (root or ROOT) / "etc/default/grub.d" / f"nttrace-ab-{store.check_name(name)}.cfg"
 
 
 # -- the panic settings --------------------------------------------------------
@@ -78,7 +101,7 @@ def set_on(cmdline: str) -> dict[str, str]:
     return out
 
 
-def _panic_text(kept: dict[str, str], via: str) -> str:
+def _panic_text(kept: dict[str, str], via: str, grub: bool = False) -> str:
     """How a panic ends, in words."""
     if "panic" in kept:
         value = kept["panic"].partition("=")[2]
@@ -91,7 +114,7 @@ def _panic_text(kept: dict[str, str], via: str) -> str:
         if n < 0:
             return f"a panic reboots at once ({kept['panic']}, the command line's)"
         return f"a panic reboots after {n} s ({kept['panic']}, the command line's)"
-    how = f"panic={PANIC_S}" if via == "kexec" else f"kernel.panic={PANIC_S} once sysctl has run"
+    how = f"panic={PANIC_S}" if via == "kexec" or grub else f"kernel.panic={PANIC_S} once sysctl has run"
     return f"a panic reboots after {PANIC_S} s ({how})"
 
 
@@ -170,8 +193,11 @@ def plan_reset(args, ks: dict, via: str, root: Path | None = None) -> dict:
             else boot.default_cmdline(_read(root / "proc/cmdline") or "")
     else:       # the grub entries' command line: this boot's is the best knowledge of it
         user = _read(root / "proc/cmdline") or ""
+    # --via reboot: the settings go on grub's entries where grub-mkconfig builds them from /etc/default/grub
+    grub = via == "reboot" and bootloader.detect(root).kind == "grub"
     kept = set_on(user)
-    cmdline_added = [f"{p}={v}" for p, v, _s, _sv in PANIC_SETTINGS if p not in kept] if via == "kexec" else []
+    added = [f"{p}={v}" for p, v, _s, _sv in PANIC_SETTINGS if p not in kept]
+    cmdline_added = added if via == "kexec" else []
     sysctl = {s: sv for p, _v, s, sv in PANIC_SETTINGS if p not in kept}
     no_watchdog = bool(getattr(args, "no_watchdog", False))
     found = watchdogs(root)
@@ -182,7 +208,7 @@ def plan_reset(args, ks: dict, via: str, root: Path | None = None) -> dict:
                     "module": chosen["module"], "nowayout": chosen["nowayout"],
                     "runtime_s": _bounded(RUNTIME_S, chosen), "reboot_s": _bounded(REBOOT_S, chosen),
                     "kexec_s": _bounded(KEXEC_S, chosen)}
-    text = _panic_text(kept, via)
+    text = _panic_text(kept, via, grub)
     if watchdog:
         text += (f"; a hang is reset by {watchdog['identity']} ({watchdog['device']}) after {watchdog['runtime_s']} s"
                  + (f" ({watchdog['kexec_s']} s from a kexec until the next kernel's systemd pets it)"
@@ -195,14 +221,18 @@ def plan_reset(args, ks: dict, via: str, root: Path | None = None) -> dict:
     if via == "kexec" and watchdog:
         not_covered.append("a hang after the next kernel's watchdog driver has loaded and before its systemd arms the "
                            "watchdog again (a driver may stop the timer when it loads, as i6300esb does)")
-    if via == "reboot":
-        not_covered.append("a panic before systemd-sysctl runs at a --via reboot boot reboots only where the grub "
-                           "entry's own command line says panic="
+    if via == "reboot" and not grub:
+        not_covered.append("a panic before systemd-sysctl runs at a --via reboot boot reboots only where the boot "
+                           "entry's own command line says panic= (nttrace gives grub's Debian entries the panic "
+                           "settings; not this loader's)"
                            + (", else the watchdog where the firmware leaves it running" if watchdog else ""))
         if watchdog:
             not_covered.append("a hang between the firmware and systemd's start at a --via reboot boot: the "
                                "firmware's reset usually stops the watchdog")
-    return {"cmdline_added": cmdline_added, "kept": sorted(kept.values()), "sysctl": sysctl, "watchdog": watchdog,
+    not_covered.append("an RCU stall in a driver built into the kernel, before it applies sysctl.* parameters "
+                       "(a driver that is a module probes later, and is covered)")
+    return {"cmdline_added": cmdline_added, "grub_cmdline_added": added if grub else [],
+            "kept": sorted(kept.values()), "sysctl": sysctl, "watchdog": watchdog,
             "acknowledged_no_watchdog": no_watchdog, "passed_over": passed_over,
             "watchdogs_found": [w["device"] for w in found], "not_covered": not_covered, "text": text}
 
@@ -264,7 +294,29 @@ def changes(name: str, reset: dict) -> list[str]:
     if reset["sysctl"]:
         out.append(f"{sysctl_conf(name)}: " + " ".join(f"{k}={v}" for k, v in reset["sysctl"].items())
                    + " (set now; the values before are put back when the loop ends)")
+    if reset.get("grub_cmdline_added"):
+        out.append(f"{grub_conf(name)}: every grub entry's command line gains "
+                   f"{' '.join(reset['grub_cmdline_added'])} (grub-mkconfig now and when the loop ends)")
     return out
+
+
+def grub_conf_text(name: str, added: list[str]) -> str:
+    return (f"# written by `nttrace ab start {name}`; removed when the loop ends (docs/ab-loop.md): the loop's\n"
+            "# panic settings on every entry, so a kernel that panics before sysctl is applied reboots\n"
+            f'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX {" ".join(added)}"\n')
+
+
+def _grub_mkconfig(root: Path, run) -> str:
+    """grub-mkconfig into the grub.cfg grub reads; what it did, or RuntimeError."""
+    loader = bootloader.detect(root)
+    if loader.kind != "grub" or loader.cfg is None:
+        raise RuntimeError(f"grub-mkconfig: grub does not boot this machine ({loader.how})")
+    exe = "grub-mkconfig"
+    target = Path("/") / loader.cfg.relative_to(root)
+    p = run([exe, "-o", str(target)])
+    if p.returncode != 0:
+        raise RuntimeError(f"{exe} -o {target}: {(p.stderr or p.stdout or '').strip()[-200:]}")
+    return f"{exe} -o {target}"
 
 
 # -- arm and disarm ------------------------------------------------------------
@@ -272,13 +324,23 @@ def _systemctl(args: list[str]) -> subprocess.CompletedProcess:
     return subprocess.run(["systemctl", *args], capture_output=True, text=True, timeout=120)
 
 
-def arm(name: str, reset: dict, root: Path | None = None, systemctl=_systemctl) -> list[str]:
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def arm(name: str, reset: dict, root: Path | None = None, systemctl=_systemctl, run=_run) -> list[str]:
     """Write the drop-ins and apply them; returns what it did. RuntimeError
-    where systemd does not take the watchdog's settings (the caller then
-    disarms). A setting this kernel has no sysctl for (hung_task_panic
-    without CONFIG_DETECT_HUNG_TASK) is said and left out."""
+    where systemd does not take the watchdog's settings or grub-mkconfig
+    fails (the caller then disarms). A setting this kernel has no sysctl for
+    (hung_task_panic without CONFIG_DETECT_HUNG_TASK) is said and left out."""
     root = root or ROOT
     done = []
+    if reset.get("grub_cmdline_added"):
+        path = grub_conf(name, root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        store.write_atomic(path, grub_conf_text(name, reset["grub_cmdline_added"]))
+        path.chmod(0o644)
+        done.append(f"wrote {path} ({_grub_mkconfig(root, run)})")
     if reset["sysctl"]:
         before = {k: _read(sysctl_path(root, k)) for k in reset["sysctl"]}
         path = sysctl_conf(name, root)
@@ -309,13 +371,21 @@ def arm(name: str, reset: dict, root: Path | None = None, systemctl=_systemctl) 
     return done
 
 
-def disarm(name: str, root: Path | None = None, systemctl=_systemctl) -> list[str]:
+def disarm(name: str, root: Path | None = None, systemctl=_systemctl, run=_run) -> list[str]:
     """Remove the drop-ins (whatever is there) and undo them: the sysctl
-    values from before the loop put back, systemd told its watchdog settings
-    are gone (but for a nowayout watchdog, which systemd keeps petting until
-    the next boot rather than let it reset the machine). Returns what it did."""
+    values from before the loop put back, grub's entries made again without
+    the panic settings, systemd told its watchdog settings are gone (but for
+    a nowayout watchdog, which systemd keeps petting until the next boot
+    rather than let it reset the machine). Returns what it did."""
     root = root or ROOT
     done = []
+    path = grub_conf(name, root)
+    if path.exists():
+        path.unlink()
+        try:
+            done.append(f"removed {path} ({_grub_mkconfig(root, run)})")
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            done.append(f"removed {path}; grub.cfg keeps the loop's panic settings until update-grub ({exc})")
     path = sysctl_conf(name, root)
     text = _read(path)
     if text is not None:
@@ -347,3 +417,62 @@ def disarm(name: str, root: Path | None = None, systemctl=_systemctl) -> list[st
             done.append(f"removed {path} (systemctl {how}: the watchdog is systemd's own again)" if ok else
                         f"removed {path}; systemctl {how} failed ({why}): the watchdog stays armed until the next boot")
     return done
+
+
+# -- observed at each boot ------------------------------------------------------------
+def _busctl_runtime_usec(run=subprocess.run) -> int | None:
+    """systemd's RuntimeWatchdogUSec, as the manager holds it (microseconds)."""
+    try:
+        p = run(["busctl", "get-property", "org.freedesktop.systemd1", "/org/freedesktop/systemd1",
+                 "org.freedesktop.systemd1.Manager", "RuntimeWatchdogUSec"], capture_output=True, text=True,
+                timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    parts = (p.stdout or "").split()
+    return int(parts[1]) if p.returncode == 0 and len(parts) == 2 and parts[1].isdigit() else None
+
+
+def observed(device: str, root: Path | None = None, runtime_usec=_busctl_runtime_usec) -> dict:
+    """The watchdog `device` as this boot has it: its node, whether PID 1
+    (systemd) holds it open (opening it is what arms it), its sysfs state and
+    timeout where the kernel exposes them (CONFIG_WATCHDOG_SYSFS), and
+    systemd's RuntimeWatchdogUSec."""
+    root = root or ROOT
+    dev = Path(device)
+    held = False
+    try:
+        for fd in (root / "proc/1/fd").iterdir():
+            try:
+                if fd.readlink() == dev:
+                    held = True
+                    break
+            except OSError:
+                continue
+    except OSError:
+        held = None
+    attrs = root / "sys/class/watchdog" / dev.name
+    usec = runtime_usec()
+    return {"device": device, "present": (root / dev.relative_to("/")).exists(), "held_by_pid1": held,
+            "state": _read(attrs / "state"), "timeout_s": _int(_read(attrs / "timeout")),
+            "systemd_runtime_s": usec / 1e6 if usec is not None else None}
+
+
+def watchdog_fault(planned: dict | None, seen: dict) -> str | None:
+    """Why the watchdog this boot has is not the one the loop armed, or None.
+    `planned`: the schedule's reset["watchdog"] (None: the loop runs without one)."""
+    if not planned:
+        return None
+    dev = planned["device"]
+    if not seen.get("present"):
+        return (f"{dev} does not exist at this boot: its driver ({planned['module']}) did not load or bind, so "
+                "nothing resets a hang")
+    if seen.get("held_by_pid1") is False:
+        return f"systemd does not hold {dev} open at this boot: the watchdog is not armed"
+    if seen.get("state") is not None and seen["state"] != "active":
+        return f"{dev} is {seen['state']} at this boot, not active"
+    want = planned["runtime_s"]
+    if seen.get("systemd_runtime_s") is not None and abs(seen["systemd_runtime_s"] - want) > 0.5:
+        return f"systemd's RuntimeWatchdogSec is {seen['systemd_runtime_s']:g} s at this boot, not the loop's {want} s"
+    if seen.get("timeout_s") is not None and abs(seen["timeout_s"] - want) > max(1, want * 0.05):
+        return f"{dev}'s timeout is {seen['timeout_s']} s at this boot, not the loop's {want} s"
+    return None

@@ -1,18 +1,23 @@
 # SPDX-License-Identifier: Apache-2.0
 """`nttrace ab start`: everything checked before the first reboot, then the
-schedule written, the unit installed and enabled, the reset path armed, the
+schedule written, the units installed and enabled, the reset path armed, the
 first kernel booted.
 
+The loop's kernels are a series (`--series [LABEL=]K0,K1,...,Kn`: K0 the
+base, each Ki a step on the one before) or its common case, two (`--base B
+--patched P`, the series base=B,patched=P): one schedule, one step, one
+report either way.
+
 Order: the input (exit 2 at once: NAME, N, the kernels, the namespace, the
-exercises, the command line, the room on the disk); then the refusals a plan
-can be printed beside, in this order: what the machine must have (exit 3:
-root, systemd as init, kexec-tools and both kernels loading with `kexec -l`
-for --via kexec, grub for --via reboot), the kernels' preflight
-(nttrace.ab.preflight: the two kernels distinguishable, each with its own
-modules and headers, the bootloader's default; exit 2, or 3 for lockdown and
-Secure Boot) and the reset path (nttrace.ab.reset: a watchdog or
---no-watchdog, exit 3; each kernel with the watchdog's driver, exit 2). A
-real start raises the first of them;
+exercises, the measured checks, --until, the command line, the room on the
+disk); then the refusals a plan can be printed beside, in this order: what
+the machine must have (exit 3: root, systemd as init, kexec-tools and every
+kernel loading with `kexec -l` for --via kexec, grub for --via reboot), the
+kernels' preflight (nttrace.ab.preflight: every two kernels
+distinguishable, each with its own modules and headers, the bootloader's
+default; exit 2, or 3 for lockdown and Secure Boot) and the reset path
+(nttrace.ab.reset: a watchdog or --no-watchdog, exit 3; each kernel with
+the watchdog's driver, exit 2). A real start raises the first of them;
 --dry-run prints the plan and every one as "would refuse", and exits with the
 first one's code. Nothing is written until every check passed, and without
 --yes the user is asked before the first reboot.
@@ -30,7 +35,7 @@ import sys
 import time
 from pathlib import Path
 
-from nttrace.ab import boot, kernels, preflight, reset, schedule, store, unit
+from nttrace.ab import boot, kernels, measured, preflight, reset, schedule, store, unit
 from nttrace.ab.loop import Lock, Loop, changeable_by_others, new_state, nttrace_exe, nttrace_identity
 from nttrace.ab.step import FREE_FLOOR_BYTES, RUN_BYTES, Machine, begin, real_machine
 from nttrace.errors import EXIT_OK, CapabilityError, UsageError
@@ -38,20 +43,40 @@ from nttrace.errors import EXIT_OK, CapabilityError, UsageError
 
 def validate_args(args) -> list[str]:
     """The loop's validate options, as validate's own flags."""
-    out = []
-    for pat in args.check or []:
-        out += ["--check", pat]
-    if args.quick:
-        out.append("--quick")
-    if args.rebind:
-        out += ["--rebind", args.rebind, "--runs", str(args.runs)]
-    if args.exercise:
-        out += ["--exercise", args.exercise]
-    return out
+    return measured.validate_args(args.check, args.quick, args.rebind, args.runs, getattr(args, "demote", False),
+                                  args.exercise)
+
+
+def series_specs(args) -> list[tuple[str, str]]:
+    """[(label, kernel spec)] in series order: --series, or --base and --patched."""
+    if getattr(args, "series", None):
+        if args.base or args.patched:
+            raise UsageError("ab start: --series names every kernel, the base first: it does not go with --base "
+                             "and --patched")
+        return schedule.parse_series(args.series)
+    if not args.base or not args.patched:
+        raise UsageError("ab start: give --base and --patched, or --series K0,K1,... (the base first)")
+    return [("base", args.base), ("patched", args.patched)]
+
+
+def until_time(text: str | None, now: float | None = None) -> float | None:
+    """--until HH:MM: the next time the local clock reads it (today, or
+    tomorrow where that time has passed), as a timestamp; None without it."""
+    if text is None:
+        return None
+    import datetime
+    m = re.fullmatch(r"([01]?\d|2[0-3]):([0-5]\d)", text.strip())
+    if not m:
+        raise UsageError(f"ab start --until {text!r}: a local time HH:MM (e.g. 06:30)")
+    now_dt = datetime.datetime.fromtimestamp(now if now is not None else time.time())
+    at = now_dt.replace(hour=int(m[1]), minute=int(m[2]), second=0, microsecond=0)
+    if at <= now_dt:
+        at += datetime.timedelta(days=1)
+    return at.timestamp()
 
 
 def check_input(args) -> tuple[Loop, dict]:
-    """Exit-2 checks; returns the loop and the kernels {side: Kernel}."""
+    """Exit-2 checks; returns the loop and the kernels {label: Kernel}, the base first."""
     loop = Loop.named(args.name)
     if args.boots < 1:
         raise UsageError("ab start: --boots must be at least 1 (boots of each kernel)")
@@ -60,8 +85,14 @@ def check_input(args) -> tuple[Loop, dict]:
     if args.runs < 1 or not 0 <= args.wait_quiet < math.inf or not 0 < args.validate_timeout < math.inf:
         raise UsageError("ab start: --runs and --validate-timeout must be positive, --wait-quiet not negative, "
                          "both finite numbers of seconds")
+    deadline = getattr(args, "boot_deadline", None)
+    if deadline is not None and not 60 <= deadline < math.inf:
+        raise UsageError("ab start: --boot-deadline must be at least 60 seconds (a boot's kernel, initrd and "
+                         "services must fit in it)")
+    specs = series_specs(args)
+    until_time(getattr(args, "until", None))
     refuse_if_taken(loop)
-    ks = {"base": kernels.resolve(args.base), "patched": kernels.resolve(args.patched)}
+    ks = {label: kernels.resolve(spec) for label, spec in specs}
     if args.via == "reboot" and any("/" in k.spec for k in ks.values()):
         raise UsageError("ab start --via reboot: grub boots its own entries: give installed releases, not paths")
     if args.via == "reboot" and args.cmdline is not None:
@@ -77,6 +108,13 @@ def check_input(args) -> tuple[Loop, dict]:
         if not checks.select(args.check, args.quick):
             raise UsageError(f"ab start: --check {','.join(args.check)} matches no check "
                              "(see `nttrace validate --list`)")
+    if not measured.measured_checks(validate_args(args)):
+        lacking = measured.not_asked(validate_args(args))
+        raise UsageError("ab start: no selected check measures a figure the A/B tests at these options, so every "
+                         "boot would measure nothing; "
+                         + (f"ask one to do its work: {'; '.join(lacking)}" if lacking else
+                            "select kernel.memmap_latency (--rebind NAMESPACE), kernel.demotion_nt (--demote) or a "
+                            "probe.<name> check (--exercise NAME)"))
     return loop, ks
 
 
@@ -90,14 +128,14 @@ def command_line(args) -> str:
 
 
 def check_room(loop: Loop, boots: int) -> int:
-    """Bytes the runs need; UsageError where the disk has not that room."""
+    """Bytes the runs need (`boots` in all); UsageError where the disk has not that room."""
     where = loop.dir.parent
     while not where.exists():
         where = where.parent
-    need = 2 * boots * RUN_BYTES + FREE_FLOOR_BYTES
+    need = boots * RUN_BYTES + FREE_FLOOR_BYTES
     free = shutil.disk_usage(where).free
     if free < need:
-        raise UsageError(f"ab start: {free >> 20} MiB free under {where}, {2 * boots} runs need {need >> 20} MiB")
+        raise UsageError(f"ab start: {free >> 20} MiB free under {where}, {boots} runs need {need >> 20} MiB")
     return need
 
 
@@ -138,7 +176,7 @@ def with_added(cmdline: str, reset_plan: dict | None) -> str:
 def plan(args, loop: Loop, ks: dict, cmdline: str, exe: str, reset_plan: dict | None = None,
          pre=None, estimate: dict | None = None) -> dict:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
-    slots = schedule.make(args.boots, seed)
+    slots = schedule.make(args.boots, seed, list(ks))
     # --via reboot: the bootloader's one-shot entries as the preflight found
     # them (none where it refused, which stops a real start before this)
     grub_entries = {side: (getattr(pre, "entries", None) or {}).get(side) for side in ks} if args.via == "reboot" else None
@@ -156,9 +194,17 @@ def plan(args, loop: Loop, ks: dict, cmdline: str, exe: str, reset_plan: dict | 
             "wait_quiet_s": args.wait_quiet, "validate_timeout_s": args.validate_timeout,
             "default_kernel": default_kernel, "default_kernel_note": default_note,
             "reset": reset_plan,
-            "preflight": {"config_diff": list(getattr(pre, "config_diff", None) or []), "default_boot": default_boot},
-            "estimate": estimate,
+            "preflight": {"config_diffs": dict(getattr(pre, "config_diffs", None) or {}), "default_boot": default_boot},
+            "estimate": estimate, "measured_checks": measured.measured_checks(validate_args(args)),
+            "deadline_s": deadline_of(args, estimate), "until": until_time(getattr(args, "until", None)),
+            "stay": bool(getattr(args, "stay", False)),
             "nttrace": {"exe": exe, **nttrace_identity()}}
+
+
+def deadline_of(args, estimate: dict | None) -> int:
+    """The boot deadline: --boot-deadline, or unit.default_deadline_s of the measured boot."""
+    given = getattr(args, "boot_deadline", None)
+    return int(given) if given is not None else unit.default_deadline_s((estimate or {}).get("boot_s"))
 
 
 # -- the time a loop takes ---------------------------------------------------------
@@ -217,11 +263,11 @@ def measured_boot(via: str, run=_run, proc: Path = Path("/proc")) -> dict:
         return {"boot_s": None, "how": "not measured (no systemd-analyze time, no /proc/1/stat)"}
 
 
-def estimate(args, boot_m: dict) -> dict:
+def estimate(args, boot_m: dict, kernel_count: int = 2) -> dict:
     """Per boot and in all: the measured boot time and the two bounds."""
     bounds = float(args.wait_quiet) + float(args.validate_timeout)
     per = (boot_m["boot_s"] or 0.0) + bounds
-    n = 2 * args.boots
+    n = kernel_count * args.boots
     return {**boot_m, "wait_quiet_max_s": float(args.wait_quiet), "validate_max_s": float(args.validate_timeout),
             "per_boot_max_s": round(per, 1), "boots": n, "total_max_s": round(n * per, 1),
             "boots_measured_s": round(n * boot_m["boot_s"], 1) if boot_m["boot_s"] is not None else None}
@@ -254,11 +300,14 @@ def time_lines(e: dict) -> list[str]:
 def print_plan(sched: dict, checked: list[str], out=None) -> None:
     out = out or sys.stdout
     k = sched["kernels"]
+    labels = schedule.sides(sched)
     slots = schedule.from_json(sched["slots"])
-    print(f"nttrace ab {sched['name']}: {sched['rounds']} boots of each kernel, {len(slots)} in all, via {sched['via']}",
+    kind = "each kernel" if len(labels) == 2 else f"each of the series' {len(labels)} kernels"
+    print(f"nttrace ab {sched['name']}: {sched['rounds']} boots of {kind}, {len(slots)} in all, via {sched['via']}",
           file=out)
-    for side in schedule.SIDES:
-        print(f"  {side:8} {k[side]['release']}  {k[side]['image']}"
+    width = max(8, *(len(label) for label in labels))
+    for side in labels:
+        print(f"  {side:{width}} {k[side]['release']}  {k[side]['image']}"
               + (f" + {k[side]['initrd']}" if k[side]["initrd"] else "") + f"  sha256 {k[side]['sha256'][:16]}",
               file=out)
     print(f"  command line: {sched['cmdline'] or '(the grub entry)'}", file=out)
@@ -277,9 +326,11 @@ def print_plan(sched: dict, checked: list[str], out=None) -> None:
           + ": every reset and the loop's end boot it", file=out)
     if sched.get("default_kernel_note"):
         print(f"    note: {sched['default_kernel_note']}", file=out)
-    diff = (sched.get("preflight") or {}).get("config_diff") or []
-    if diff:
-        print(f"  the kernels' configs differ in {len(diff)} line(s):", file=out)
+    for label, diff in schedule.config_diffs(sched).items():
+        if not diff:
+            continue
+        before = labels[labels.index(label) - 1] if label in labels else "the kernel before"
+        print(f"  the configs of {before} and {label} differ in {len(diff)} line(s):", file=out)
         for line in diff[:DIFF_SHOWN]:
             print(f"    {line}", file=out)
         if len(diff) > DIFF_SHOWN:
@@ -287,10 +338,20 @@ def print_plan(sched: dict, checked: list[str], out=None) -> None:
     if sched.get("estimate"):
         for line in time_lines(sched["estimate"]):
             print(f"  {line}", file=out)
-    print(f"  seed {sched['seed']}; order (B base, P patched): {schedule.order_text(slots)}", file=out)
+    if sched.get("until"):
+        print(f"  --until: the loop ends at {time.strftime('%Y-%m-%d %H:%M %Z', time.localtime(sched['until']))} "
+              "wherever it is (the report of what was reached, the default kernel booted)"
+              + (f"; {fits(sched)}" if fits(sched) else ""), file=out)
+    print(f"  seed {sched['seed']}; order ({schedule.legend(labels)}): {schedule.order_text(slots, labels)}", file=out)
     print(f"  at each boot: {' '.join(['nttrace', 'validate', '--json', *sched['validate_args']])}", file=out)
-    print(f"  unit: {unit.unit_name(sched['name'])} -> {' '.join(unit.command(sched['nttrace']['exe'], sched['name']))}",
-          file=out)
+    print(f"  a boot is a run only where each of these gives its primary figure: "
+          f"{', '.join(sched['measured_checks'])} (else a failed measurement)", file=out)
+    print(f"  boot deadline: {duration(sched['deadline_s'])} from a loop kernel's start to the loop's step, or the "
+          "machine is reset (emergency or rescue mode, a hang with PID 1 alive); --boot-deadline S", file=out)
+    print(f"  units: {unit.unit_name(sched['name'])} -> {' '.join(unit.command(sched['nttrace']['exe'], sched['name']))}"
+          f"; {unit.timer_name(sched['name'])} (the deadline)", file=out)
+    if sched.get("stay"):
+        print("  --stay: a loop that stops on a fault leaves the machine on the kernel it stopped at", file=out)
     for line in changes(sched):
         print(f"  will change: {line}", file=out)
     for line in checked:
@@ -300,19 +361,39 @@ def print_plan(sched: dict, checked: list[str], out=None) -> None:
         print(f"  warning: the unit runs as root, at every boot, code a user other than root can change: {others[0]}"
               + (f" and {len(others) - 1} more" if len(others) > 1 else "")
               + "; install nttrace where only root can write", file=out)
-    testable = boots_to_test()
-    if sched["rounds"] < testable:
+    steps = len(labels) - 1
+    testable = boots_to_test(steps)
+    if sched["rounds"] < testable and steps == 1:
         print(f"  note: {sched['rounds']} boot(s) a side cannot test a change: the exact test across boots needs "
               f"{testable} a side (docs/ab.md, \"Reading an A/B\"); the report will say so", file=out)
+    elif sched["rounds"] < testable:
+        print(f"  note: {sched['rounds']} boot(s) a kernel cannot mark a step: at the series' alpha, 0.05/{steps} a "
+              f"step (Bonferroni over its {steps} steps), the exact test across boots needs {testable} a kernel "
+              "(docs/ab.md, \"Reading an A/B\"); the report will say so", file=out)
 
 
 DIFF_SHOWN = 12
 
 
+def fits(sched: dict) -> str:
+    """How many of the schedule's boots fit before --until at the measured
+    boot time and the bounds (what is known before the first run)."""
+    e = sched.get("estimate") or {}
+    if not sched.get("until") or not e.get("per_boot_max_s"):
+        return ""
+    left = sched["until"] - sched["created"]
+    n = len(sched["slots"])
+    at_bounds = min(n, int(left // e["per_boot_max_s"]))
+    return (f"{at_bounds} of the {n} boots fit at the bounds ({duration(e['per_boot_max_s'])} a boot)"
+            + (", all of them at the measured boot time alone" if e.get("boot_s") and left >= n * e["boot_s"] else ""))
+
+
 def changes(sched: dict) -> list[str]:
     """What the loop changes on the machine, a line each; all of it undone
     when the loop ends."""
-    out = [f"{unit.UNIT_DIR / unit.unit_name(sched['name'])}: installed and enabled (runs at each boot)"]
+    out = [f"{unit.unit_name(sched['name'])} and {unit.timer_name(sched['name'])}: enabled, with their drop-ins "
+           f"under {unit.UNIT_DIR}" + ("" if unit.packaged() else
+                                       " (and the templates, which no package installed here)")]
     if sched.get("reset"):
         out += reset.changes(sched["name"], sched["reset"])
     if sched["via"] == "kexec":
@@ -325,19 +406,22 @@ def changes(sched: dict) -> list[str]:
     return out
 
 
-def boots_to_test() -> int:
-    """The fewest boots a side at which validate's A/B can mark a primary figure."""
+def boots_to_test(steps: int = 1) -> int:
+    """The fewest boots a kernel at which the A/B can mark a step's primary
+    figure, at the series' alpha (Bonferroni over its steps)."""
     from nttrace.ab import statistics
-    return next(n for n in range(2, 50) if statistics.smallest_p(n, n) <= statistics.ALPHA)
+    return statistics.fewest_runs_for(statistics.family_alpha(steps))
 
 
 def running_loops() -> list[str]:
-    """The loops under the state root whose state says running (a directory
-    with no schedule is a start cut short, not a loop)."""
+    """The loops under the state root whose state says running and whose
+    units are installed (a directory with no schedule is a start cut short;
+    a state that says running without its units is a loop that ended where
+    it could not save its state: `ab status` says so)."""
     out = []
     for d in sorted(store.root().iterdir()) if store.root().is_dir() else []:
-        if d.is_dir() and store.NAME_RE.fullmatch(d.name) \
-                and (d / "schedule.json").exists() and Loop(d).state()["state"] == "running":
+        if d.is_dir() and store.NAME_RE.fullmatch(d.name) and (d / "schedule.json").exists() \
+                and Loop(d).state()["state"] == "running" and unit.installed(d.name):
             out.append(d.name)
     return out
 
@@ -397,7 +481,7 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
     asks = not args.dry_run and not getattr(args, "yes", False)
     loop, ks = check_input(args)
     cmdline = command_line(args)
-    need = check_room(loop, args.boots)
+    need = check_room(loop, len(ks) * args.boots)
     pre = preflight.check(ks, args.via)
     reset_plan = reset.plan_reset(args, ks, args.via)
     reset_found, reset_refusals = reset.check(reset_plan, ks)
@@ -409,9 +493,11 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
         raise UsageError("ab start: no terminal to ask on before the first reboot: pass --yes "
                          "(read the plan with --dry-run first)")
     exe = nttrace_exe()
-    sched = plan(args, loop, ks, cmdline, exe, reset_plan, pre, estimate(args, measured_boot(args.via)))
-    unit_text = unit.text(loop.name, exe, store.root(), unit.timeout_s(sched))     # exit 2 before anything is written
-    print_plan(sched, [f"room for {2 * args.boots} runs ({need >> 20} MiB)"] + list(pre.found) + reset_found + found)
+    sched = plan(args, loop, ks, cmdline, exe, reset_plan, pre, estimate(args, measured_boot(args.via), len(ks)))
+    unit_texts = unit.dropins(loop.name, exe, store.root(), unit.timeout_s(sched), sched["deadline_s"],
+                              [k.release for k in ks.values()])      # exit 2 before anything is written
+    print_plan(sched, [f"room for {len(ks) * args.boots} runs ({need >> 20} MiB)"] + list(pre.found) + reset_found
+               + found)
     if args.dry_run:
         for exc in refusals:
             print(f"  would refuse: {exc}")
@@ -423,7 +509,8 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
     claim(loop, sched)                # exit 2 here leaves what another start made untouched
     try:
         store.make_private_dir(loop.runs_dir)
-        unit.install(loop.name, unit_text)
+        for line in unit.install(loop.name, unit_texts):
+            print(line)
         for line in reset.arm(loop.name, reset_plan):
             print(line)
     except BaseException as exc:      # a full disk, systemctl timing out, Ctrl-C: nothing left installed or armed
@@ -432,8 +519,8 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
         if isinstance(exc, (OSError, RuntimeError, subprocess.SubprocessError)):
             raise CapabilityError(f"ab start: cannot install the loop: {exc}") from None
         raise
-    print(f"installed and enabled {unit.unit_name(loop.name)}; `nttrace ab status {loop.name}`, "
-          f"`nttrace ab stop {loop.name}` ends it")
+    print(f"installed and enabled {unit.unit_name(loop.name)} and {unit.timer_name(loop.name)}; "
+          f"`nttrace ab status {loop.name}`, `nttrace ab stop {loop.name}` ends it")
     m = machine or real_machine(loop, sched)
     # the plan on its way before the machine goes down: to a file or a pipe
     # stdout is block-buffered, and a kexec takes what it still holds

@@ -39,10 +39,21 @@ def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | 
     eta = None
     if settled and last and st["state"] == "running":
         eta = round((last - sched["created"]) / len(settled) * (len(pending) + bool(measuring)))
-    current = next((side for side in schedule.SIDES if kernels.is_running(sched["kernels"][side], running)), None)
+    labels = schedule.sides(sched)
+    current = next((side for side in labels if kernels.is_running(sched["kernels"][side], running)), None)
     recoveries = list(st.get("recoveries") or []) + ([st["recovered_now"]] if st.get("recovered_now") else [])
     cut = (st.get("measuring") or {}) if st["state"] == "running" else {}
-    return {"name": loop.name, "state": st["state"], "why": st.get("why"), "done": len(runs),
+    state, why = st["state"], st.get("why")
+    installed = unit.installed(loop.name)
+    if state == "running" and not installed:
+        # the units go with every end of a loop; a state that still says running
+        # was not saved at that end (a full disk): the journal has why
+        state = "ended"
+        why = (f"its units are gone but its state says running: it ended without saving its state (a full disk?); "
+               f"`journalctl -u {unit.unit_name(loop.name)}` says why; `nttrace ab stop {loop.name}` records the end")
+        nxt = None
+        measuring = None
+    return {"name": loop.name, "state": state, "why": why, "done": len(runs),
             "settled": len(settled), "total": len(slots), "boot": booting.get("slot"), "attempt": booting.get("attempt"),
             "measuring": ({"slot": measuring["slot"], "since": measuring["at"]} if measuring else None),
             "next": ({"slot": nxt.slot, "side": nxt.side, "release": sched["kernels"][nxt.side]["release"]}
@@ -56,10 +67,11 @@ def status(loop: Loop, running: kernels.Running | None = None, this_boot: str | 
             "quiet_timed_out": sorted(n for n, r in runs.items() if (r.get("ab_run") or {}).get("quiet_timed_out")),
             "recoveries": [r.get("text") for r in recoveries],
             "reset": (sched.get("reset") or {}).get("text"),
-            "config_diff": (sched.get("preflight") or {}).get("config_diff"),
-            "eta_s": eta, "via": sched["via"],
-            "unit_installed": unit.installed(loop.name), "seed": sched["seed"],
-            "order": schedule.order_text(slots)}
+            "config_diffs": schedule.config_diffs(sched),
+            "eta_s": eta if state == "running" else None, "via": sched["via"],
+            "unit_installed": installed, "seed": sched["seed"],
+            "kernels": {side: sched["kernels"][side]["release"] for side in labels},
+            "order": schedule.order_text(slots, labels), "legend": schedule.legend(labels)}
 
 
 def _dur(s: float | None) -> str:
@@ -72,7 +84,7 @@ def print_status(s: dict, out=None) -> None:
     out = out or sys.stdout
     print(f"nttrace ab {s['name']}: {s['state']}" + (f" ({s['why']})" if s.get("why") else ""), file=out)
     print(f"  boots settled {s['settled']} of {s['total']}, runs kept {s['done']}; via {s['via']}; "
-          f"order {s['order']}", file=out)
+          f"order ({s['legend']}) {s['order']}", file=out)
     if s.get("reset"):
         print(f"  reset: {s['reset']}", file=out)
     for r in s.get("recoveries") or []:
@@ -105,9 +117,10 @@ def print_status(s: dict, out=None) -> None:
     if s.get("quiet_timed_out"):
         print(f"  runs taken on a host that never became quiet (the wait timed out): slots "
               f"{', '.join(map(str, s['quiet_timed_out']))}", file=out)
-    diff = s.get("config_diff")
-    if diff is not None:
-        print(f"  config differences (base vs patched): {len(diff) or 'none'}", file=out)
+    labels = list(s.get("kernels") or [])
+    for label, diff in (s.get("config_diffs") or {}).items():
+        before = labels[labels.index(label) - 1] if label in labels and labels.index(label) else "base"
+        print(f"  config differences ({before} vs {label}): {len(diff) or 'none'}", file=out)
         for line in diff[:CONFIG_LINES]:
             print(f"    {line}", file=out)
         if len(diff) > CONFIG_LINES:

@@ -1,46 +1,65 @@
 # SPDX-License-Identifier: Apache-2.0
-"""What the unit runs at each boot (`nttrace ab step NAME`): the loop's state
-machine. Everything it reads from the machine or does to it goes through a
-`Machine` (the real one below; the tests pass plain functions), so every
-boot and every fault can be driven without rebooting.
+"""What the units run at each boot (`nttrace ab step NAME`): the loop's
+state machine. Everything it reads from the machine or does to it goes
+through a `Machine` (the real one below; the tests pass plain functions), so
+every boot and every fault can be driven without rebooting.
 
 At each boot, in order:
   1. the loop is not running any more (stopped, complete, failed): make
      sure nothing is enabled or pending, exit;
   2. the unit already handled this boot (same boot id): nothing to do;
-  3. the state directory is root-only, and neither kernel's image, initrd
-     or module tree changed since the start (sha256): else the loop stops
-     (no mixed builds);
-  4. the running kernel (release AND build string) is the one the slot
+  3. this boot's deadline is stopped (the step started in time);
+  4. the state directory is root-only; no kernel's image, initrd, module
+     tree, headers or config changed since the start (sha256): else the
+     loop stops (no mixed builds); the bootloader's default entry, read
+     again, does not boot one of the loop's patched kernels (an update-grub
+     can move an index default): else the loop stops where it is;
+  5. the running kernel (release AND build string) is the one the slot
      expects: else a failed boot for that slot, retried once, then the slot
      is given up; K consecutive failed boots stop the loop. The failure
      says what is known (the kernel the machine came back on, by firmware
      or by kexec from which boot) and the cause where the machine recorded
-     one (pstore, the watchdog's bootstatus, the journal's boots); it is
-     blamed on the kernel only on such evidence. A run cut short (a power
-     cut, a reset, an orderly shutdown during validate) is not a failed
-     boot: the slot is redone (a run cut twice with no shutdown recorded is
-     a crash under the checks, three orderly shutdowns are as many as are
-     redone: then a failure of the slot);
-  5. room on the disk and the namespace (--rebind) are there: else stop;
-  6. read the boot's settings (command line, how it was reached, turbo,
-     THP, SMT, C-states, microcode, governors), wait (bounded) for a quiet
+     one (pstore, the watchdog's bootstatus, the journal's boots, the boot
+     deadline's record); it is blamed on the kernel only on such evidence.
+     A reset nobody is blamed for ("unknown": a power cut looks the same)
+     is retried without spending the slot's attempts, twice at most. A run
+     cut short (a power cut, a reset, an orderly shutdown during validate)
+     is not a failed boot: the slot is redone (a run cut twice with no
+     shutdown recorded is a crash under the checks, three orderly
+     shutdowns are as many as are redone: then a failure of the slot);
+  6. the night is over (--until): the loop ends here, its report written,
+     the default kernel booted;
+  7. the watchdog the loop armed is there, held by systemd with the
+     planned timeout: else the loop stops (the kernel would run
+     unprotected);
+  8. room on the disk and the namespace (--rebind) are there: else stop;
+  9. read the boot's settings (command line, how it was reached, turbo,
+     THP, SMT, C-states, microcode, governors) and its kernel's identity
+     (build-id, config and headers hashes), wait (bounded) for a quiet
      host, run validate, keep its JSON whole (tmp + fsync + rename) with
-     what the loop knows of the boot; a report whose checks all skipped, or
-     that holds no figure the A/B can use, is a failed measurement (counted
-     as a failed boot, its report kept under unmeasured/, never a run); a
-     validate that cannot run (exit 2, 3, 4, no JSON) stops the loop;
-  7. boot the next slot's kernel (its image's sha256 checked once more
+     what the loop knows of the boot; a report where any of the loop's
+     measured checks skipped or gave no primary figure
+     (nttrace.ab.measured) is a failed measurement (counted as a failed
+     boot, its report kept under unmeasured/, never a run); a validate
+     that cannot run (exit 2, 3, 4, no JSON) stops the loop;
+ 10. boot the next slot's kernel (its image's sha256 checked once more
      right before; a kexec's command line marked with this boot's id), or
-     after the last: write the report, remove the unit, reboot into the
+     after the last: write the report, remove the units, reboot into the
      default kernel. A boot a shutdown under way refused is asked again
      from the boot after it, not counted as failed. A schedule that ends
-     with a side without a run ends the loop failed ("incomplete"), never
+     with a kernel without a run ends the loop failed ("incomplete"), never
      complete.
-A loop that stops on a fault keeps its runs, removes its unit, leaves
-nothing pending and does not reboot: the default kernel boots next.
+A loop that stops on a fault keeps its runs, removes its units, leaves
+nothing pending and reboots into the default kernel (unless it was started
+with --stay, it already runs there, or the default entry is what went
+wrong); where its state cannot be saved (a full disk) the units are gone
+all the same, and `ab status` says so.
 A state file that does not read whole is recovered (nttrace.ab.loop), and
 the step says so in the journal and the state.
+
+The boot deadline (`ab step NAME --deadline`, from the deadline timer at a
+boot that never got here) records that boot's failure where it can and
+resets the machine (nttrace.ab.unit).
 """
 from __future__ import annotations
 
@@ -55,7 +74,8 @@ from pathlib import Path
 from typing import Callable
 
 from nttrace.kernel import boot_id, boot_settings, last_reset
-from nttrace.ab import boot, kernels, schedule, store, unit
+from nttrace.kernel import build_id as kernel_build_id
+from nttrace.ab import boot, kernels, measured, preflight, reset, schedule, store, unit
 from nttrace.ab.loop import Loop, expected_found, nttrace_identity, slot_state
 from nttrace.errors import EXIT_CHECK_FAILED, EXIT_OK
 
@@ -65,6 +85,10 @@ RUN_BYTES = 4 << 20
 FREE_FLOOR_BYTES = 64 << 20
 # a slot's run cut by orderly shutdowns is redone this many times at most
 ORDERLY_CUTS = 3
+# resets no record explains, retried without spending a slot's attempts
+UNEXPLAINED_RETRIES = 2
+# what a boot that never reached the step may have been held in
+HELD_TARGETS = ("emergency.target", "rescue.target")
 SHUTDOWN_TARGETS = ("reboot.target", "poweroff.target", "halt.target", "kexec.target")
 
 
@@ -95,30 +119,6 @@ def system_shutting_down(run=subprocess.run) -> str | None:
     return shutting_down_from(state or "", jobs or "")
 
 
-def unmeasured(run: dict) -> str | None:
-    """Why a validate report measured nothing an A/B can use, or None: no
-    check, every check skipped, or no check that ran gave a figure."""
-    from nttrace.validate import checks as catalog, evidence
-    checks = [c for c in run.get("checks") or [] if isinstance(c, dict) and "id" in c]
-    if not checks:
-        return "validate ran no check"
-    ran = [c for c in checks if c.get("status") != catalog.SKIP]
-    if not ran:
-        c = checks[0]
-        what = "its one selected check skipped" if len(checks) == 1 else f"all {len(checks)} selected checks skipped"
-        return f"{what} ({c['id']}: {c.get('summary') or 'no reason given'})"
-    for c in ran:
-        try:
-            figures = evidence.of(c).figures()
-        except Exception:       # evidence this nttrace cannot read: not a figure
-            continue
-        if any(f.value is not None for f in figures):
-            return None
-    tally = catalog.tally(checks)
-    return ("no check gave a figure the A/B can use ("
-            + ", ".join(f"{n} {s}" for s, n in tally.items() if n) + ")")
-
-
 @dataclass
 class Machine:
     """The machine as the step sees it. Defaults are the real machine."""
@@ -139,10 +139,32 @@ class Machine:
     # (the booting record, this boot's id) -> what the machine recorded of why the boot before ended
     last_reset: Callable[[dict, str], dict] = lambda booting, this: last_reset.read(
         Path("/"), booting.get("at"), booting.get("from_boot"), this)
+    stop_deadline: Callable[[], "str | None"] = lambda: None        # -> None, or why it could not
+    default_boot: Callable[[], dict] = lambda: {}                   # the bootloader's default now (Loader.default())
+    watchdog: Callable[[str], dict] = reset.observed                # (device) -> what this boot has of it
+    build_id: Callable[[], "str | None"] = kernel_build_id.read            # the running kernel's
+    targets: Callable[[], list] = lambda: []                        # the special targets active (emergency, rescue)
+    reset_now: Callable[[], None] = lambda: None                    # reset the machine (the boot deadline)
+
+
+def active_targets(run=subprocess.run) -> list[str]:
+    """The targets of HELD_TARGETS systemd has active, and the units that
+    failed (what held a boot that never reached the step)."""
+    out = []
+    try:
+        for t in HELD_TARGETS:
+            if run(["systemctl", "is-active", "--quiet", t], timeout=10).returncode == 0:
+                out.append(t)
+        p = run(["systemctl", "list-units", "--failed", "--plain", "--no-legend", "--no-pager"],
+                capture_output=True, text=True, timeout=10)
+        out += [f"failed: {line.split()[0]}" for line in (p.stdout or "").splitlines() if line.split()]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return out
 
 
 def real_machine(loop: Loop, sched: dict) -> Machine:
-    from nttrace.ab import report, unit
+    from nttrace.ab import bootloader, report
     from nttrace.kernel import conditions
     booter = boot.Booter(sched["via"])
 
@@ -164,9 +186,15 @@ def real_machine(loop: Loop, sched: dict) -> Machine:
             return 124, "", f"validate did not finish in {timeout:.0f} s"
         return p.returncode, p.stdout, p.stderr
 
+    def reset_now() -> None:
+        subprocess.run(["systemctl", "--force", "reboot"], timeout=60)
+
     return Machine(boot=booter.boot, finish=finish,
                    wait_quiet=lambda limit: conditions.wait_quiet(limit, say=say) if limit > 0 else {"state": "not waited"},
-                   validate=run_validate, write_report=report.write_all)
+                   validate=run_validate, write_report=report.write_all,
+                   stop_deadline=lambda: unit.stop_deadline(loop.name),
+                   default_boot=lambda: bootloader.detect().default(),
+                   targets=active_targets, reset_now=reset_now)
 
 
 def validate_argv(sched: dict) -> list[str]:
@@ -174,7 +202,12 @@ def validate_argv(sched: dict) -> list[str]:
 
 
 class _Stop(Exception):
-    """The loop stops here: state failed with this status line."""
+    """The loop stops here: state failed with this status line; `reboot`:
+    into the default kernel (False where the default is what went wrong)."""
+
+    def __init__(self, why: str, reboot: bool = True):
+        super().__init__(why)
+        self.reboot = reboot
 
 
 class _Ended(Exception):
@@ -200,6 +233,9 @@ def step(loop: Loop, m: Machine | None = None) -> int:
             m.log(f"{loop.name}: this boot ({bid}) was handled already")
             return EXIT_OK
         st["handled_boot_id"] = bid
+        not_stopped = m.stop_deadline()
+        if not_stopped:
+            m.log(f"{loop.name}: this boot's deadline could not be stopped ({not_stopped})")
         slots = schedule.from_json(sched["slots"])
         return _guarded(loop, st, m, lambda: _step(loop, sched, st, slots, bid, m, lock))
 
@@ -289,7 +325,7 @@ def _guarded(loop: Loop, st: dict, m: Machine, go: Callable[[], int]) -> int:
         _cut_by_shutdown(loop, st, m, st["measuring"]["slot"], st["measuring"]["boot_id"], str(exc))
         return EXIT_OK
     except _Stop as exc:
-        return _fail(loop, st, str(exc), m)
+        return _fail(loop, st, str(exc), m, exc.reboot)
     except OSError as exc:        # the state itself cannot be written (disk full, read-only)
         what = "disk full" if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc.strerror
         return _fail(loop, st, f"cannot write the loop's files ({what}: {exc.filename or loop.dir})", m)
@@ -307,10 +343,11 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
     gone = store.remove_partial(loop.runs_dir)
     if gone:
         _event(loop, st, m, "partial files removed", files=gone)
-    for side in schedule.SIDES:
+    for side in schedule.sides(sched):
         why = kernels.changed(sched["kernels"][side])
         if why:
             raise _Stop(f"the {side} kernel {sched['kernels'][side]['release']}: {why}")
+    _check_default(loop, sched, st, m)
     running = m.running()
     interrupted = st.get("measuring")
     cut = bool(interrupted) and interrupted.get("boot_id") != bid
@@ -368,6 +405,14 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
         extra = _reset_evidence(sched, st, expected, running, bid, m)
         return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
                             f"{expected_found(expected, found)}: {extra['known']}; {extra['cause']}", extra=extra)
+    if _night_over(sched, m):
+        return _end(loop, sched, st, slots, m, until=True)
+    w = (sched.get("reset") or {}).get("watchdog")
+    if w:
+        why = reset.watchdog_fault(w, m.watchdog(w["device"]))
+        if why:
+            raise _Stop(f"the watchdog is not armed at this boot of {expected['release']} (slot {slot.slot}, "
+                        f"{slot.side}): {why}")
     unmeasured_why = _measure(loop, sched, st, slot, bid, m, lock)
     if unmeasured_why:
         return _failed_boot(loop, sched, st, slots, slot, running, bid, m,
@@ -387,7 +432,17 @@ def _reset_evidence(sched: dict, st: dict, expected: dict, running: kernels.Runn
     except Exception as exc:
         records = {"error": f"{exc.__class__.__name__}: {exc}"}
     rtext = boot_settings.reached_text(reached) if reached.get("how") else "(how it was reached unknown)"
-    a = last_reset.assess(records, expected["release"], running.release, sched.get("default_kernel"), rtext)
+    default = st.get("default_kernel") or sched.get("default_kernel")
+    a = last_reset.assess(records, expected["release"], running.release, default, rtext)
+    passed = st.get("deadline_passed") or {}
+    asked_at = (st.get("booting") or {}).get("at") or 0
+    if passed.get("release") == expected["release"] and (passed.get("at") or 0) >= asked_at:
+        # the boot deadline recorded this boot of the kernel: it never reached the loop's step
+        held = f" ({', '.join(passed['targets'])})" if passed.get("targets") else ""
+        a = {"blamed": "kernel", "known": a["known"],
+             "cause": f"{expected['release']} started (boot {str(passed.get('boot_id'))[:12]}) and did not reach the "
+                      f"loop's step within the boot deadline of {passed.get('deadline_s')} s{held}: the deadline "
+                      "reset the machine"}
     return {"blamed": a["blamed"], "known": a["known"], "cause": a["cause"], "reached": reached, "records": records}
 
 
@@ -415,6 +470,12 @@ def _failed_boot(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], 
     if st["consecutive_failures"] >= k:
         raise _Stop(f"stopped after {st['consecutive_failures']} consecutive failed boots (--max-failures {k}): "
                     f"slot {slot.slot} {why}")
+    if kind == "boot" and failure.get("blamed") == "unknown" and ss.get("unexplained", 0) < UNEXPLAINED_RETRIES:
+        # a reset no record explains (a power cut looks the same): the slot's attempt is given back
+        ss["unexplained"] = ss.get("unexplained", 0) + 1
+        ss["attempts"] -= 1
+        _event(loop, st, m, "unexplained, retried", slot=slot.slot, unexplained=ss["unexplained"])
+        return _boot(loop, sched, st, slot, m)
     if ss["attempts"] < 2:
         return _boot(loop, sched, st, slot, m)
     ss["outcome"] = "failed boot"
@@ -458,9 +519,10 @@ def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m
                          "kernel": sched["kernels"][slot.side], "via": sched["via"], "boot_id": bid,
                          "attempt": ss["attempts"], "validate_exit": rc, "quiet_wait": quiet,
                          "quiet_timed_out": timed_out, "machine": settings,
+                         "kernel_identity": identity(sched["kernels"][slot.side], m),
                          "started": round(t0, 1), "finished": round(m.clock(), 1), "nttrace": m.nttrace(),
                          "complete": True}
-        empty = unmeasured(run)
+        empty = measured.unmeasured(run, measured.measured_checks(sched["validate_args"]))
         path = loop.run_path(slot) if not empty else \
             loop.unmeasured_dir / f"{slot.key}-attempt{ss['attempts']}.json"
         if empty:
@@ -495,27 +557,73 @@ def _measure(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, bid: str, m
     return None
 
 
+def identity(kernel: dict, m: Machine) -> dict:
+    """What a run records of its kernel's build beyond the release and build
+    string: the running kernel's build-id, and its config's and headers'
+    hashes (checked against the start's at this boot: kernels.changed)."""
+    return {"build_id": m.build_id(), "config_sha256": kernel.get("config_sha256"),
+            "headers_sha256": kernel.get("headers_sha256")}
+
+
+def _night_over(sched: dict, m: Machine) -> bool:
+    return bool(sched.get("until")) and m.clock() >= float(sched["until"])
+
+
+def _check_default(loop: Loop, sched: dict, st: dict, m: Machine) -> None:
+    """The bootloader's default entry, read again at this boot: recorded as
+    the kernel a reset brings up; one that now boots a patched kernel of the
+    loop stops it where it is (a reboot would boot that kernel)."""
+    try:
+        d = m.default_boot() or {}
+    except Exception as exc:       # what cannot be read is not known; the start's reading stands
+        d = {"how": f"cannot read the default entry: {exc}"}
+    if d.get("release"):
+        if d["release"] != st.get("default_kernel"):
+            if st.get("default_kernel"):
+                _event(loop, st, m, "default entry changed", was=st["default_kernel"], now=d["release"],
+                       how=d.get("how"))
+            st["default_kernel"] = d["release"]
+        why = preflight.default_is_patched(d, sched["kernels"])
+        if why:
+            raise _Stop(f"{why} now ({d.get('how')}; read again at this boot): every reset would boot it; the loop "
+                        "stops where it is, without a reboot: make a working kernel the default, then `nttrace ab "
+                        "report` has the runs", reboot=False)
+
+
 def _next(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], m: Machine) -> int:
     pending = [s for s in slots if slot_state(st, s.slot)["outcome"] is None]
-    if pending:
+    if pending and not _night_over(sched, m):
         return _boot(loop, sched, st, pending[0], m)
+    return _end(loop, sched, st, slots, m, until=bool(pending))
+
+
+def _end(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], m: Machine, until: bool = False) -> int:
+    """The schedule is done (or the night is: --until): the loop ends,
+    complete where every kernel has a run, its report written, the units
+    removed, the default kernel booted."""
     st["booting"] = None
     runs = sum(1 for s in slots if slot_state(st, s.slot)["outcome"] == "run")
-    empty = [side for side in schedule.SIDES
+    empty = [side for side in schedule.sides(sched)
              if not any(slot_state(st, s.slot)["outcome"] == "run" for s in slots if s.side == side)]
-    measured = f"{runs} of {len(slots)} boots measured"
+    measured_text = f"{runs} of {len(slots)} boots measured"
+    if until:
+        measured_text += f"; the night ended at --until {time.strftime('%H:%M', time.localtime(sched['until']))}"
     if empty:
-        # no A/B without both sides: the schedule ended, the loop did not complete
+        # no A/B without every kernel: the schedule ended, the loop did not complete
         whys = []
         for side in empty:
             last = [f for s in slots if s.side == side for f in slot_state(st, s.slot)["failures"]]
             whys.append(f"no {side} run" + (f" (last: {last[-1]['why']})" if last else ""))
         st["state"] = "failed"
-        st["why"] = f"incomplete: {'; '.join(whys)}; {measured}"
+        st["why"] = f"incomplete: {'; '.join(whys)}; {measured_text}"
         _event(loop, st, m, "incomplete", state="failed", why=st["why"])
+    elif until:
+        st["state"] = "stopped"
+        st["why"] = f"ended by --until: {measured_text}"
+        _event(loop, st, m, "stopped", state="stopped", why=st["why"])
     else:
         st["state"] = "complete"
-        st["why"] = f"complete: {measured}"
+        st["why"] = f"complete: {measured_text}"
         _event(loop, st, m, "complete", state="complete", why=st["why"])
     loop.save_state(st)
     try:
@@ -562,22 +670,76 @@ def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) ->
     return EXIT_OK
 
 
-def _fail(loop: Loop, st: dict, why: str, m: Machine) -> int:
-    ended = loop.state()["state"]
-    if ended != "running":      # `ab stop` came first (while validate ran): its state stands
+def _fail(loop: Loop, st: dict, why: str, m: Machine, reboot: bool = True) -> int:
+    ended_as = loop.state()["state"]
+    if ended_as != "running":      # `ab stop` came first (while validate ran): its state stands
         done = m.finish(False)
-        m.log(f"{loop.name} is {ended}; this step's own fault: {why}" + (f" ({'; '.join(done)})" if done else ""))
+        m.log(f"{loop.name} is {ended_as}; this step's own fault: {why}" + (f" ({'; '.join(done)})" if done else ""))
         return EXIT_OK
     st["state"] = "failed"
     st["why"] = why
     st["measuring"] = None
+    saved = True
     try:
         _event(loop, st, m, "stopped", state="failed", why=why)
         loop.save_state(st)
     except OSError as exc:
-        m.log(f"the state could not be saved ({exc.strerror})")
-    done = m.finish(False)
+        saved = False
+        m.log(f"{loop.name}: the state could not be saved ({exc.strerror}): removing the loop's units all the same, "
+              "so `nttrace ab status` says it ended unsaved")
+    sched = loop.schedule()
+    home = _on_default(sched, st, m)
+    back = reboot and not sched.get("stay") and not home
+    done = m.finish(back)
+    where = ("; rebooting into the default kernel" if back else
+             "; the machine stays where it is (--stay)" if reboot and sched.get("stay") and not home else
+             "" if home else "; the machine stays where it is")
     m.log(f"{loop.name}: LOOP STOPPED: {why}; runs kept in {loop.runs_dir}"
+          + ("" if saved else " (state not saved)")
           + (f"; {'; '.join(done)}" if done else "")
-          + ("; the default kernel boots next" if boot.all_cleared(done) else ""))
+          + (where or ("; the default kernel boots next" if boot.all_cleared(done) else "")))
     return EXIT_CHECK_FAILED
+
+
+def _on_default(sched: dict, st: dict, m: Machine) -> bool:
+    """The machine runs its default kernel now (nothing to reboot into)."""
+    default = st.get("default_kernel") or sched.get("default_kernel")
+    try:
+        return bool(default) and m.running().release == default
+    except Exception:
+        return False
+
+
+def deadline(loop: Loop, m: Machine | None = None) -> int:
+    """`ab step NAME --deadline`: the boot deadline passed at a boot of one
+    of the loop's kernels. Unless the loop's step ran at this boot (it holds
+    the lock, or it handled this boot), the boot is recorded as one that
+    never reached the step, with what held it (emergency or rescue mode,
+    failed units), and the machine is reset. The record is best-effort (the
+    disk may be read-only): the reset is not."""
+    sched = loop.schedule()
+    m = m or real_machine(loop, sched)
+    lock = loop.lock()
+    if not lock.try_acquire():
+        m.log(f"{loop.name}: the boot deadline passed while the loop's step runs: nothing to do")
+        return EXIT_OK
+    try:
+        st = loop.state()
+        bid = m.boot_id()
+        if st["state"] != "running" or st.get("handled_boot_id") == bid:
+            return EXIT_OK
+        running = m.running()
+        held = m.targets()
+        st["deadline_passed"] = {"boot_id": bid, "release": running.release, "at": round(m.clock(), 1),
+                                 "targets": held, "deadline_s": sched.get("deadline_s")}
+        m.log(f"{loop.name}: the loop's step has not started {sched.get('deadline_s')} s into this boot of "
+              f"{running.release}" + (f" ({', '.join(held)})" if held else "") + ": resetting the machine")
+        try:
+            _event(loop, st, m, "deadline passed", boot_id=bid, found=running.release, targets=held)
+            loop.save_state(st)
+        except OSError as exc:
+            m.log(f"{loop.name}: the deadline's record could not be saved ({exc.strerror}): resetting all the same")
+    finally:
+        lock.release()
+    m.reset_now()
+    return EXIT_OK

@@ -70,14 +70,30 @@ class Check:
     quick: bool = True
     triggers: str = ""  # what it changes on the system, if anything
     evidence: type | None = None   # its evidence's class (nttrace.validate.evidence), if other code reads it
+    asks: str = ""      # the validate option its work waits for: "rebind", "demote", "exercise" (by its name)
+
+    def measures(self) -> bool:
+        """Its evidence carries a figure an A/B tests (a primary one)."""
+        return hasattr(self.evidence, "PRIMARY_REASON")
+
+    def asked(self, rebind: str | None, demote: bool, exercise: tuple[str, ...]) -> bool:
+        """These validate options let it do its work (not skip for want of being asked)."""
+        if self.asks == "rebind":
+            return bool(rebind)
+        if self.asks == "demote":
+            return demote
+        if self.asks == "exercise":
+            return self.id.split(".", 1)[1] in exercise
+        return True
 
 
 CATALOG: list[Check] = []
 
 
-def check(id: str, title: str, quick: bool = True, triggers: str = "", evidence: type | None = None):
+def check(id: str, title: str, quick: bool = True, triggers: str = "", evidence: type | None = None,
+          asks: str = ""):
     def register(fn):
-        CATALOG.append(Check(id, title, fn, quick, triggers, evidence))
+        CATALOG.append(Check(id, title, fn, quick, triggers, evidence, asks))
         return fn
     return register
 

@@ -206,4 +206,5 @@ for _probe in PROBES.values():
                              lambda ctx, p=_probe: run_exercise(p, ctx), quick=_unasked,
                              triggers=_probe.exercise.workload if _unasked
                              else f"with --exercise {_probe.name}: {_probe.exercise.workload}",
-                             evidence=EVIDENCE.get(_probe, ExerciseEvidence)))
+                             evidence=EVIDENCE.get(_probe, ExerciseEvidence),
+                             asks="" if _unasked else "exercise"))

@@ -112,7 +112,7 @@ class DemotionEvidence:
 
 @check("kernel.demotion_nt", "demotions to the lower tier use an NT migrate mode on an NT kernel",
        quick=False, triggers=f"with --demote: {CopyProbe.exercise.workload.split(' (')[0]}",
-       evidence=DemotionEvidence)
+       evidence=DemotionEvidence, asks="demote")
 def demotion_nt(ctx) -> CheckResult:
     from nttrace.tracing.tracer import Tracer
     from nttrace.workloads import demotion
