@@ -9,25 +9,32 @@ loop is over; the host waits and reads the loop's report.
 
     python3 -m lab.ab_loop --boots 4 --out ab-loop-base-nt-v3               # 4 boots a side, kexec
     python3 -m lab.ab_loop --boots 4 --via reboot --out ab-loop-reboot      # through the firmware and grub
-    python3 -m lab.ab_loop --boots 2 --inject panic --out ab-fault          # the patched kernel's first boot panics
-    python3 -m lab.ab_loop --faults --out ab-faults                          # the refusals and the changed kernels
+    python3 -m lab.ab_loop --series stock,base,nt-v3 --boots 2 --via reboot --out ab-loop-series
+    python3 -m lab.ab_loop --boots 1 --inject panic:nt-v3 --out ab-fault    # nt-v3 panics in its initramfs
+    python3 -m lab.ab_loop --faults --out ab-faults                          # the refusals and the stops
 
 Nothing of the lab helps the loop: no command line (nttrace kexecs with
 the running one), no module tree of the lab's, no reset arranged by QEMU's
 options beyond the board's own (the watchdog's action is a reset, as on a
 board). A boot that panics or hangs comes back only through what nttrace
-set up (panic=, the watchdog it arms), or the run times out. The lab's
-hands in it are the faults it injects, each named: `--inject panic` (the
-patched kernel's first boot panics: sysrq c), `--inject hang` (its first
-boot stops answering: PID 1 held in a ptrace stop), `--power-cut V:S`
-(QEMU's system_reset from its monitor S seconds after validate began at
-the first boot of kernel V: what the guest had not written to its disk is
-lost). `--faults` runs, in one QEMU run, what `start` must refuse (the same
-kernel twice; grub's default left to Debian's own choice, the highest
-version: the patched kernel) and three 1+1 loops, each with a change made
-to the patched kernel at the base kernel's first boot, between the start
-and the patched boot: its image rebuilt, a module of its tree rebuilt (the
-loop stops), its headers package purged (its checks skip: no run).
+set up (panic= and the lockup settings on the command line, the watchdog
+it arms, its boot deadline), or the run times out. The lab's hands in it
+are the faults it injects, each named, FAULT:VARIANT at the first boot of
+that loop kernel (FAULTS): in its initramfs, before systemd
+(guest-loop-initramfs.sh), "panic" (sysrq c), "lockup" (a CPU stuck with
+preemption off: the kernel's own test_lockup), "no-watchdog" (the
+watchdog's driver unbound) and "emergency" (the pmem namespace fstab
+mounts unbound: emergency mode); once the machine runs
+(guest-loop-boot.sh), "hang" (PID 1 held in a ptrace stop: nothing feeds
+the watchdog) and "hold" (the boot never reaches multi-user.target while
+PID 1 feeds the watchdog); and, at another kernel's boot, "modules" and
+"headers" (VARIANT's module tree rewritten, its headers purged). And power
+cuts (QEMU's system_reset from its monitor): `--power-cut V:S` S seconds
+after validate began at the first boot of V, `--power-cut booting:V:S` S
+seconds after the step asked for V's boot (inside the kexec or the reboot).
+`--faults` runs, in one QEMU run, what `start` must refuse (the same kernel
+twice; grub's default left to Debian's own choice, the highest version: the
+patched kernel) and the 1+1 loops of fault_scenarios().
 
 The guest's scripts (guest-loop-boot.sh early at every boot: a line for the
 host saying which kernel came up and how; guest-loop.sh and guest_loop.py
@@ -35,13 +42,13 @@ once the machine is up: the start, the end) are read from a frozen copy of
 the tree (lab.frozen_tree), and nttrace is the wheel built at the start.
 
 Out: OUT/guest/ (the guest's console, its log, ab-boots.jsonl: one line a
-boot; for each loop ab/<name>/: its state directory, report included;
-ab-end-<name>.json: what it left on the machine; ab-journal-<name>.txt;
-ab-end.json and ab-journal.txt: the last loop's; refuse-<name>.json: a
-refusal's exit code, output and what it left), OUT/disk.qcow2 (the
-run's overlay of the cached disk) and OUT/run.json: the kernels, the
-command, the wall time, each boot's host time (when its line arrived),
-the faults injected, the commit.
+boot, an injected fault, a validate begun, a boot asked; for each loop
+ab/<name>/: its state directory, report included; ab-end-<name>.json: what
+it left on the machine; ab-journal-<name>.txt; ab-end.json and
+ab-journal.txt: the last loop's; refuse-<name>.json: a refusal's exit code,
+output and what it left), OUT/disk.qcow2 (the run's overlay of the cached
+disk) and OUT/run.json: the kernels, the command, the wall time, each
+boot's host time (when its line arrived), the faults injected, the commit.
 Exit: 0 the loop completed, 1 it did not (its status and the guest's log
 said), 2 a bad argument.
 """
@@ -110,22 +117,37 @@ def guest_wheels() -> list[Path]:
 
 @dataclass(frozen=True)
 class PowerCut:
-    """QEMU's system_reset, `seconds` after the loop's step began validate
-    at the first boot of the loop kernel `variant` (the line the guest's
-    early unit writes to ab-boots.jsonl when the step's journal says so)."""
+    """QEMU's system_reset, `seconds` after the first line the guest's early
+    unit writes to ab-boots.jsonl (from the step's journal) of `event`:
+    "validate" (the step began validate at a boot of the loop kernel
+    `variant`) or "booting" (the step asked for the boot of `variant`: the
+    cut lands inside the kexec or the reboot)."""
     variant: str
     seconds: float
+    event: str = "validate"
 
     @classmethod
     def parse(cls, text: str) -> "PowerCut":
-        variant, colon, sec = text.rpartition(":")
+        parts = text.split(":")
+        event = parts.pop(0) if len(parts) == 3 else "validate"
         try:
-            seconds = float(sec)
+            seconds = float(parts[-1])
         except ValueError:
             seconds = -1.0
-        if not colon or not variant or seconds < 0:
-            raise ValueError(f"--power-cut {text!r}: want VARIANT:SECONDS (e.g. base:60)")
-        return cls(variant, seconds)
+        if len(parts) != 2 or not parts[0] or seconds < 0 or event not in ("validate", "booting"):
+            raise ValueError(f"--power-cut {text!r}: want [booting:]VARIANT:SECONDS (e.g. base:60, booting:nt-v3:4)")
+        return cls(parts[0], seconds, event)
+
+    def due(self, lines: list[tuple[float, dict]], releases: dict[str, str]) -> float | None:
+        """When the cut is due (host time), from the lines seen so far."""
+        for t, b in lines:
+            if b.get("event") != self.event:
+                continue
+            if self.event == "validate" and b.get("kernel") == self.variant:
+                return t + self.seconds
+            if self.event == "booting" and f" {releases.get(self.variant)} " in f" {b.get('line', '')} ":
+                return t + self.seconds
+        return None
 
 
 
@@ -140,12 +162,14 @@ class LoopRun:
     boots: list[dict] = field(default_factory=list)   # ab-boots.jsonl, each with the host's arrival time
     end: dict = field(default_factory=dict)           # ab-end.json
     faults: list[dict] = field(default_factory=list)  # what the host injected, and when
+    name: str = NAME                                  # the run's last loop
 
     @property
     def state(self) -> Path:
-        return self.run.results / "ab" / NAME
+        return self.run.results / "ab" / self.name
 
-    def json(self, rel: str, name: str = NAME) -> dict:
+    def json(self, rel: str, name: str | None = None) -> dict:
+        name = name or self.name
         p = self.run.results / "ab" / name / rel
         if not p.exists():
             raise lab.LabError(f"the loop {name} left no {rel}\n{self.run.tail()}")
@@ -175,8 +199,8 @@ class _Watcher:
     was seen (within a second), and the power cut, when one is asked for,
     sent through QEMU's monitor at its time."""
 
-    def __init__(self, path: Path, monitor: Path, power_cut: PowerCut | None):
-        self.path, self.monitor, self.power_cut = path, monitor, power_cut
+    def __init__(self, path: Path, monitor: Path, power_cuts: list[PowerCut], releases: dict[str, str]):
+        self.path, self.monitor, self.power_cuts, self.releases = path, monitor, list(power_cuts), releases
         self.arrived: list[tuple[float, str]] = []
         self.faults: list[dict] = []
         self.stop = threading.Event()
@@ -189,29 +213,32 @@ class _Watcher:
             return
         self.arrived += [(time.time(), line) for line in lines[len(self.arrived):]]
 
-    def _due(self) -> float | None:
-        if not self.power_cut or self.faults:
-            return None
+    def _lines(self) -> list[tuple[float, dict]]:
+        out = []
         for t, line in self.arrived:
             try:
-                b = json.loads(line)
+                out.append((t, json.loads(line)))
             except ValueError:
                 continue
-            if b.get("event") == "validate" and b.get("kernel") == self.power_cut.variant:
-                return t + self.power_cut.seconds
-        return None
+        return out
 
     def _run(self) -> None:
+        done: set[PowerCut] = set()
         while not self.stop.wait(1):
             self._read()
-            due = self._due()
-            if due is not None and time.time() >= due:
+            for cut in self.power_cuts:
+                if cut in done:
+                    continue
+                due = cut.due(self._lines(), self.releases)
+                if due is None or time.time() < due:
+                    continue
                 answer = loop_disk.monitor_command(self.monitor, "system_reset")
+                done.add(cut)
                 self.faults.append({"fault": "power cut", "how": "QEMU monitor: system_reset", "at": time.time(),
-                                    "variant": self.power_cut.variant, "seconds": self.power_cut.seconds,
+                                    "variant": cut.variant, "seconds": cut.seconds, "event": cut.event,
                                     "monitor": answer.strip()[-200:]})
-                say(f"loop: power cut (system_reset) {self.power_cut.seconds:.0f} s into validate at the first boot "
-                    f"of {self.power_cut.variant}")
+                say(f"loop: power cut (system_reset) {cut.seconds:.0f} s after the {cut.event} line of "
+                    f"{cut.variant}")
 
     def __enter__(self):
         self.thread.start()
@@ -223,67 +250,120 @@ class _Watcher:
         self._read()
 
 
-def loop_scenario(base, patched, boots: int, check_args: list[str], via: str = "kexec",
-                  inject: tuple[str, ...] = (), name: str = NAME, expect: str = "complete") -> dict:
-    """One loop of the guest's run: `nttrace ab start NAME` with these."""
-    return {"name": name, "kind": "loop", "base": base.release, "patched": patched.release, "boots": boots,
-            "via": via, "check_args": check_args, "inject": list(inject), "expect": expect}
+# A series' kernel that is the disk's stock kernel (its default entry): its release is the disk's
+STOCK = "@stock"
+# The faults the lab injects, FAULT:VARIANT (module docstring): where each happens
+INITRAMFS_FAULTS = ("panic", "lockup", "no-watchdog", "emergency")    # guest-loop-initramfs.sh
+BOOT_FAULTS = ("hang", "hold", "modules", "headers")                   # guest-loop-boot.sh
+
+
+def fault(text: str) -> str:
+    """A FAULT:VARIANT word, checked."""
+    f, colon, variant = text.partition(":")
+    if not colon or not variant or f not in INITRAMFS_FAULTS + BOOT_FAULTS:
+        raise ValueError(f"fault {text!r}: want FAULT:VARIANT, FAULT one of "
+                         f"{', '.join(INITRAMFS_FAULTS + BOOT_FAULTS)}")
+    return text
+
+
+def loop_scenario(name: str, kernels: list[tuple[str, object]], boots: int, check_args: list[str],
+                  via: str = "kexec", inject: tuple[str, ...] = (), expect: str = "complete",
+                  start_args: list[str] = (), pmem_fstab: bool = False) -> dict:
+    """One loop of the guest's run: `nttrace ab start NAME` with these.
+    `kernels`: [(label, kernel_build.Kernel or a release)], the base first;
+    two labelled base and patched are --base and --patched, else --series."""
+    named = [(label, k if isinstance(k, str) else k.release) for label, k in kernels]
+    faults = [fault(w) for w in inject]
+    out = {"name": name, "kind": "loop", "boots": boots, "via": via, "check_args": check_args, "expect": expect,
+           "inject": [w for w in faults if w.partition(":")[0] in BOOT_FAULTS],
+           "initramfs": [w.split(":") for w in faults if w.partition(":")[0] in INITRAMFS_FAULTS],
+           "start_args": list(start_args), "pmem_fstab": pmem_fstab}
+    if [label for label, _ in named] == ["base", "patched"]:
+        out.update(base=named[0][1], patched=named[1][1])
+    else:
+        out["series"] = named
+    return out
 
 
 def fault_scenarios(base, patched, check_args: list[str]) -> list[dict]:
-    """--faults: what start must refuse, then three 1+1 loops by kexec, each
-    with the patched kernel changed between the start and its boot. The
-    headers' loop comes last: what it purges is not put back."""
+    """--faults: what start must refuse, then 1+1 loops by kexec, each meeting
+    one fault a real machine has:
+    - modules, headers: the patched kernel's module tree rewritten, its
+      headers purged, at the base kernel's boot between the start and the
+      patched boot: the loop stops before booting it (no mixed builds) and
+      reboots into the default kernel;
+    - nowatchdog: the base kernel boots without its watchdog's driver: the
+      loop stops (the kernel would run unprotected) and reboots into the
+      default kernel;
+    - emergency: the base kernel's first boot never reaches multi-user.target
+      with PID 1 alive ("hold": the boot deadline resets it), the patched
+      kernel's first boot drops to emergency mode (the pmem namespace fstab
+      mounts does not come up: the deadline's unit, wanted by emergency.target,
+      resets it); both retried, the loop completes (probe.memremap, which
+      does not touch the namespace, is what it measures).
+    The loops without a run end on the default kernel by themselves."""
+    kernels = [("base", base), ("patched", patched)]
+
     def refuse(name: str, b, p, **kw) -> dict:
         return {"name": name, "kind": "refuse", "base": b.release, "patched": p.release, "boots": 1,
                 "via": "kexec", "check_args": check_args, **kw}
     return [refuse("same", patched, patched),
             # grub's default where the admin chose none: the first entry, the highest version
             refuse("default", base, patched, grub_default="0"),
-            loop_scenario(base, patched, 1, check_args, inject=("image",), name="image", expect="failed"),
-            loop_scenario(base, patched, 1, check_args, inject=("modules",), name="modules", expect="failed"),
-            loop_scenario(base, patched, 1, check_args, inject=("headers",), name="headers", expect="failed")]
+            loop_scenario("modules", kernels, 1, check_args, inject=(f"modules:{patched.variant}",), expect="failed"),
+            loop_scenario("headers", kernels, 1, check_args, inject=(f"headers:{patched.variant}",), expect="failed"),
+            loop_scenario("nowatchdog", kernels, 1, check_args, inject=(f"no-watchdog:{base.variant}",),
+                          expect="failed"),
+            loop_scenario("emergency", kernels, 1, [*MEMREMAP, "--wait-quiet", "60"],
+                          inject=(f"hold:{base.variant}", f"emergency:{patched.variant}"),
+                          start_args=["--boot-deadline", str(FAULT_DEADLINE_S)], pmem_fstab=True)]
 
 
-INJECTABLE = ("panic", "hang")     # at the patched kernel's first boot (guest-loop-boot.sh)
+# The emergency scenario's boot deadline: above the loop guest's slowest
+# normal boot to the loop's step (about 70 s of a 2-core host beside a compiler)
+FAULT_DEADLINE_S = 200
 
 
-def write_loop_config(tree: Path, base, patched, scenarios: list[dict], seed: int) -> Path:
-    """The frozen tree's ab-loop/: what the guest's driver reads."""
+def write_loop_config(tree: Path, kernels: list, scenarios: list[dict], seed: int) -> Path:
+    """The frozen tree's ab-loop/: what the guest's driver reads. `kernels`:
+    the lab kernels on the disk (kernel_build.Kernel)."""
     loop = tree / "ab-loop"
     loop.mkdir()
-    by_variant = {k.variant: k for k in (base, patched)}
-    if len(by_variant) != 2:
+    by_variant = {k.variant: k for k in kernels}
+    if len(by_variant) < 2:
         raise ValueError("the loop needs two different kernels (an A/A boots one kernel: lab.ab does that)")
     for k in by_variant.values():
         (loop / f"{k.variant}.release").write_text(k.release + "\n")
-    (loop / "patched").write_text(patched.variant + "\n")
     (loop / "wheels").mkdir()
     for w in guest_wheels():
         shutil.copy(w, loop / "wheels" / w.name)
-    rebind = any("--rebind" in sc["check_args"] for sc in scenarios)
+    pmem = any("--rebind" in sc["check_args"] or sc.get("pmem_fstab") for sc in scenarios)
     (loop / "config.json").write_text(json.dumps({
         "releases": {k.variant: k.release for k in by_variant.values()},
-        "seed": seed, "setup": [FSDAX] if rebind else [], "scenarios": scenarios}, indent=1))
+        "seed": seed, "setup": [FSDAX] if pmem else [], "scenarios": scenarios}, indent=1))
     return loop
 
 
 def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = MEMMAP, via: str = "kexec",
-             inject: tuple[str, ...] = (), power_cut: PowerCut | None = None,
+             inject: tuple[str, ...] = (), power_cuts: tuple[PowerCut, ...] = (),
              cpu: lab.GuestCPU = lab.DEFAULT_CPU, timeout: float = 3600, seed: int = SEED,
              scenarios: list[dict] | None = None) -> LoopRun:
     """The loop in one QEMU run of the loop's guest (or `scenarios`, in
-    order: fault_scenarios()). `base`, `patched`: kernel_build.Kernel (with
-    their packages). Raises lab.LabError when the guest does not power off
-    within `timeout` (QEMU killed)."""
-    for fault in inject:
-        if fault not in INJECTABLE:
-            raise ValueError(f"unknown fault {fault!r} (known: {', '.join(INJECTABLE)})")
+    order: fault_scenarios(), a series' loop_scenario()). `base`, `patched`:
+    kernel_build.Kernel (with their packages), the disk's loop kernels.
+    Raises lab.LabError when the guest does not power off within `timeout`
+    (QEMU killed)."""
     out.mkdir(parents=True, exist_ok=True)
     tree = lab.frozen_tree(out)
-    write_loop_config(tree, base, patched, scenarios or [loop_scenario(base, patched, boots, check_args, via, inject)],
-                      seed)
     disk = loop_disk.disk([base, patched], log=say)
+    scenarios = scenarios or [loop_scenario(NAME, [("base", base), ("patched", patched)], boots, check_args, via,
+                                            inject)]
+    for sc in scenarios:          # the stock kernel's release is the disk's
+        sc["series"] = [[label, disk.stock_release if release == STOCK else release]
+                        for label, release in sc.get("series", [])] or sc.pop("series", None)
+        if sc["series"] is None:
+            sc.pop("series")
+    write_loop_config(tree, [base, patched], scenarios, seed)
     results = out / "guest"
     results.mkdir(parents=True, exist_ok=True)
     for pattern in ("ab-boots.jsonl", "ab-end*.json", "ab-start*.log", "ab-error.txt", "ab-journal*.txt",
@@ -303,7 +383,8 @@ def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = M
     t0 = time.monotonic()
     proc = subprocess.Popen(loop_disk.qemu_command(overlay, results, tree, nvdimm, monitor, cpu),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
-    watcher = _Watcher(results / "ab-boots.jsonl", monitor, power_cut)
+    watcher = _Watcher(results / "ab-boots.jsonl", monitor, list(power_cuts),
+                       {k.variant: k.release for k in (base, patched)})
     timed_out = False
     try:
         with watcher:
@@ -329,7 +410,7 @@ def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = M
             boots_seen.append({"event": "unreadable", "line": line, "host_time": t})
     end_file = results / "ab-end.json"
     r = LoopRun(out, run, {"base": base, "patched": patched}, disk, boots_seen,
-                json.loads(end_file.read_text()) if end_file.exists() else {}, watcher.faults)
+                json.loads(end_file.read_text()) if end_file.exists() else {}, watcher.faults, scenarios[-1]["name"])
     if timed_out:
         raise lab.LabError(f"the loop's guest did not power off within {timeout:.0f}s; QEMU killed\n{run.tail()}")
     return r
@@ -350,18 +431,21 @@ def main(argv: list[str]) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--base", default="base", help="the loop's base kernel (default base)")
     ap.add_argument("--patched", default="nt-v3", help="the loop's patched kernel (default nt-v3)")
+    ap.add_argument("--series", metavar="K0,K1,...",
+                    help="a series loop over these kernels, each a lab variant or stock (the disk's default "
+                         "kernel); the disk holds --base and --patched, which the series may name")
     ap.add_argument("--boots", type=int, default=4, help="boots a side (default 4)")
     ap.add_argument("--via", choices=("kexec", "reboot"), default="kexec",
                     help="how nttrace boots each kernel: kexec, or a reboot through the firmware and grub")
     ap.add_argument("--checks", default="memmap", help="check sets each boot runs: memmap, memremap (default memmap)")
-    ap.add_argument("--inject", action="append", default=[], choices=INJECTABLE,
-                    help="a fault at the patched kernel's first boot: panic (sysrq c) or hang (PID 1 stopped); "
-                         "the loop must come back through the reset it set up, record it and complete")
+    ap.add_argument("--inject", action="append", default=[], type=fault, metavar="FAULT:VARIANT",
+                    help="a fault at that kernel's first boot (the module's docstring lists them); the loop must "
+                         "come back through the reset it set up, record it and complete")
     ap.add_argument("--faults", action="store_true",
-                    help="instead of one loop: the refusals and three 1+1 loops with the patched kernel changed "
-                         "between boots (image, a module, its headers purged)")
-    ap.add_argument("--power-cut", metavar="VARIANT:SECONDS", type=PowerCut.parse,
-                    help="QEMU's system_reset SECONDS after validate began at the first boot of that kernel")
+                    help="instead of one loop: the refusals and the 1+1 loops of fault_scenarios()")
+    ap.add_argument("--power-cut", metavar="[booting:]VARIANT:SECONDS", type=PowerCut.parse, action="append",
+                    default=[], help="QEMU's system_reset SECONDS after validate began at the first boot of that "
+                                     "kernel (booting: after the step asked for that kernel's boot)")
     ap.add_argument("--icount", default=lab.MEASURE_CPU.icount or "off",
                     help="QEMU -icount for the guest clock, or off (default %(default)s, lab.ab's)")
     ap.add_argument("--vcpus", type=int, default=lab.MEASURE_CPU.vcpus, help="guest vCPUs (default %(default)s)")
@@ -375,6 +459,10 @@ def main(argv: list[str]) -> int:
             raise ValueError("--boots and --vcpus must be at least 1")
         check_args = checks_of(args.checks)
         specs = [kernel_build.variant(args.base), kernel_build.variant(args.patched)]
+        series = args.series.split(",") if args.series else None
+        if series and not set(series) <= {"stock", args.base, args.patched}:
+            raise ValueError(f"--series {args.series}: each kernel is stock, --base ({args.base}) or --patched "
+                             f"({args.patched}), the kernels on the loop's disk")
     except ValueError as exc:
         print(f"lab.ab_loop: {exc}", file=sys.stderr)
         return 2
@@ -386,14 +474,21 @@ def main(argv: list[str]) -> int:
         print(exc, file=sys.stderr)
         return 1
     cpu = lab.GuestCPU(args.vcpus, None if args.icount == "off" else args.icount)
-    timeout = args.timeout or 900 * (2 * args.boots + 3)
+    timeout = args.timeout or 900 * (len(series or (1, 2)) * args.boots + 3)
     say(f"loop: {base.release} against {patched.release}, {args.boots} boots a side via {args.via}, checks "
         f"{args.checks}; {cpu.describe()}; bound {timeout:.0f} s")
     t0 = time.time()
     try:
-        scenarios = fault_scenarios(base, patched, [*check_args, "--runs", "1"]) if args.faults else None
-        r = run_loop(out, base, patched, args.boots, check_args, args.via, tuple(args.inject), args.power_cut,
-                     cpu, timeout, args.seed, scenarios)
+        if args.faults:
+            scenarios = fault_scenarios(base, patched, [*check_args, "--runs", "1"])
+        elif series:
+            by = {"stock": STOCK, base.variant: base, patched.variant: patched}
+            scenarios = [loop_scenario("series", [(v, by[v]) for v in series], args.boots, check_args, args.via,
+                                       tuple(args.inject))]
+        else:
+            scenarios = None
+        r = run_loop(out, base, patched, args.boots, check_args, args.via, tuple(args.inject),
+                     tuple(args.power_cut), cpu, timeout, args.seed, scenarios)
         error = None
     except lab.LabError as exc:
         r, error = None, str(exc)
@@ -402,8 +497,8 @@ def main(argv: list[str]) -> int:
     marks = [b["host_time"] for b in boots] + [t0 + wall]
     run_json = {
         "base": base.variant, "patched": patched.variant, "boots_a_side": args.boots, "via": args.via,
-        "checks": check_args, "inject": args.inject, "faults": args.faults,
-        "power_cut": vars(args.power_cut) if args.power_cut else None,
+        "series": series, "checks": check_args, "inject": args.inject, "faults": args.faults,
+        "power_cuts": [vars(c) for c in args.power_cut],
         "seed": args.seed, "cpu": cpu.describe(),
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name,
                      "build": build_string(k.bzimage), "debs": [d.name for d in k.debs]} for k in (base, patched)],

@@ -7,19 +7,26 @@
 # exist yet, so update-grub waits for the install boot), /etc/default/grub
 # and /etc/fstab as an admin writes them, and the lab's two observer units.
 # Written as an MBR disk image with one ext4 partition at 1 MiB (mkfs.ext4
-# -d at an offset: no loop device, no mount).
+# -d at an offset: no loop device, no mount). Before the kernels'
+# packages, the lab's initramfs script (guest-loop-initramfs.sh: the faults
+# before systemd), so each loop kernel's initramfs holds it; and
+# MODULES_DIR/<release>/*.ko (the kernel's own test_lockup, built for each
+# loop kernel by loop_disk.py) under /var/lib/nttrace-lab/modules, outside the
+# kernels' module trees.
 #
-#   build-loop-disk.sh OUT_DIR UUID ROOT_TAR STOCK_RELEASE DEB...
+#   build-loop-disk.sh OUT_DIR UUID ROOT_TAR STOCK_RELEASE MODULES_DIR DEB...
 #
 # Writes OUT_DIR/disk.raw and OUT_DIR/releases (the installed packages'
 # kernels, a line each). Needs root, e2fsprogs, python3.
 set -euo pipefail
-usage="usage: build-loop-disk.sh OUT_DIR UUID ROOT_TAR STOCK_RELEASE DEB..."
+usage="usage: build-loop-disk.sh OUT_DIR UUID ROOT_TAR STOCK_RELEASE MODULES_DIR DEB..."
 out=${1:?$usage}
 uuid=${2:?$usage}
 root_tar=${3:?$usage}
 stock=${4:?$usage}
-shift 4
+modules=${5:?$usage}
+shift 5
+here=$(cd "$(dirname "$0")" && pwd)
 size_mib=${NTTRACE_LOOP_DISK_MIB:-8192}
 work=$(mktemp -d "${out%/}.build.XXXXXX")
 root=$work/root
@@ -38,6 +45,11 @@ mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
 mount --bind /dev "$root/dev"
 mount --bind /dev/pts "$root/dev/pts"
+
+say "the lab's initramfs script (the faults before systemd) and the loop kernels' lockup modules"
+install -D -m 0755 "$here/guest-loop-initramfs.sh" "$root/etc/initramfs-tools/scripts/init-bottom/nttrace-lab-fault"
+mkdir -p "$root/var/lib/nttrace-lab/modules"
+cp -a "$modules"/. "$root/var/lib/nttrace-lab/modules/"
 
 say "the loop's kernels, as packages: $*"
 if [ $# -gt 0 ]; then
@@ -106,10 +118,12 @@ UNIT
 cat >"$root/etc/systemd/system/nttrace-lab-loop.service" <<'UNIT'
 [Unit]
 Description=nttrace lab: the A/B loop's driver (its start, its end)
-# after the loop's own unit (nttrace ab's, for the loop named lab): nothing
-# of the lab's runs beside its step, and a boot the step leaves by kexec or
-# reboot never gets here
-After=nttrace-lab-boot.service multi-user.target nttrace-ab-lab.service
+# after the loop's own unit (nttrace ab's instance for each loop the lab's
+# scenarios name, lab/ab_loop.py): nothing of the lab's runs beside its
+# step, and a boot the step leaves by kexec or reboot never gets here
+After=nttrace-lab-boot.service multi-user.target
+After=nttrace-ab@lab.service nttrace-ab@series.service nttrace-ab@modules.service nttrace-ab@headers.service
+After=nttrace-ab@nowatchdog.service nttrace-ab@emergency.service
 Requires=nttrace-lab-boot.service
 
 [Service]
@@ -120,6 +134,19 @@ StandardOutput=journal+console
 
 [Install]
 WantedBy=multi-user.target
+UNIT
+# A hang with PID 1 alive (guest-loop-boot.sh's "hold" starts it): the boot
+# never reaches multi-user.target, while systemd feeds the watchdog.
+cat >"$root/etc/systemd/system/nttrace-lab-hold.service" <<'UNIT'
+[Unit]
+Description=nttrace lab: hold this boot before multi-user.target (a fault the lab injects)
+DefaultDependencies=no
+Before=multi-user.target
+
+[Service]
+Type=oneshot
+ExecStart=/bin/sleep infinity
+TimeoutStartSec=infinity
 UNIT
 mkdir -p "$root/etc/systemd/system/sysinit.target.wants" "$root/etc/systemd/system/multi-user.target.wants"
 ln -sf /etc/systemd/system/nttrace-lab-boot.service "$root/etc/systemd/system/sysinit.target.wants/"

@@ -8,11 +8,15 @@ ab_loop.py), taken in order; where the run names none, one loop. A
 scenario is either
 
 - a loop: `nttrace ab start NAME` with the releases the packages installed
-  (`--base 7.2.13-nttrace-base --patched 7.2.13-nttrace-nt-v3`), the boots,
-  seed, --via and checks of the scenario and nothing else: no command line,
-  no reset of the lab's. nttrace then boots the schedule's kernels. The
-  faults the lab injects into it are written to /var/lib/nttrace-lab/inject
-  before the start, for the early unit (guest-loop-boot.sh) to find;
+  (`--base 7.2.13-nttrace-base --patched 7.2.13-nttrace-nt-v3`, or a
+  `--series LABEL=RELEASE,...`), the boots, seed, --via and checks of the
+  scenario and nothing else: no command line, no reset of the lab's.
+  nttrace then boots the schedule's kernels. The faults the lab injects
+  into it are written before the start: /var/lib/nttrace-lab/inject for the
+  early unit (guest-loop-boot.sh), /var/lib/nttrace-lab/initramfs-faults
+  for the initramfs (guest-loop-initramfs.sh); a scenario that drops a boot
+  to emergency mode adds the fstab line that boot cannot mount (a pmem
+  namespace, as an admin mounts one) and takes it out at its end;
 - a refusal: `nttrace ab start` of a pair, or on a machine, that start must
   refuse (the same kernel twice; grub's default entry set to Debian's own
   choice, the highest version: the patched kernel), its exit code and
@@ -103,16 +107,48 @@ def setup() -> None:
 
 
 def start_command(sc: dict) -> list[str]:
-    return [NTTRACE, "ab", "start", sc["name"], "--base", sc["base"], "--patched", sc["patched"],
-            "--boots", str(sc["boots"]), "--via", sc["via"], "--seed", str(CONFIG["seed"]), "--yes",
-            *sc["check_args"]]
+    kernels = (["--series", ",".join(f"{label}={release}" for label, release in sc["series"])] if sc.get("series")
+               else ["--base", sc["base"], "--patched", sc["patched"]])
+    return [NTTRACE, "ab", "start", sc["name"], *kernels, "--boots", str(sc["boots"]), "--via", sc["via"],
+            "--seed", str(CONFIG["seed"]), "--yes", *sc["check_args"], *sc.get("start_args", [])]
+
+
+FSTAB = Path("/etc/fstab")
+PMEM_MOUNT = "/mnt/lab-pmem"
+# the device timeout an admin gives a data mount, so a missing device fails the boot in seconds, not 90
+PMEM_FSTAB = f"/dev/pmem0 {PMEM_MOUNT} ext4 defaults,x-systemd.device-timeout=20s 0 2"
+
+
+def mount_pmem() -> None:
+    """The emergency scenario's data mount: an ext4 file system on the fsdax
+    namespace, in fstab without nofail (its boots need it)."""
+    p = subprocess.run(["mkfs.ext4", "-q", "-F", "/dev/pmem0"], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        raise RuntimeError(f"mkfs.ext4 /dev/pmem0 exited {p.returncode}: {p.stderr[-2000:]}")
+    Path(PMEM_MOUNT).mkdir(parents=True, exist_ok=True)
+    FSTAB.write_text(FSTAB.read_text() + PMEM_FSTAB + "\n")
+    subprocess.run(["systemctl", "daemon-reload"], timeout=120)
+    m = subprocess.run(["mount", PMEM_MOUNT], capture_output=True, text=True, timeout=120)
+    say(f"fstab: {PMEM_FSTAB} (mount: exit {m.returncode})")
+
+
+def unmount_pmem() -> None:
+    lines = FSTAB.read_text().splitlines()
+    if PMEM_FSTAB in lines:
+        subprocess.run(["umount", PMEM_MOUNT], capture_output=True, timeout=120)
+        FSTAB.write_text("\n".join(ln for ln in lines if ln != PMEM_FSTAB) + "\n")
+        subprocess.run(["systemctl", "daemon-reload"], timeout=120)
 
 
 def start(sc: dict) -> int:
     setup()
-    # the faults of this loop, for the early unit of the boots that follow
+    # the faults of this loop, for the early unit and the initramfs of the boots that follow
     (LAB / "inject").write_text(" ".join(sc.get("inject", [])) + "\n")
+    (LAB / "initramfs-faults").write_text("".join(f"{fault} {CONFIG['releases'][variant]}\n"
+                                                  for fault, variant in sc.get("initramfs", [])))
     (LAB / "loop-name").write_text(sc["name"] + "\n")
+    if sc.get("pmem_fstab"):
+        mount_pmem()
     save(sc)
     cmd = start_command(sc)
     # --yes: the lab answers start's question for the user who typed the command
@@ -128,14 +164,13 @@ def start(sc: dict) -> int:
 
 # -- what a fault changes, kept before the loop starts and put back after it ----------------
 def fault_paths(sc: dict) -> list[Path]:
-    """The files the scenario's faults change (guest-loop-boot.sh): the
-    patched kernel's image, one of its modules."""
-    release = sc["patched"]
+    """The files the scenario's faults change (guest-loop-boot.sh): one of a
+    kernel's modules."""
     out = []
-    if "image" in sc.get("inject", []):
-        out.append(Path(f"/boot/vmlinuz-{release}"))
-    if "modules" in sc.get("inject", []):
-        out.append(module_to_change(release))
+    for word in sc.get("inject", []):
+        fault, _, variant = word.partition(":")
+        if fault == "modules":
+            out.append(module_to_change(CONFIG["releases"][variant]))
     return out
 
 
@@ -233,16 +268,20 @@ def _out(cmd: list[str]) -> str:
 
 
 def left_behind() -> dict:
-    """What of the loop is on the machine now: its unit (file, enabled),
-    a kexec kernel loaded, its systemd and sysctl drop-ins, the watchdog
-    systemd is feeding, a one-shot entry in grubenv."""
+    """What of the loop is on the machine now: its units (files and drop-ins,
+    enabled), a kexec kernel loaded, its systemd, sysctl and grub drop-ins
+    (and the panic settings grub.cfg gave its entries), the watchdog systemd
+    is feeding, a one-shot entry in grubenv."""
     units = _out(["systemctl", "list-unit-files", "--no-legend", "--plain", "nttrace-ab*"])
     enabled = [os.path.basename(p) for p in glob.glob("/etc/systemd/system/*.wants/nttrace-ab*")]
     kexec_loaded = Path("/sys/kernel/kexec_loaded")
+    grub_cfg = Path("/boot/grub/grub.cfg").read_text() if Path("/boot/grub/grub.cfg").exists() else ""
     return {"unit_files": units.splitlines(), "enabled": enabled,
+            "unit_dropins": sorted(glob.glob("/etc/systemd/system/nttrace-ab*.d")),
             "kexec_loaded": kexec_loaded.read_text().strip() if kexec_loaded.exists() else None,
             "dropins": sorted(glob.glob("/etc/systemd/system.conf.d/nttrace-ab*")
-                              + glob.glob("/etc/sysctl.d/*nttrace-ab*")),
+                              + glob.glob("/etc/sysctl.d/*nttrace-ab*") + glob.glob("/etc/default/grub.d/*nttrace-ab*")),
+            "grub_cfg_panic": "softlockup_panic=1" in grub_cfg,
             "watchdog": _out(["systemctl", "show", "-p", "RuntimeWatchdogUSec", "-p", "RebootWatchdogUSec",
                               "-p", "KExecWatchdogUSec"]).splitlines(),
             "grubenv": _out(["grub-editenv", "/boot/grub/grubenv", "list"]).splitlines(),
@@ -264,13 +303,22 @@ def loop_ended(sc: dict, rc: int, why: str, st: dict) -> None:
            "release": os.uname().release, "build": os.uname().version, "booted_by": booted_by(),
            "cmdline": Path("/proc/cmdline").read_text().strip(),
            "injected": sorted(p.name.removeprefix("injected-") for p in LAB.glob("injected-*")),
+           "initramfs_injected": [line.split() for line in (LAB / "initramfs-injected").read_text().splitlines()]
+           if (LAB / "initramfs-injected").exists() else [],
            **left_behind()}
     end["put_back"] = restore()
+    if sc.get("pmem_fstab"):
+        unmount_pmem()
+    for planned in ("inject", "initramfs-faults", "initramfs-injected"):
+        (LAB / planned).unlink(missing_ok=True)
+    for marker in LAB.glob("injected-*"):
+        marker.unlink()
     text = json.dumps(end, indent=1)
     (RESULTS / f"ab-end-{name}.json").write_text(text)
     # the journal is on the disk: the loop's unit and the lab's, across every boot
-    journal = subprocess.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", f"nttrace-ab-{name}.service",
-                              "-u", "nttrace-lab-boot.service", "-u", "nttrace-lab-loop.service"],
+    journal = subprocess.run(["journalctl", "--no-pager", "-o", "short-monotonic", "-u", f"nttrace-ab@{name}.service",
+                              "-u", f"nttrace-ab-deadline@{name}.service", "-u", "nttrace-lab-boot.service",
+                              "-u", "nttrace-lab-loop.service"],
                              capture_output=True, text=True, timeout=300)
     (RESULTS / f"ab-journal-{name}.txt").write_text(journal.stdout + journal.stderr)
     if sc is SCENARIOS[-1]:
@@ -311,10 +359,10 @@ def unit_gone(name: str) -> None:
     """Wait (UNIT_GONE_S at most: what is left then is the step's, and is
     recorded) until the loop's step has removed its unit: this driver runs
     beside the step when the loop is not the one its unit is ordered after
-    (nttrace-ab-lab.service), and a step killed by the reboot it asked for
+    (nttrace-ab@lab.service), and a step killed by the reboot it asked for
     removes the unit at the next boot."""
     deadline = time.monotonic() + UNIT_GONE_S
-    while Path(f"/etc/systemd/system/nttrace-ab-{name}.service").exists() and time.monotonic() < deadline:
+    while Path(f"/etc/systemd/system/nttrace-ab@{name}.service.d").exists() and time.monotonic() < deadline:
         time.sleep(2)
 
 

@@ -234,6 +234,15 @@ def unpacked_source(deb: Path, log: Path) -> Path:
     return tree
 
 
+def source_file(rel: str) -> Path:
+    """A file of the pristine source tree, the source package fetched and
+    unpacked first where the cache lacks it."""
+    log = CACHE / "logs" / "source.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with locked(CACHE / "locks" / "source"):
+        return unpacked_source(fetch_source(log), log) / rel
+
+
 # -- keys ---------------------------------------------------------------------
 SPDX_LINE = re.compile(rb"\ASPDX-License-Identifier: [^\n]*\n")
 

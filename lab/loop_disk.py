@@ -8,6 +8,9 @@ grub.cfg and grubenv, kexec-tools, nttrace's runtime dependencies) and the
 loop's kernels installed as the packages `make bindeb-pkg` made
 (kernel_build: linux-image-R and linux-headers-R, one release a variant,
 so each has its own /boot/vmlinuz-R, initrd, /lib/modules/R and headers).
+Each loop kernel's initramfs holds the lab's script for the faults before
+systemd (guest-loop-initramfs.sh), and the disk the kernel's own lockup
+test module built for it (lockup_modules()), outside its module tree.
 Three steps: build-loop-root.sh (debootstrap and apt: the server's root as
 a tar archive, cached on its own in loop-root-<key>/, so a rebuilt kernel
 does not fetch Debian again), build-loop-disk.sh on the host (dpkg -i of
@@ -34,6 +37,7 @@ import json
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid as uuidlib
 from pathlib import Path
@@ -43,7 +47,8 @@ from lab.locks import locked
 
 HERE = Path(__file__).resolve().parent
 ROOT_INPUTS = ("build-loop-root.sh",)
-DISK_INPUTS = (*ROOT_INPUTS, "build-loop-disk.sh", "guest-loop-install.sh")
+DISK_INPUTS = (*ROOT_INPUTS, "build-loop-disk.sh", "guest-loop-install.sh", "guest-loop-initramfs.sh")
+LOCKUP_SOURCE = "lib/test_lockup.c"     # the kernel's own lockup test module (CONFIG_TEST_LOCKUP)
 BUILD_TIMEOUT_S = 2400
 INSTALL_BOOT_TIMEOUT_S = 900
 
@@ -148,20 +153,51 @@ def _newest_other(d: Path) -> list[Path]:
     return sorted(others, key=lambda o: (o / "complete").stat().st_mtime)[-1:]
 
 
+def lockup_modules(kernels: list, out: Path) -> Path:
+    """out/<release>/test_lockup.ko for each kernel: the kernel's own
+    lib/test_lockup.c (the source package's) built as an external module
+    against the headers the kernel's linux-headers package installs, the
+    same build as the kernel it loads into. The lab's "lockup" fault loads
+    it; the kernels themselves are not rebuilt with CONFIG_TEST_LOCKUP."""
+    from lab import kernel_build
+    src = kernel_build.source_file(LOCKUP_SOURCE)
+    for k in kernels:
+        headers = next((deb for deb in k.debs if deb.name.startswith("linux-headers-")), None)
+        if headers is None:
+            raise lab.LabError(f"kernel {k.variant} has no linux-headers package to build {LOCKUP_SOURCE} against")
+        with tempfile.TemporaryDirectory(prefix="nttrace-lockup-") as t:
+            tree, mod = Path(t) / "headers", Path(t) / "module"
+            mod.mkdir()
+            subprocess.run(["dpkg-deb", "-x", str(headers), str(tree)], check=True, timeout=300)
+            shutil.copy(src, mod / "test_lockup.c")
+            (mod / "Kbuild").write_text("obj-m := test_lockup.o\n")
+            p = subprocess.run(["make", "-C", str(tree / "usr/src" / f"linux-headers-{k.release}"), f"M={mod}",
+                                "modules"], capture_output=True, text=True, timeout=600)
+            if p.returncode != 0 or not (mod / "test_lockup.ko").exists():
+                raise lab.LabError(f"building {LOCKUP_SOURCE} for {k.release} failed ({p.returncode}): "
+                                   f"{(p.stdout + p.stderr)[-3000:]}")
+            (out / k.release).mkdir(parents=True, exist_ok=True)
+            shutil.copy(mod / "test_lockup.ko", out / k.release / "test_lockup.ko")
+    return out
+
+
 def _build(d: Path, root: Path, kernels: list, log) -> None:
     shutil.rmtree(d, ignore_errors=True)
     d.parent.mkdir(parents=True, exist_ok=True)
     build_log = d.parent / f"{d.name}.build.log"
     root_uuid = str(uuidlib.uuid4())
     t0 = time.monotonic()
+    modules = lockup_modules(kernels, Path(tempfile.mkdtemp(prefix="nttrace-loop-modules-")))
     with open(build_log, "w") as f:
         try:
             p = subprocess.run(["bash", str(HERE / "build-loop-disk.sh"), str(d), root_uuid, str(root / "root.tar"),
-                                (root / "stock-release").read_text().strip(),
+                                (root / "stock-release").read_text().strip(), str(modules),
                                 *(str(deb) for k in kernels for deb in k.debs)],
                                stdout=f, stderr=subprocess.STDOUT, timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise lab.LabError(f"loop disk build exceeded {BUILD_TIMEOUT_S}s: {build_log.read_text()[-3000:]}") from None
+        finally:
+            shutil.rmtree(modules, ignore_errors=True)
     if p.returncode != 0:
         raise lab.LabError(f"loop disk build failed ({p.returncode}): {build_log.read_text()[-3000:]}")
     host_s = time.monotonic() - t0

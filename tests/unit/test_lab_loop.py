@@ -71,13 +71,44 @@ def test_the_cache_keeps_the_new_kernel_and_the_newest_complete_one_before_it(tm
     assert sorted(p.name for p in kernels.iterdir()) == sorted([dirs["b"].name, dirs["d"].name, other.name])
 
 
-@pytest.mark.parametrize("text,want", [("base:5", ("base", 5.0)), ("nt-v3:2.5", ("nt-v3", 2.5))])
+@pytest.mark.parametrize("text,want", [("base:5", ("base", 5.0, "validate")), ("nt-v3:2.5", ("nt-v3", 2.5, "validate")),
+                                       ("booting:nt-v3:4", ("nt-v3", 4.0, "booting"))])
 def test_a_power_cut_names_a_kernel_and_seconds(text, want):
     cut = ab_loop.PowerCut.parse(text)
-    assert (cut.variant, cut.seconds) == want
+    assert (cut.variant, cut.seconds, cut.event) == want
 
 
-@pytest.mark.parametrize("text", ["base", ":10", "base:-1", "base:soon"])
+@pytest.mark.parametrize("text", ["base", ":10", "base:-1", "base:soon", "later:base:4", "booting::4"])
 def test_a_power_cut_that_says_no_kernel_or_time_is_refused(text):
-    with pytest.raises(ValueError, match="want VARIANT:SECONDS"):
+    with pytest.raises(ValueError, match=r"want \[booting:\]VARIANT:SECONDS"):
         ab_loop.PowerCut.parse(text)
+
+
+def test_a_power_cut_is_timed_from_its_own_line_of_its_own_kernel():
+    """validate: from the step's "running validate" line at that kernel's
+    boot; booting: from the step's "booting slot" line that names the
+    kernel's release (fails if a cut meant inside nt-v3's kexec were timed
+    from base's)."""
+    releases = {"base": "7.2.13-nttrace-base", "nt-v3": "7.2.13-nttrace-nt-v3"}
+    lines = [(100.0, {"event": "boot", "kernel": "base"}),
+             (130.0, {"event": "validate", "kernel": "base"}),
+             (190.0, {"event": "booting", "kernel": "base",
+                      "line": "nttrace ab: booting slot 2 of 2: patched 7.2.13-nttrace-nt-v3 (attempt 1, via kexec)"})]
+    assert ab_loop.PowerCut("base", 5).due(lines, releases) == 135.0
+    assert ab_loop.PowerCut("nt-v3", 5).due(lines, releases) is None
+    assert ab_loop.PowerCut("nt-v3", 3, "booting").due(lines, releases) == 193.0
+    assert ab_loop.PowerCut("base", 3, "booting").due(lines, releases) is None
+
+
+def test_a_fault_names_what_and_which_kernel_and_lands_where_it_happens():
+    assert ab_loop.fault("lockup:nt-v3") == "lockup:nt-v3"
+    for bad in ("lockup", "reboot:nt-v3", "panic:"):
+        with pytest.raises(ValueError, match="want FAULT:VARIANT"):
+            ab_loop.fault(bad)
+    k = {"base": "7.2.13-nttrace-base", "nt-v3": "7.2.13-nttrace-nt-v3"}
+    sc = ab_loop.loop_scenario("x", [("base", k["base"]), ("patched", k["nt-v3"])], 1, [],
+                               inject=("panic:nt-v3", "hang:base"))
+    assert (sc["base"], sc["patched"], sc["inject"], sc["initramfs"]) == (k["base"], k["nt-v3"], ["hang:base"],
+                                                                          [["panic", "nt-v3"]])
+    series = ab_loop.loop_scenario("s", [("stock", ab_loop.STOCK), ("base", k["base"])], 1, [])
+    assert series["series"] == [("stock", ab_loop.STOCK), ("base", k["base"])] and "base" not in series
