@@ -150,15 +150,32 @@ def uncore_pmus(sysroot: Sysroot) -> list[str]:
         return []
 
 
+def node_count(node_list: str) -> int:
+    """How many nodes a kernel node list names ("0", "0-1,3": 3)."""
+    count = 0
+    for part in filter(None, node_list.strip().split(",")):
+        low, _, high = part.partition("-")
+        count += int(high or low) - int(low) + 1
+    return count
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def numa_tiers(sysroot: Sysroot) -> Capability:
+    """A lower memory tier to demote to: at least two memory tiers."""
     nodes_online = sysroot.path("sys/devices/system/node/online")
     tiers_dir = sysroot.path("sys/devices/virtual/memory_tiering")
     demotion = sysroot.path("sys/kernel/mm/numa/demotion_enabled")
-    online = nodes_online.read_text().strip() if nodes_online.exists() else "?"
+    online = nodes_online.read_text().strip() if nodes_online.exists() else None
     tiers = sorted(p.name for p in tiers_dir.glob("memory_tier*")) if tiers_dir.is_dir() else []
     dem = demotion.read_text().strip() if demotion.exists() else "absent"
-    detail = f"nodes online {online}; tiers {', '.join(tiers) or 'none'}; demotion_enabled={dem}"
-    return Capability(len(tiers) > 1, detail)
+    nodes = (f"{_counted(node_count(online), 'NUMA node')} online ({online})" if online is not None
+             else f"no {nodes_online}")
+    held = f"{_counted(len(tiers), 'memory tier')} ({', '.join(tiers)})" if tiers else "no memory tiers"
+    lower = "" if len(tiers) > 1 else ": no lower tier to demote to"
+    return Capability(len(tiers) > 1, f"{nodes}; {held}{lower}; demotion_enabled={dem}")
 
 
 def pmem(sysroot: Sysroot) -> Capability:

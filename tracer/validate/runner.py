@@ -17,7 +17,7 @@ from nttrace.kernel import conditions, machine
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.capabilities import report as capabilities
-from nttrace.validate import checks
+from nttrace.validate import checks, paths
 from nttrace.validate.checks import FAIL, SKIP, CheckResult
 
 
@@ -64,7 +64,7 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
                                            f"needs the live kernel; --sysroot {sysroot.root} is offline"))
                 continue
             results.append(run_one(c, ctx))
-    return {
+    report = {
         "version": __version__,
         "sysroot": str(sysroot.root),
         "kernel_release": platform.release() if sysroot.live else None,
@@ -77,7 +77,8 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
         "checks": [r.as_json() for r in results],
         "summary": checks.tally([r.as_json() for r in results]),
     }
-
+    report["paths"] = paths.observed(report)
+    return report
 
 
 def run_one(c, ctx) -> CheckResult:
@@ -112,6 +113,15 @@ def print_table(report: dict, out=sys.stdout) -> None:
             print(f"{status.upper():5} {c['id']:<{width}}  {summary}", file=out)
     s = report["summary"]
     print(f"{s['pass']} passed, {s['fail']} failed, {s['warn']} warned, {s['skip']} skipped", file=out)
+    for line in _closing(report):
+        print(line, file=out)
+
+
+def _closing(report: dict) -> list[str]:
+    """What the run could say of the paths nttrace is for, and of the host
+    its timings were taken on (nttrace.validate.paths)."""
+    contention = paths.contention_line(report)
+    return ["", *paths.summary_lines(report), *(["", contention] if contention else [])]
 
 
 def print_markdown(report: dict, out=sys.stdout) -> None:
@@ -123,6 +133,8 @@ def print_markdown(report: dict, out=sys.stdout) -> None:
     for c in report["checks"]:
         for status, summary in _lines(c):
             print(f"| {status.upper()} | {c['id']} | {summary.replace('|', chr(92) + '|')} |", file=out)
+    for line in _closing(report):
+        print(line.replace("  ", "- ", 1) if line.startswith("  ") else line, file=out)
 
 
 def _lines(c: dict) -> list[tuple[str, str]]:

@@ -72,14 +72,16 @@ class Check:
     quick: bool = True
     triggers: str = ""  # what it changes on the system, if anything
     evidence: type | None = None   # its evidence's class (nttrace.validate.evidence), if other code reads it
+    timed: bool = False   # its verdict judges timings (what a contended host distorts)
 
 
 CATALOG: list[Check] = []
 
 
-def check(id: str, title: str, quick: bool = True, triggers: str = "", evidence: type | None = None):
+def check(id: str, title: str, quick: bool = True, triggers: str = "", evidence: type | None = None,
+          timed: bool = False):
     def register(fn):
-        CATALOG.append(Check(id, title, fn, quick, triggers, evidence))
+        CATALOG.append(Check(id, title, fn, quick, triggers, evidence, timed))
         return fn
     return register
 
