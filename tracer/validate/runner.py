@@ -102,11 +102,22 @@ def exit_code(report: dict) -> int:
     return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 
+def where(report: dict) -> str:
+    """Where the report's figures come from: the machine it measured, or,
+    offline, what the copy under --sysroot says of its machine."""
+    m = report.get("machine") or {}
+    kind = m.get("kind", "unrecorded") + (f" ({m['hypervisor']})" if m.get("hypervisor") else "")
+    if report.get("sysroot", "/") == "/":
+        return f"measured on {kind}"
+    if m.get("kind") == "unknown":
+        return f"offline: a copy under {report['sysroot']} that does not say what machine"
+    return f"offline: a copy under {report['sysroot']} of a {kind} machine"
+
+
 def print_table(report: dict, out=sys.stdout) -> None:
     k = report["kernel"]
-    m = report.get("machine") or {}
     print(f"nttrace {report['version']}  kernel metadata from {k['source']}, NT demotion revision: {k['nt_revision']}"
-          f"  (measured on {m.get('kind', 'unrecorded')}{' (' + m['hypervisor'] + ')' if m.get('hypervisor') else ''})", file=out)
+          f"  ({where(report)})", file=out)
     width = max((len(c["id"]) for c in report["checks"]), default=10)
     for c in report["checks"]:
         for status, summary in _lines(c):
@@ -127,8 +138,9 @@ def _closing(report: dict) -> list[str]:
 def print_markdown(report: dict, out=sys.stdout) -> None:
     k = report["kernel"]
     m = report.get("machine") or {}
+    measured = f"measured on {m.get('kind', 'unrecorded')}" if report.get("sysroot", "/") == "/" else where(report)
     print(f"_nttrace {report['version']}, kernel {report.get('kernel_release') or '?'}, NT demotion revision "
-          f"{k['nt_revision']}, measured on {m.get('kind', 'unrecorded')}_\n", file=out)
+          f"{k['nt_revision']}, {measured}_\n", file=out)
     print("| status | check | summary |\n|---|---|---|", file=out)
     for c in report["checks"]:
         for status, summary in _lines(c):

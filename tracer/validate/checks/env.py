@@ -27,12 +27,18 @@ OPTIONAL = {
 
 @check("env.core", "BTF, tracefs, migrate tracepoints and a working bcc")
 def core(ctx) -> CheckResult:
-    # bcc can only be tried on the live host; a --sysroot is judged on its files.
+    # bcc can only be tried on the live host; a --sysroot copy is judged on the
+    # files it holds: one it lacks cannot be judged (SKIP), never a fault of
+    # the machine it was copied from
     keys = ESSENTIAL if ctx.sysroot.live else tuple(k for k in ESSENTIAL if k != "bcc")
     missing = {k: ctx.caps[k].detail for k in keys if not ctx.caps[k].available}
     evidence = {k: ctx.caps[k].as_json() for k in keys}
     if missing:
-        return CheckResult("env.core", FAIL, "; ".join(f"{k}: {v}" for k, v in missing.items()), evidence)
+        found = "; ".join(f"{k}: {v}" for k, v in missing.items())
+        if ctx.sysroot.live:
+            return CheckResult("env.core", FAIL, found, evidence)
+        return CheckResult("env.core", SKIP, f"cannot be judged from this copy: {found} (docs/validate.md, "
+                                             "--sysroot: which files a copy needs)", evidence)
     what = "BTF, tracefs, migrate tracepoints and bcc" if ctx.sysroot.live else "BTF, tracefs and migrate tracepoints (files)"
     return CheckResult("env.core", PASS, f"{what} all usable", evidence)
 
