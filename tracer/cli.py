@@ -335,8 +335,11 @@ def _validate(args) -> int:
     else:
         base = None
         if args.baseline:
+            from nttrace.kernel import boot_id
             base = [compare.load_report(p, "--baseline") for p in args.baseline]
             compare.check_side(base, "--baseline")
+            # before the run: a baseline recorded in this boot is this run's own boot
+            compare.refuse_a_run_on_both_sides(base, [{"boot_id": boot_id()}])
         exercise = tuple(args.exercise.split(",")) if args.exercise else ()
         options = validate.ValidateOptions(rebind=args.rebind, runs=args.runs, demote=args.demote,
                                            page_ref=args.page_ref, quick=args.quick, exercise=exercise)
