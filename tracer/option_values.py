@@ -141,18 +141,24 @@ class Number(OptionValue):
         return out
 
 
+def _by_its_rule(rule, text: str, prefix: str):
+    """`rule(text)`, a rule that lives with what it guards and raises
+    UsageError: its refusal, less `prefix`, is the option's."""
+    from nttrace.errors import UsageError
+    try:
+        return rule(text)
+    except UsageError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix(prefix)) from None
+
+
 class CheckPattern(OptionValue):
     """A --check pattern (a glob, an id, a family) that selects at least one
     check of the catalog: the catalog's own rule, nttrace.validate.checks.select,
     which also refuses at run time a pattern --quick leaves with nothing."""
 
     def parse(self, text: str) -> str:
-        from nttrace.errors import UsageError
         from nttrace.validate import checks
-        try:
-            checks.select([text], quick=False)
-        except UsageError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("--check ")) from None
+        _by_its_rule(lambda t: checks.select([t], quick=False), text, "--check ")
         return text
 
     def example(self, tmp: Path) -> str:
@@ -206,11 +212,7 @@ class ListenAddress(OptionValue):
 
     def parse(self, text: str) -> str:
         from nttrace.daemon.config import parse_listen
-        from nttrace.errors import UsageError
-        try:
-            parse_listen(text, "listen")
-        except UsageError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("listen: ")) from None
+        _by_its_rule(lambda t: parse_listen(t, "listen"), text, "listen: ")
         return text
 
     def example(self, tmp: Path) -> str:
@@ -226,11 +228,7 @@ class LoopName(OptionValue):
 
     def parse(self, text: str) -> str:
         from nttrace.ab import store
-        from nttrace.errors import UsageError
-        try:
-            return store.check_name(text)
-        except UsageError as exc:
-            raise argparse.ArgumentTypeError(str(exc).removeprefix("ab: NAME ")) from None
+        return _by_its_rule(store.check_name, text, "ab: NAME ")
 
     def example(self, tmp: Path) -> str:
         return "mine"
