@@ -280,10 +280,13 @@ class InputDir(OptionValue):
 
 
 def _writable_dir(d: Path, text: str) -> None:
+    """`d`, the directory `text` is written into (or `text` itself), is a
+    directory this process may write."""
+    where = "" if d == Path(text) else f"its directory {d} is "
     if not d.is_dir():
-        raise argparse.ArgumentTypeError(f"{text}: {d} is not a directory")
+        raise argparse.ArgumentTypeError(f"{text}: {where}not a directory")
     if not os.access(d, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"{text}: {d} is not writable")
+        raise argparse.ArgumentTypeError(f"{text}: {where}not writable")
 
 
 class OutputFile(OptionValue):
