@@ -2,7 +2,7 @@
 # nttrace: setup, tests and validation. Run as root (bcc and perf need it).
 #   make setup     install system packages, prepare the host, build .venv
 #   make test      setup, then run the test suite: tests/unit, tests/live, tests/lab
-#   make test-unit the unit tests alone (no root, no kernel, no guest): about two minutes
+#   make test-unit the unit tests alone (no root, no kernel, no guest): 2.5 minutes of CPU
 #   make test-live setup, then the tests that need root on this host
 #   make test-lab  setup, then the lab's guests and their kernels
 #   make validate  setup, then run `nttrace validate`

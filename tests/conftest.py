@@ -62,8 +62,7 @@ def ab_unit_dir(request, tmp_path_factory, monkeypatch):
     if room_of(request.node.path) != "unit" or "tmp_path" not in request.fixturenames:
         return None
     from nttrace.ab import unit
-    d = request.getfixturevalue("tmp_path") / "units"
-    d.mkdir(exist_ok=True)
+    d = request.getfixturevalue("tmp_path") / "units"      # made by whatever writes into it
     monkeypatch.setattr(unit, "UNIT_DIR", d)
     return d
 

@@ -4,7 +4,6 @@ or a final JSON summary, optionally recording per-call events as JSON Lines."""
 from __future__ import annotations
 
 import json
-import math
 import os
 import sys
 import time
@@ -71,13 +70,9 @@ def print_table(snap: dict, elapsed: float, out=sys.stdout, stamp: str | None = 
 
 
 def main(args) -> int:
+    # the values are the parser's (nttrace.option_values): --probes known
+    # names, the times positive and finite, the output paths writable
     names = parse_probes(args.probes)
-    if args.duration is not None and args.duration <= 0:
-        raise UsageError("--duration must be positive")
-    if args.interval <= 0:
-        raise UsageError("--interval must be positive")
-    if not 0 < args.stop_grace < math.inf:
-        raise UsageError("--stop-grace must be a positive, finite number of seconds")
     options = probe_options(names, bool(args.record))
     # SIGINT/SIGTERM from here on end the process within the guard's grace,
     # also while bcc compiles (the Tracer's capability report and attach)

@@ -97,9 +97,9 @@ def test_bad_input_is_one_line_exit_2_and_nothing_written(ab_env, kernel_image):
     cases = [
         (["x", "--base", "no-such-release-0", "--patched", image, "--boots", "2"], "unknown kernel 'no-such-release-0'"),
         (["x", "--base", image, "--patched", "/nonexistent/bzImage", "--boots", "2"], "no file /nonexistent/bzImage"),
-        (["x", "--base", image, "--patched", image, "--boots", "0"], "--boots must be at least 1"),
+        (["x", "--base", image, "--patched", image, "--boots", "0"], "argument --boots: 0 is not a positive integer"),
         (["x", "--base", image, "--patched", image, "--boots", "2", "--max-failures", "0"], "--max-failures"),
-        (["../x", "--base", image, "--patched", image, "--boots", "2"], "NAME '../x'"),
+        (["../x", "--base", image, "--patched", image, "--boots", "2"], "argument NAME: '../x'"),
         (["x", "--base", image, "--patched", image, "--boots", "2", "--via", "reboot"], "give installed releases"),
         (["x", "--base", image, "--patched", image, "--boots", "2", "--rebind", "namespace97.0"],
          "--rebind namespace97.0: no such namespace"),

@@ -42,7 +42,8 @@ def quick_report():
 @pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
 def test_quick_json_shape_and_host_facts(quick_report):
     r = quick_report
-    assert {"version", "capabilities", "kernel", "checks", "summary"} <= set(r)
+    assert {"version", "capabilities", "kernel", "checks", "summary", "paths"} <= set(r)
+    assert [(p["path"], p["observed"]) for p in r["paths"]] == [("memmap_init", False), ("demotion", False)]
     needed = relied_on(r)
     assert {k: w for k, w in needed.items() if k not in r["capabilities"]} == {}
     by_id = {c["id"]: c for c in r["checks"]}
@@ -83,6 +84,42 @@ def test_core_checks_pass_and_missing_capabilities_skip_with_reasons(quick_repor
         if not caps[cap]["available"]:
             assert by_id[cid]["status"] == "skip"
             assert by_id[cid]["summary"]  # the reason
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
+def test_quick_text_ends_with_the_two_paths_and_the_load_it_ran_beside(quick_report):
+    """`validate --quick` as a user runs it, with two niced CPU burners
+    beside it (a contended host, made so): its text ends with which of the
+    two paths it observed, for each it did not the one thing missing (this
+    host's own capability report's words where it lacks the hardware; the
+    option where --quick left the check out), then the contention, naming
+    the check whose timings it judged. Fails if the paragraph is missing or
+    blames the wrong thing, or if a contended run says nothing of it."""
+    caps = quick_report["capabilities"]
+    expected = ["Of the two paths nttrace is for, this run observed neither:"]
+    for title, cap, lacking, option in (
+            ("memmap init (memmap_init_zone_device)", "pmem", "no pmem namespace", "--rebind NAMESPACE"),
+            ("demotion (migrate_pages for MR_DEMOTION)", "numa:tiers", "no lower memory tier", "--demote")):
+        why = f"{lacking} ({caps[cap]['detail']})" if not caps[cap]["available"] else f"not run: {option} ("
+        expected.append(f"  {title}: not observed: {why}")
+    burners = [subprocess.Popen(["nice", "-n", "19", sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        proc = run_nttrace("validate", "--quick", timeout=300)
+    finally:
+        for b in burners:
+            b.kill()
+            b.wait()
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    at = lines.index(expected[0])
+    assert lines[at - 1] == "" and re.fullmatch(r"\d+ passed, 0 failed, \d+ warned, \d+ skipped", lines[at - 2])
+    for line, want in zip(lines[at:at + 3], expected):
+        assert line.startswith(want), (line, want)
+    assert lines[at + 3] == ""
+    assert re.fullmatch(r"The host was contended while the checks ran \(.*other processes used \d+% of a CPU.*\): "
+                        r"the timings behind native\.nt_benefit were taken on a loaded machine; .*", lines[at + 4]), \
+        lines[at + 4]
+    assert len(lines) == at + 5
 
 
 @pytest.mark.needs("root", "btf", "tracepoint", "bcc")

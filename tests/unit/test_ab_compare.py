@@ -114,3 +114,45 @@ def test_an_ab_says_when_its_sides_ran_with_different_mitigations():
             "spectre_v2: Mitigation: Retpolines | Vulnerable") in differ
     unrecorded = ab_text.header(report("Mitigation: Retpolines"), {"machine": {"kind": "emulated"}})
     assert not [line for line in unrecorded if "mitigations" in line]
+
+
+def test_one_report_on_both_sides_is_refused(tmp_path):
+    """The same report as --baseline and --current (a typo, a glob that
+    caught one file twice) is no A/B: exit 2 naming both, no table. Fails
+    where the two sides are compared (every change 0%, exit 0)."""
+    f = tmp_path / "run.json"
+    f.write_text(json.dumps(_report({"kernel.memmap_latency": {"rebind_avg_ms": 244.28, "first_bind_ms": 1456}})))
+    copy = tmp_path / "copy.json"
+    copy.write_text(f.read_text())
+    for cur in (f, copy):
+        proc = run_nttrace("validate", "--baseline", str(f), "--current", str(cur))
+        assert proc.returncode == 2 and proc.stdout == ""
+        assert one_line_error(proc) == (f"nttrace: --baseline {f} and --current {cur} are the same report: an A/B "
+                                        "compares different boots of the two kernels")
+
+
+def test_a_boot_on_both_sides_is_refused(tmp_path):
+    """Two reports with one boot_id are one run (one boot's checks), on
+    whichever side they are: exit 2 naming the boot. Fails where a boot's
+    two reports are compared as if base and patched."""
+    boot = "0b4998a9-afbe-4f82-8a2f-7789af2e652f"
+    base, cur = tmp_path / "fsdax.json", tmp_path / "devdax.json"
+    base.write_text(json.dumps({**_report({"kernel.memmap_latency": {"rebind_avg_ms": 1.0}}), "boot_id": boot}))
+    cur.write_text(json.dumps({**_report({"kernel.memmap_latency": {"rebind_avg_ms": 2.0}}), "boot_id": boot}))
+    proc = run_nttrace("validate", "--baseline", str(base), "--current", str(cur))
+    assert proc.returncode == 2 and f"are the same boot ({boot})" in one_line_error(proc)
+
+
+def test_a_baseline_of_this_boot_is_refused_before_the_run(tmp_path):
+    """`validate --baseline R.json` in the boot R.json was recorded in
+    compares a run with its own boot (no reboot into the other kernel
+    happened): refused before any check runs. Fails where the run goes on
+    and compares."""
+    from pathlib import Path
+    here = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    f = tmp_path / "base.json"
+    f.write_text(json.dumps({**_report({"kernel.nt_support": {}}), "boot_id": here}))
+    proc = run_nttrace("validate", "--baseline", str(f), "--check", "kernel.nt_support")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert one_line_error(proc) == (f"nttrace: --baseline {f} was recorded in this boot ({here}): an A/B compares "
+                                    "different boots of the two kernels (boot the other one first)")

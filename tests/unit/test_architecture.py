@@ -45,4 +45,4 @@ def test_each_subpackage_says_in_a_line_what_it_is():
         assert doc and len(doc.splitlines()[0]) > 20, f"{init.parent.name}/__init__.py says nothing about itself"
     # only the command line at the root
     assert sorted(p.name for p in root.glob("*.py")) == ["__init__.py", "__main__.py", "cli.py", "errors.py",
-                                                         "trace_cmd.py"]
+                                                         "option_values.py", "trace_cmd.py"]

@@ -1,7 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
 """The command line: help, version, exit codes and one-line errors."""
-import pytest
-
 from conftest import one_line_error, run_nttrace
 
 
@@ -61,25 +59,3 @@ def test_list_prints_the_catalog():
         flags = ("quick" if c.quick else "slow") + (f", changes system state: {c.triggers}" if c.triggers else "")
         assert (cid, rest) == (c.id, f"{c.title} [{flags}]")
         assert [s.id for s in checks.select([cid], quick=False)] == [cid]
-
-
-def test_bench_probes_rejects_nonpositive_counts():
-    proc = run_nttrace("bench", "probes", "--rounds", "0")
-    assert proc.returncode == 2
-    assert "--rounds" in one_line_error(proc)
-
-
-def test_bench_overhead_rejects_nonpositive_counts():
-    proc = run_nttrace("bench", "overhead", "--per-round", "0")
-    assert proc.returncode == 2 and "--per-round" in one_line_error(proc)
-
-
-def test_trace_record_maps_to_a_bad_path_is_one_line_and_exit_2(tmp_path):
-    proc = run_nttrace("trace", "--duration", "1", "--record-maps", str(tmp_path / "no" / "such" / "maps.json"))
-    assert proc.returncode == 2 and "--record-maps" in one_line_error(proc)
-
-
-@pytest.mark.parametrize("grace", ["0", "-1", "inf", "nan"])
-def test_trace_stop_grace_must_be_a_positive_finite_time(grace):
-    proc = run_nttrace("trace", "--duration", "1", "--stop-grace", grace)
-    assert proc.returncode == 2 and "--stop-grace must be a positive, finite number of seconds" in one_line_error(proc)

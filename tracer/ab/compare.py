@@ -67,6 +67,30 @@ def check_side(reports: list[dict], flag: str) -> None:
                                  f"has {a!r}; one side is one kernel on one kind of machine")
 
 
+def refuse_a_run_on_both_sides(base: list[dict], cur: list[dict]) -> None:
+    """An A/B compares runs (boots) of one kernel with runs of the other: a
+    run on both sides would be compared with itself, and every figure of it
+    would show no change, with a verdict that reads as evidence. A report
+    of one side that holds the boot of a report of the other (the same
+    boot_id) or is the same report (equal but for the file it was read
+    from) is an input error naming both; refused, not marked, since no part
+    of such an A/B is the comparison it claims to be. A current side of
+    {"boot_id": ...} alone stands for the run validate is about to make."""
+    def content(r: dict) -> dict:
+        return {k: v for k, v in r.items() if k != "_source"}
+
+    for b in base:
+        for c in cur:
+            same_boot = b.get("boot_id") is not None and b.get("boot_id") == c.get("boot_id")
+            if same_boot and "_source" not in c:       # the run about to be made
+                raise UsageError(f"--baseline {b.get('_source', '?')} was recorded in this boot ({b['boot_id']}): "
+                                 "an A/B compares different boots of the two kernels (boot the other one first)")
+            if same_boot or content(b) == content(c):
+                what = f"the same boot ({b['boot_id']})" if same_boot else "the same report"
+                raise UsageError(f"--baseline {b.get('_source', '?')} and --current {c.get('_source', '?')} "
+                                 f"are {what}: an A/B compares different boots of the two kernels")
+
+
 def merge(reports: list[dict]) -> dict:
     """One report holding the checks of several runs on the same kernel (the
     lab times fsdax and devdax in separate runs)."""
@@ -137,6 +161,7 @@ def compare(baseline: dict | list[dict], current: dict | list[dict], strict: boo
     a change of that size needs at these runs' spread. With `strict` (two
     sets of saved runs), a check that only one side ran is an input error."""
     from nttrace.ab import statistics
+    refuse_a_run_on_both_sides(reports_of(baseline), reports_of(current))
     base_runs = _runs_by_check(baseline if isinstance(baseline, list) else [baseline])
     cur_runs = _runs_by_check(current if isinstance(current, list) else [current])
     if strict:

@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from nttrace.kernel.sysroot import Sysroot
+from nttrace.kernel.sysroot import TRACEFS_CANDIDATES, Sysroot
 from nttrace.perf import event_open as pe
 from nttrace.perf import memory_traffic
 from nttrace.probe_framework.base import fd_pointed_at
@@ -150,21 +150,42 @@ def uncore_pmus(sysroot: Sysroot) -> list[str]:
         return []
 
 
+def node_count(node_list: str) -> int:
+    """How many nodes a kernel node list names ("0", "0-1,3": 3)."""
+    count = 0
+    for part in filter(None, node_list.strip().split(",")):
+        low, _, high = part.partition("-")
+        count += int(high or low) - int(low) + 1
+    return count
+
+
+def _counted(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
+
+
 def numa_tiers(sysroot: Sysroot) -> Capability:
+    """A lower memory tier to demote to: at least two memory tiers."""
     nodes_online = sysroot.path("sys/devices/system/node/online")
     tiers_dir = sysroot.path("sys/devices/virtual/memory_tiering")
     demotion = sysroot.path("sys/kernel/mm/numa/demotion_enabled")
-    online = nodes_online.read_text().strip() if nodes_online.exists() else "?"
+    if not sysroot.live and not (nodes_online.exists() or tiers_dir.is_dir()):
+        return Capability(False, sysroot.lacks("", "sys/devices/system/node/online",
+                                               "sys/devices/virtual/memory_tiering"))
+    online = nodes_online.read_text().strip() if nodes_online.exists() else None
     tiers = sorted(p.name for p in tiers_dir.glob("memory_tier*")) if tiers_dir.is_dir() else []
     dem = demotion.read_text().strip() if demotion.exists() else "absent"
-    detail = f"nodes online {online}; tiers {', '.join(tiers) or 'none'}; demotion_enabled={dem}"
-    return Capability(len(tiers) > 1, detail)
+    nodes = (f"{_counted(node_count(online), 'NUMA node')} online ({online})" if online is not None
+             else f"no {nodes_online}")
+    held = f"{_counted(len(tiers), 'memory tier')} ({', '.join(tiers)})" if tiers else "no memory tiers"
+    lower = "" if len(tiers) > 1 else ": no lower tier to demote to"
+    return Capability(len(tiers) > 1, f"{nodes}; {held}{lower}; demotion_enabled={dem}")
 
 
 def pmem(sysroot: Sysroot) -> Capability:
     nd = sysroot.path("sys/bus/nd/devices")
     if not nd.is_dir():
-        return Capability(False, "no /sys/bus/nd (libnvdimm not loaded or no NVDIMM)")
+        return Capability(False, sysroot.lacks("no /sys/bus/nd (libnvdimm not loaded or no NVDIMM)",
+                                               "sys/bus/nd/devices"))
     namespaces = sorted(p.name for p in nd.iterdir() if p.name.startswith("namespace"))
     return _have(bool(namespaces), f"namespaces: {', '.join(namespaces)}", "libnvdimm present, no namespaces")
 
@@ -184,15 +205,17 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
     live = sysroot.live and live_probes
     caps: dict[str, Capability] = {}
     btf = sysroot.btf_path()
-    caps["btf"] = _have(btf.exists(), f"{btf}", f"{btf} missing (kernel built without CONFIG_DEBUG_INFO_BTF)")
+    caps["btf"] = _have(btf.exists(), f"{btf}", sysroot.lacks(
+        f"{btf} missing (kernel built without CONFIG_DEBUG_INFO_BTF)", "sys/kernel/btf/vmlinux"))
     tracefs = sysroot.tracefs()
     caps["tracefs"] = _have(tracefs is not None, f"mounted at {tracefs}", sysroot.tracefs_problem())
+    tracefs_in_copy = tracefs.relative_to(sysroot.root) if tracefs else TRACEFS_CANDIDATES[0]
     tracepoints, functions = declared_needs()
     for system, event in tracepoints:
         fmt = tracefs / "events" / system / event / "format" if tracefs else None
         caps[f"tracepoint:{system}:{event}"] = _have(
-            bool(fmt and fmt.exists()), "format present", f"no tracepoint {system}:{event} in this kernel"
-        )
+            bool(fmt and fmt.exists()), "format present", sysroot.lacks(
+                f"no tracepoint {system}:{event} in this kernel", f"{tracefs_in_copy}/events/{system}/{event}/format"))
     devices = sysroot.path("sys/bus/event_source/devices")
     for kind in ("kprobe", "uprobe"):
         pmu = devices / kind
@@ -200,14 +223,18 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
         caps[kind] = _have(
             pmu.exists() or bool(events and events.exists()),
             f"{kind} PMU or {kind}_events present",
-            f"no {kind} PMU in {devices} and no {kind}_events in tracefs (kernel built without CONFIG_{kind.upper()}_EVENTS)",
+            sysroot.lacks(f"no {kind} PMU in {devices} and no {kind}_events in tracefs (kernel built without "
+                          f"CONFIG_{kind.upper()}_EVENTS)",
+                          f"sys/bus/event_source/devices/{kind}", f"{tracefs_in_copy}/{kind}_events"),
         )
-    syms = kallsyms_has(sysroot.kallsyms(), [*functions, TRAMPOLINE])
+    kallsyms = sysroot.kallsyms()
+    syms = kallsyms_has(kallsyms, [*functions, TRAMPOLINE])
     bcc, fentry = (bcc_and_fentry(no_trampolines(TRAMPOLINE in syms, caps["btf"].available)) if live
                    else (Capability(False, LIVE_ONLY),) * 2)
     caps["fentry"], caps["bcc"] = fentry, bcc
     for sym in functions:
-        caps[f"ksym:{sym}"] = _have(sym in syms, "in kallsyms", "not in kallsyms")
+        caps[f"ksym:{sym}"] = _have(sym in syms, "in kallsyms", "not in kallsyms" if kallsyms.exists()
+                                    else sysroot.lacks(f"{kallsyms} unreadable", "proc/kallsyms"))
     if live:
         sw = pe.probe(pe.EventSpec("task-clock", pe.PERF_TYPE_SOFTWARE, pe.PERF_COUNT_SW_TASK_CLOCK))
         hw = pe.probe(pe.EventSpec("cycles", pe.PERF_TYPE_HARDWARE, pe.PERF_COUNT_HW_CPU_CYCLES))
@@ -216,7 +243,9 @@ def report(sysroot: Sysroot | None = None, live_probes: bool = True) -> dict[str
     else:
         caps["perf:software"] = caps["perf:hardware"] = Capability(False, LIVE_ONLY)
     uncore = uncore_pmus(sysroot)
-    caps["perf:uncore"] = _have(bool(uncore), f"PMUs: {', '.join(uncore)}", f"no uncore/CXL PMU in {devices}")
+    caps["perf:uncore"] = _have(bool(uncore), f"PMUs: {', '.join(uncore)}", f"no uncore/CXL PMU in {devices}"
+                                if devices.is_dir() else sysroot.lacks(f"no {devices}",
+                                                                       "sys/bus/event_source/devices"))
     caps["numa:tiers"] = numa_tiers(sysroot)
     caps["pmem"] = pmem(sysroot)
     if sysroot.live:

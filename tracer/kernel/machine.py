@@ -38,7 +38,7 @@ EMULATORS = {"QEMU TCG"}
 
 def classify(signature: str | None, hypervisor_flag: bool, dmi_vendor: str) -> dict:
     """{"kind": "bare-metal" | "vm" | "emulated", "hypervisor": name or None,
-    "evidence": what decided it}."""
+    "evidence": what decided it}, for this machine (a copy's: offline_kind)."""
     name = SIGNATURES.get(signature or "", None)
     if name in EMULATORS:
         return {"kind": "emulated", "hypervisor": name, "evidence": f"CPUID 0x40000000 signature {signature!r}"}
@@ -96,8 +96,8 @@ def mitigations_differ(a: dict, b: dict) -> list[str]:
 
 
 def describe(root: Path = Path("/")) -> dict:
-    """This machine (root "/"), or what a --sysroot capture recorded of its
-    cpuinfo and DMI (no CPUID offline)."""
+    """This machine (root "/"), or what a --sysroot copy holds of its
+    cpuinfo and DMI (offline_kind: no CPUID is read of a copy)."""
     live = root == Path("/")
     signature = None
     if live:
@@ -111,10 +111,27 @@ def describe(root: Path = Path("/")) -> dict:
         vendor = (root / "sys/class/dmi/id/sys_vendor").read_text().strip()
     except OSError:
         vendor = ""
-    out = classify(signature, flag or bool(signature), vendor)
+    out = (classify(signature, flag or bool(signature), vendor) if live
+           else offline_kind((root / "proc/cpuinfo").exists(), flag, vendor))
     out.update(cpu=model, dmi_vendor=vendor or None, cpuid_signature=signature, live=live,
                mitigations=mitigations(root))
     return out
+
+
+def offline_kind(has_cpuinfo: bool, hypervisor_flag: bool, dmi_vendor: str) -> dict:
+    """What a copy's files say of its machine, and no more: the hypervisor
+    flag of its proc/cpuinfo (the kernel's reading of CPUID.1 ECX bit 31 on
+    that machine) tells a guest from bare metal; with no CPUID signature,
+    KVM and QEMU's TCG look alike, so a guest is "vm". A copy without
+    proc/cpuinfo says nothing: "unknown"."""
+    if not has_cpuinfo:
+        return {"kind": "unknown", "hypervisor": None,
+                "evidence": "the copy holds no proc/cpuinfo (whose hypervisor flag tells a guest from bare metal)"}
+    if hypervisor_flag:
+        return {"kind": "vm", "hypervisor": dmi_vendor or "unknown",
+                "evidence": f"the copy's proc/cpuinfo has the hypervisor flag (DMI vendor {dmi_vendor or 'not copied'}; "
+                            "no CPUID signature in a copy, so KVM and TCG look alike)"}
+    return {"kind": "bare-metal", "hypervisor": None, "evidence": "the copy's proc/cpuinfo has no hypervisor flag"}
 
 
 def caveat(kind: str) -> str:

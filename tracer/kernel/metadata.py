@@ -161,7 +161,8 @@ def load(sysroot: Sysroot) -> KernelMetadata:
         reasons = {"MR_" + n.upper(): v for v, n in start_fmt.symbolic("reason").items()}
         return KernelMetadata("tracefs", modes, reasons, {}, {})
     else:
-        raise UsageError(f"no BTF at {btf_path} and no migrate tracepoint format under {sysroot.root}")
+        raise UsageError(f"no BTF at {btf_path} and no migrate tracepoint format under {sysroot.root}"
+                         + ("" if sysroot.live else " (docs/validate.md, --sysroot: which files a copy needs)"))
 
     if start_fmt is not None:
         meta.crosschecked = True

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Where kernel metadata is read from: `/` on a live host, or a directory that
 holds a copy of another machine's `sys/kernel/btf/vmlinux`,
-`sys/kernel/tracing/...` and `proc/kallsyms` (`--sysroot DIR`)."""
+`sys/kernel/tracing/...` and `proc/kallsyms` (`--sysroot DIR`; which files,
+and how to copy them: docs/validate.md). What a copy lacks is said as such
+(Sysroot.lacks), never as something the machine lacks."""
 from __future__ import annotations
 
 import os
@@ -33,7 +35,19 @@ class Sysroot:
                 continue
         return None
 
+    def lacks(self, live_reason: str, *relatives: str) -> str:
+        """Why something is missing: on the live host `live_reason` (what the
+        kernel or the host lacks); in a copy, only that the copy holds none of
+        `relatives` (a file left out of a copy says nothing of the machine)."""
+        if self.live:
+            return live_reason
+        if len(relatives) == 1:
+            return f"the copy holds no {relatives[0]}"
+        return f"the copy holds neither {' nor '.join(relatives)}"
+
     def tracefs_problem(self) -> str:
+        if not self.live:
+            return self.lacks("", *(f"{c}/events" for c in TRACEFS_CANDIDATES))
         for cand in TRACEFS_CANDIDATES:
             p = self.path(cand)
             try:

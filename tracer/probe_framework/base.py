@@ -298,6 +298,28 @@ def fd_pointed_at(fd: int, target: int):
         os.close(saved)
 
 
+class Captured:
+    """What a `stderr_captured()` block wrote to fd 2 (`text`, once it ended)."""
+    text = ""
+
+
+@contextmanager
+def stderr_captured():
+    """fd 2 goes to a temporary file inside: libbcc's C code writes its own
+    line for a refusal there ("cannot attach kprobe, Invalid argument"),
+    past Python, where nttrace reports the refusal itself."""
+    import tempfile
+    sys.stderr.flush()
+    captured = Captured()
+    with tempfile.TemporaryFile() as f:
+        try:
+            with fd_pointed_at(2, f.fileno()):
+                yield captured
+        finally:
+            f.seek(0)
+            captured.text = f.read().decode(errors="replace")
+
+
 @contextmanager
 def bcc_stdout_to_stderr():
     """fd 1 is fd 2 inside: bcc writes some of its messages to standard
@@ -406,12 +428,20 @@ def attach_functions(probe, kprobes: list[tuple[str, str, str | None]]) -> dict[
     for symbol, entry, ret in kprobes:
         if not probe.by_kprobe(symbol):
             continue
-        try:
-            probe.bpf.attach_kprobe(event=symbol, fn_name=entry)
-            if ret:
-                probe.bpf.attach_kretprobe(event=symbol, fn_name=ret)
-        except Exception as exc:  # bcc raises a bare Exception for a refused kprobe
-            refused[symbol] = f"kprobe refused: {exc}"
+        # libbcc prints its own line for a refused kprobe on fd 2; the
+        # refusal is reported here (the probe's notes), its line with it
+        with stderr_captured() as libbcc:
+            try:
+                probe.bpf.attach_kprobe(event=symbol, fn_name=entry)
+                if ret:
+                    probe.bpf.attach_kretprobe(event=symbol, fn_name=ret)
+            except Exception as exc:  # bcc raises a bare Exception for a refused kprobe
+                refused[symbol] = f"kprobe refused: {exc}"
+        said = " ".join(libbcc.text.split())
+        if symbol in refused and said:
+            refused[symbol] += f" (libbcc: {said})"
+        elif said:                  # an attach that worked: what libbcc said is not nttrace's to drop
+            sys.stderr.write(libbcc.text)
     return refused
 
 

@@ -17,7 +17,7 @@ from nttrace.kernel import conditions, machine
 from nttrace.kernel import metadata as kernel_meta
 from nttrace.kernel.sysroot import Sysroot
 from nttrace.capabilities import report as capabilities
-from nttrace.validate import checks
+from nttrace.validate import checks, paths
 from nttrace.validate.checks import FAIL, SKIP, CheckResult
 
 
@@ -45,9 +45,7 @@ class ValidateContext:
 
 
 def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) -> dict:
-    selected = checks.select(patterns, options.quick)
-    if patterns and not selected:
-        raise UsageError(f"--check {','.join(patterns)} matches no check (see `nttrace validate --list`)")
+    selected = checks.select(patterns, options.quick)     # UsageError: a pattern that selects nothing
     offline = not sysroot.live
     caps = capabilities.report(sysroot)
     if not offline:
@@ -66,7 +64,7 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
                                            f"needs the live kernel; --sysroot {sysroot.root} is offline"))
                 continue
             results.append(run_one(c, ctx))
-    return {
+    report = {
         "version": __version__,
         "sysroot": str(sysroot.root),
         "kernel_release": platform.release() if sysroot.live else None,
@@ -79,7 +77,8 @@ def run(sysroot: Sysroot, patterns: list[str] | None, options: ValidateOptions) 
         "checks": [r.as_json() for r in results],
         "summary": checks.tally([r.as_json() for r in results]),
     }
-
+    report["paths"] = paths.observed(report)
+    return report
 
 
 def run_one(c, ctx) -> CheckResult:
@@ -103,28 +102,51 @@ def exit_code(report: dict) -> int:
     return EXIT_CHECK_FAILED if failed else EXIT_OK
 
 
+def where(report: dict) -> str:
+    """Where the report's figures come from: the machine it measured, or,
+    offline, what the copy under --sysroot says of its machine."""
+    m = report.get("machine") or {}
+    kind = m.get("kind", "unrecorded") + (f" ({m['hypervisor']})" if m.get("hypervisor") else "")
+    if report.get("sysroot", "/") == "/":
+        return f"measured on {kind}"
+    if m.get("kind") == "unknown":
+        return f"offline: a copy under {report['sysroot']} that does not say what machine"
+    return f"offline: a copy under {report['sysroot']} of a {kind} machine"
+
+
 def print_table(report: dict, out=sys.stdout) -> None:
     k = report["kernel"]
-    m = report.get("machine") or {}
     print(f"nttrace {report['version']}  kernel metadata from {k['source']}, NT demotion revision: {k['nt_revision']}"
-          f"  (measured on {m.get('kind', 'unrecorded')}{' (' + m['hypervisor'] + ')' if m.get('hypervisor') else ''})", file=out)
+          f"  ({where(report)})", file=out)
     width = max((len(c["id"]) for c in report["checks"]), default=10)
     for c in report["checks"]:
         for status, summary in _lines(c):
             print(f"{status.upper():5} {c['id']:<{width}}  {summary}", file=out)
     s = report["summary"]
     print(f"{s['pass']} passed, {s['fail']} failed, {s['warn']} warned, {s['skip']} skipped", file=out)
+    for line in _closing(report):
+        print(line, file=out)
+
+
+def _closing(report: dict) -> list[str]:
+    """What the run could say of the paths nttrace is for, and of the host
+    its timings were taken on (nttrace.validate.paths)."""
+    contention = paths.contention_line(report)
+    return ["", *paths.summary_lines(report), *(["", contention] if contention else [])]
 
 
 def print_markdown(report: dict, out=sys.stdout) -> None:
     k = report["kernel"]
     m = report.get("machine") or {}
+    measured = f"measured on {m.get('kind', 'unrecorded')}" if report.get("sysroot", "/") == "/" else where(report)
     print(f"_nttrace {report['version']}, kernel {report.get('kernel_release') or '?'}, NT demotion revision "
-          f"{k['nt_revision']}, measured on {m.get('kind', 'unrecorded')}_\n", file=out)
+          f"{k['nt_revision']}, {measured}_\n", file=out)
     print("| status | check | summary |\n|---|---|---|", file=out)
     for c in report["checks"]:
         for status, summary in _lines(c):
             print(f"| {status.upper()} | {c['id']} | {summary.replace('|', chr(92) + '|')} |", file=out)
+    for line in _closing(report):
+        print(line.replace("  ", "- ", 1) if line.startswith("  ") else line, file=out)
 
 
 def _lines(c: dict) -> list[tuple[str, str]]:

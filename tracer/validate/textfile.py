@@ -31,16 +31,6 @@ FILENAME = "nttrace_validate.prom"
 STATUSES = ("pass", "warn", "fail", "skip")
 
 
-def check_dir(directory: str) -> str:
-    """The directory, checked before any check runs (nothing is written if
-    it is unusable)."""
-    if not os.path.isdir(directory):
-        raise UsageError(f"--textfile-dir {directory}: not a directory")
-    if not os.access(directory, os.W_OK | os.X_OK):
-        raise UsageError(f"--textfile-dir {directory}: not writable")
-    return directory
-
-
 class _RunCollector:
     def __init__(self, report: dict | None, started: float, finished: float, exit_code: int, version: str,
                  kernel_release: str | None, nt_revision: str | None, machine_kind: str | None):

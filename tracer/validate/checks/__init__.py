@@ -10,6 +10,8 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Callable
 
+from nttrace.errors import UsageError
+
 PASS, FAIL, WARN, SKIP = "pass", "fail", "warn", "skip"
 # A series' verdict may also be NOISY: the evidence too spread to call it.
 NOISY = "noisy"
@@ -71,6 +73,7 @@ class Check:
     triggers: str = ""  # what it changes on the system, if anything
     evidence: type | None = None   # its evidence's class (nttrace.validate.evidence), if other code reads it
     asks: str = ""      # the validate option its work waits for: "rebind", "demote", "exercise" (by its name)
+    timed: bool = False   # its verdict judges timings (what a contended host distorts)
 
     def measures(self) -> bool:
         """Its evidence carries a figure an A/B tests (a primary one)."""
@@ -91,9 +94,9 @@ CATALOG: list[Check] = []
 
 
 def check(id: str, title: str, quick: bool = True, triggers: str = "", evidence: type | None = None,
-          asks: str = ""):
+          asks: str = "", timed: bool = False):
     def register(fn):
-        CATALOG.append(Check(id, title, fn, quick, triggers, evidence, asks))
+        CATALOG.append(Check(id, title, fn, quick, triggers, evidence, asks, timed))
         return fn
     return register
 
@@ -120,14 +123,21 @@ def catalog() -> list[Check]:
 
 
 def select(patterns: list[str] | None, quick: bool) -> list[Check]:
-    chosen = []
-    for c in catalog():
-        if patterns and not any(_selects(p, c.id) for p in patterns):
-            continue
-        if quick and not c.quick:
-            continue
-        chosen.append(c)
-    return chosen
+    """The checks a run makes: those any of `patterns` selects (every one
+    without patterns), less the slow ones with `quick`. A pattern that
+    selects none of them is bad input, whatever the others select: a typo
+    beside a good pattern is refused, never dropped (UsageError naming it;
+    validate's and `ab start`'s --check both come here)."""
+    runnable = [c for c in catalog() if c.quick or not quick]
+    if not patterns:
+        return runnable
+    for p in patterns:
+        if not any(_selects(p, c.id) for c in runnable):
+            slow = [c.id for c in catalog() if _selects(p, c.id)]
+            if slow:
+                raise UsageError(f"--check {p} matches only slow checks ({', '.join(slow)}), which --quick leaves out")
+            raise UsageError(f"--check {p} matches no check of `nttrace validate --list`")
+    return [c for c in runnable if any(_selects(p, c.id) for p in patterns)]
 
 
 def _selects(pattern: str, cid: str) -> bool:

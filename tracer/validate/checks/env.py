@@ -3,30 +3,42 @@
 fails; what only some probes need skips with the reason."""
 from __future__ import annotations
 
+from nttrace.probes import PROBES
 from nttrace.probes.migrate import DONE, START
 from nttrace.validate.checks import FAIL, PASS, SKIP, CheckResult, check
 
 ESSENTIAL = ("btf", "tracefs", *(f"tracepoint:{system}:{event}" for system, event in (START, DONE)), "bcc")
+# the probes on kernel functions, which attach by fentry where it loads, else by kprobe
+FUNCTION_PROBES = ", ".join(name for name, p in PROBES.items() if p.functions)
+# {check: (capability, what needs it)}: each "what" reads after "needed for"
 OPTIONAL = {
-    "env.kprobe": ("kprobe", "memmap and copy probes attach by kprobe"),
-    "env.fentry": ("fentry", "fentry/fexit is preferred over kprobes where it loads"),
-    "env.uprobe": ("uprobe", "uprobes time the native reference"),
-    "env.page_ref": ("tracepoint:page_ref:page_ref_set", "template-path inference"),
-    "env.perf_hardware": ("perf:hardware", "LLC misses, cycles, instructions"),
-    "env.perf_uncore": ("perf:uncore", "memory-device read/write traffic"),
-    "env.numa_tiers": ("numa:tiers", "demotion to a lower memory tier"),
-    "env.pmem": ("pmem", "memmap init on namespace rebind"),
+    "env.kprobe": ("kprobe", f"the probes on kernel functions ({FUNCTION_PROBES}) where fentry does not load"),
+    "env.fentry": ("fentry", f"the probes on kernel functions ({FUNCTION_PROBES}) by fentry/fexit, which nttrace "
+                             "prefers to kprobes"),
+    "env.uprobe": ("uprobe", "timing the native reference with uprobes"),
+    "env.page_ref": ("tracepoint:page_ref:page_ref_set", "telling the template path from the per-page one "
+                                                         "(--page-ref)"),
+    "env.perf_hardware": ("perf:hardware", "LLC misses, cycles and instructions (perf.llc)"),
+    "env.perf_uncore": ("perf:uncore", "memory-device read/write traffic (perf.device_reads)"),
+    "env.numa_tiers": ("numa:tiers", "demotion to a lower memory tier (kernel.demotion_nt, probe.copy)"),
+    "env.pmem": ("pmem", "memmap init on a namespace rebind (kernel.memmap_latency)"),
 }
 
 
 @check("env.core", "BTF, tracefs, migrate tracepoints and a working bcc")
 def core(ctx) -> CheckResult:
-    # bcc can only be tried on the live host; a --sysroot is judged on its files.
+    # bcc can only be tried on the live host; a --sysroot copy is judged on the
+    # files it holds: one it lacks cannot be judged (SKIP), never a fault of
+    # the machine it was copied from
     keys = ESSENTIAL if ctx.sysroot.live else tuple(k for k in ESSENTIAL if k != "bcc")
     missing = {k: ctx.caps[k].detail for k in keys if not ctx.caps[k].available}
     evidence = {k: ctx.caps[k].as_json() for k in keys}
     if missing:
-        return CheckResult("env.core", FAIL, "; ".join(f"{k}: {v}" for k, v in missing.items()), evidence)
+        found = "; ".join(f"{k}: {v}" for k, v in missing.items())
+        if ctx.sysroot.live:
+            return CheckResult("env.core", FAIL, found, evidence)
+        return CheckResult("env.core", SKIP, f"cannot be judged from this copy: {found} (docs/validate.md, "
+                                             "--sysroot: which files a copy needs)", evidence)
     what = "BTF, tracefs, migrate tracepoints and bcc" if ctx.sysroot.live else "BTF, tracefs and migrate tracepoints (files)"
     return CheckResult("env.core", PASS, f"{what} all usable", evidence)
 

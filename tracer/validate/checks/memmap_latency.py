@@ -194,7 +194,7 @@ class MemmapEvidence:
 
 @check("kernel.memmap_latency", "memmap_init_zone_device() latency over namespace rebinds (--rebind)",
        quick=False, triggers="with --rebind: unbinds and binds a pmem namespace's driver", evidence=MemmapEvidence,
-       asks="rebind")
+       asks="rebind", timed=True)
 def memmap_latency(ctx) -> CheckResult:
     cid = "kernel.memmap_latency"
     if not ctx.options.rebind:

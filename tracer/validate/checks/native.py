@@ -122,7 +122,7 @@ def memmap_verdict(mm: dict) -> SeriesVerdict:
     spread = f"{100 * movnti['coverage']:.0f}% interval {movnti['low']:.0f}..{movnti['high']:.0f}%, n={movnti['n']}"
     context = (f"slow {mm['slow_ms']:.2f} ms, template cached {mm['template_cached_ms']:.2f}, template MOVNTI "
                f"{mm['template_movnti_ms']:.2f} (its write limit x{over_limit:.2f}), {mm['widest_nt_store']} "
-               f"{mm['template_nt_ms']:.2f} ({widest['median']:.0f}% shorter than slow); "
+               f"{mm['template_nt_ms']:.2f} ({_shorter_than(widest['median'])} slow); "
                f"seeds, in the kernel: 60.4% nd_pmem, 56.4% dax_pmem")
     if movnti["low"] >= MEMMAP_MIN_GAIN_PCT:
         status = PASS
@@ -132,15 +132,20 @@ def memmap_verdict(mm: dict) -> SeriesVerdict:
     elif movnti["high"] < MEMMAP_MIN_GAIN_PCT:
         status = WARN
         gain = movnti["median"]
-        change = f"only {gain:.0f}% shorter than" if gain >= 0 else f"{-gain:.0f}% longer than"
+        change = ("only " if gain >= 0 else "") + _shorter_than(gain)
         words = (f"on this CPU the memmap model's NT template with the series' 8-byte MOVNTI is {change} the "
                  f"slow path ({spread}; under {MEMMAP_MIN_GAIN_PCT:.0f}%): the template series would not "
                  f"speed ZONE_DEVICE memmap init here")
     else:
         status = NOISY
-        words = (f"too noisy to call: the series' MOVNTI template is {movnti['median']:.0f}% shorter than the slow "
+        words = (f"too noisy to call: the series' MOVNTI template is {_shorter_than(movnti['median'])} the slow "
                  f"path, but its {spread} spans the {MEMMAP_MIN_GAIN_PCT:.0f}% line")
     return SeriesVerdict("zone_device_template", "template series, memmap init", status, f"{words}; {context}", ev)
+
+
+def _shorter_than(pct: float) -> str:
+    """A median change in time as words: a negative "shorter" is longer."""
+    return f"{pct:.0f}% shorter than" if pct >= 0 else f"{-pct:.0f}% longer than"
 
 
 def _copy_speed(ratio: float) -> str:
@@ -202,7 +207,7 @@ def demotion_verdict(pc: dict) -> SeriesVerdict:
 
 
 @check("native.nt_benefit", "per series: the template series' memmap model and the NT demotion RFC's page copy, "
-                            "NT against cached on this CPU")
+                            "NT against cached on this CPU", timed=True)
 def nt_benefit(ctx) -> CheckResult:
     import time
 
