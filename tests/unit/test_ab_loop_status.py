@@ -44,7 +44,8 @@ def test_stop_ends_the_loop_keeps_the_runs_and_leaves_nothing_pending(tmp_path, 
     done = stop.stop(loop, booter=Booter(), remove_unit=remove)
     assert loop.state()["state"] == "stopped" and loop.state()["booting"] is None
     assert Booter.cleared == 1 and not unit.installed("t", unit_dir) and not list(unit_dir.iterdir())
-    assert ["disable", "nttrace-ab@t.service", "nttrace-ab-deadline@t.timer"] in systemctl_calls
+    assert ["disable", "nttrace-ab@t.service", "nttrace-ab-deadline@t.timer", "nttrace-ab-deadline@t.service"] \
+        in systemctl_calls
     assert done[-1] == "kexec -u" and len(loop.runs()) == 1
     sim.reboot()
     assert step.step(loop, m) == 0 and sim.finished == [False] and len(sim.validated) == 1

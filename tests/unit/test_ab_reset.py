@@ -335,7 +335,8 @@ def test_removing_the_unit_disarms_the_reset_path(tmp_path):
     r = reset.plan_reset(args(), {}, "kexec", root)
     done = _installed("mine", unit_dir, tmp_path, sc)
     assert done[0].startswith("wrote the templates nttrace-ab@.service, ")      # no package installed them here
-    assert sc.calls == [["daemon-reload"], ["enable", "nttrace-ab@mine.service", "nttrace-ab-deadline@mine.timer"]]
+    assert sc.calls == [["daemon-reload"], ["enable", "nttrace-ab@mine.service", "nttrace-ab-deadline@mine.timer",
+                                          "nttrace-ab-deadline@mine.service"]]
     reset.arm("mine", r, root, sc)
     done = unit.remove("mine", unit_dir, sc, root)
     assert not unit.installed("mine", unit_dir) and sorted(p.name for p in unit_dir.iterdir()) == []

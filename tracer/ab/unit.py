@@ -8,12 +8,14 @@
   nttrace-ab-deadline@NAME.timer    the boot deadline: started with the first
                                     units of every boot, it fires unless the
                                     step stopped it in time
-  nttrace-ab-deadline@NAME.service  what it fires: `nttrace ab step NAME
-                                    --deadline` records the boot that never
-                                    reached the step and resets the machine;
-                                    only at the boots of the loop's kernels
+  nttrace-ab-deadline@NAME.service  what it fires, and what emergency.target
+                                    and rescue.target want: `nttrace ab step
+                                    NAME --deadline` records the boot that
+                                    never reached the step and resets the
+                                    machine; only at the boots of the loop's
+                                    kernels
 
-`ab start` enables the service and the timer and writes each instance's
+`ab start` enables the three and writes each instance's
 drop-in (NAME.service.d/loop.conf and the like under /etc/systemd/system):
 the absolute path of the nttrace that started the loop, the state
 directory, the step's TimeoutStartSec, the deadline and the loop's kernels'
@@ -178,11 +180,12 @@ def install(name: str, texts: dict, unit_dir: Path | None = None, systemctl=_sys
         d.mkdir(mode=0o755, exist_ok=True)
         store.write_atomic(d / "loop.conf", text)
         os.chmod(d / "loop.conf", 0o644)
-    for args in (["daemon-reload"], ["enable", unit_name(name), timer_name(name)]):
+    for args in (["daemon-reload"], ["enable", unit_name(name), timer_name(name), deadline_name(name)]):
         p = systemctl(args)
         if p.returncode != 0:
             raise RuntimeError(f"systemctl {' '.join(args)}: {(p.stderr or '').strip()[-200:]}")
-    done.append(f"enabled {unit_name(name)} and {timer_name(name)}")
+    done.append(f"enabled {unit_name(name)}, {timer_name(name)} and {deadline_name(name)} (wanted by "
+                "emergency.target and rescue.target)")
     return done
 
 
@@ -210,11 +213,11 @@ def remove(name: str, unit_dir: Path | None = None, systemctl=_systemctl, root: 
     units = (unit_name(name), timer_name(name), deadline_name(name))
     plain = unit_dir / PLAIN_UNIT.format(name=store.check_name(name))
     if any(_dropin_dir(u, unit_dir).exists() for u in units) or plain.exists():
-        systemctl(["disable", *units[:2], *([plain.name] if plain.exists() else [])])
+        systemctl(["disable", *units, *([plain.name] if plain.exists() else [])])
         for u in units:
             shutil.rmtree(_dropin_dir(u, unit_dir), ignore_errors=True)
         plain.unlink(missing_ok=True)
-        done.append(f"disabled {units[0]} and {units[1]} and removed their drop-ins")
+        done.append(f"disabled {', '.join(units)} and removed their drop-ins")
         others = [d for d in unit_dir.glob("nttrace-ab@*.service.d") if d.is_dir()]
         own = [unit_dir / t for t in TEMPLATES if _own(unit_dir / t)]
         if own and not others:
