@@ -67,3 +67,56 @@ BLOCKS = {
     "lab-ab-loop": (lab_ab_loop, {**{via: (f"{d}/ab.json", f"{d}/run.json") for via, d in AB_LOOPS.items()},
                                   "lab.ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
 }
+
+
+# The v8 template series in the steps lab.steps measures (1-3, 4, 5, 6-8, 9) and its base
+V8_KERNELS = 6
+V8_BOOTS = 5
+
+
+def lab_ab_series(raw: dict) -> str:
+    """A series loop in the lab: the step table of each primary figure (each
+    step against the one before and against the base, at the series'
+    alpha), the loop's time per boot, and the night the v8 series needs at
+    that pace."""
+    report, run = raw["series"]
+    lp = report["loop"]
+    labels = list(lp["kernels"])
+    rows = ["| primary figure | " + " | ".join(f"{label}: runs, median" for label in labels)
+            + " | " + " | ".join(f"{label} against {before}" for before, label in zip(labels, labels[1:]))
+            + " | from the base to the last |",
+            "|---|" + "--:|" * len(labels) + "--:|" * (len(labels) - 1) + "--:|"]
+    first = None
+    for name, t in report["steps"].items():
+        first = first or t
+        by = {r["step"]: r for r in t["rows"]}
+        cells = [f"{by[lab]['boots']}, {by[lab]['median']:.4g}" if by[lab].get("median") is not None else "0"
+                 for lab in labels]
+        changes = [_step_change(by[lab].get("from_before")) for lab in labels[1:]]
+        last = by[labels[-1]].get("from_base")
+        rows.append(f"| {name} | " + " | ".join(cells) + " | " + " | ".join(changes) + f" | {_step_change(last)} |")
+    per = sorted(b["host_s"] for b in run["boots"][1:-1])
+    median = statistics.median(per)
+    night = V8_KERNELS * V8_BOOTS * median
+    rows += ["", f"Each step tested at alpha 0.05/{first['steps']} = {first['alpha']:.3g} (Bonferroni over the "
+             f"{first['steps']} steps); a step can be marked from {first['boots_to_mark']} boots a kernel. "
+             f"{run['cpu']}.", "",
+             f"- {run['finished'][:10]}, {run['machine']}, commit {run['commit']}: `{command(run['command'])}`; one "
+             f"QEMU run of {mmss(run['wall_s'])}: {len(run['boots'])} boots (order {lp['order']}, seed {lp['seed']}); "
+             f"a schedule boot took {mmss(median)} of host time (median; {mmss(per[0])} to {mmss(per[-1])}), from its "
+             f"early unit to the next boot's, validate included; failed boots {len(lp['failed_boots'])}; runs kept "
+             + ", ".join(f"{side} {r['kept']} of {r['planned']}" for side, r in lp["runs"].items()) + ".",
+             f"- The v8 series at {V8_BOOTS} boots a kernel ({V8_KERNELS} kernels: base and the steps 1-3, 4, 5, 6-8, "
+             f"9), at this pace: {V8_KERNELS * V8_BOOTS} boots, {night / 3600:.1f} h. On a server each boot adds "
+             "its firmware's and its own boot time, which `ab start`'s plan measures there (`systemd-analyze "
+             "time`), and validate's 30 rebinds of a real namespace (the seeds' 97 to 273 ms each)."]
+    return "\n".join(rows)
+
+
+def _step_change(change: dict | None) -> str:
+    if not change or change.get("change_pct") is None:
+        return "-"
+    ci = change.get("change_ci")
+    mark = "*" if change.get("significant") else ("~" if change.get("verdict") == "not significant" else
+                                                  change.get("verdict", ""))
+    return f"{change['change_pct']:+.3g}%" + (f" [{ci[0]:+.3g}, {ci[1]:+.3g}]" if ci else "") + f" {mark}"

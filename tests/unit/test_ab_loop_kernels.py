@@ -206,3 +206,30 @@ def test_a_bzimage_paths_config_is_the_one_beside_it(tmp_path):
     assert k.config == str(root / "boot/config-7.2.13-nt") and k.modules_dir == str(root / "lib/modules/7.2.13-nt")
     (root / "boot/config-7.2.13-nt").unlink()
     assert kernels.resolve(str(other / "vmlinuz"), root=root).config is None
+
+
+def test_a_files_hash_is_reused_while_it_is_the_same_file_and_made_again_when_it_changes(tmp_path):
+    """The loop checks a distribution kernel's module tree (hundreds of MB)
+    at every boot from the hashes it kept: a file whose size, mtime and inode
+    are the same is not read again; one rewritten is, and the same contents
+    give the same hash (fails if a rewrite goes unseen, or if every boot
+    reads every file again)."""
+    f = tmp_path / "mod.ko"
+    f.write_bytes(b"module v1")
+    cache = kernels.HashCache(tmp_path / "hashes.json")
+    first = cache.sha256(f)
+    cache.save()
+    again = kernels.HashCache(tmp_path / "hashes.json")
+    reads = []
+    real = kernels.sha256
+    kernels.sha256 = lambda p: reads.append(p) or real(p)
+    try:
+        assert again.sha256(f) == first and reads == []
+        f.write_bytes(b"module v2")
+        assert again.sha256(f) != first and reads == [f]
+        f.write_bytes(b"module v1")
+        assert again.sha256(f) == first and len(reads) == 2
+    finally:
+        kernels.sha256 = real
+    (tmp_path / "hashes.json").write_text("{not json")
+    assert kernels.HashCache(tmp_path / "hashes.json").entries == {}

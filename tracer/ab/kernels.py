@@ -26,6 +26,7 @@ tests lay out a machine in a directory.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import platform
 import re
@@ -114,6 +115,47 @@ def sha256(path: Path) -> str:
     return h.hexdigest()
 
 
+class HashCache:
+    """The sha256 of each file hashed, reused while the file's size,
+    modification time and inode are what they were when it was hashed (a
+    file whose contents change gets a new modification time, as make and
+    rsync assume): what lets the loop check a distribution kernel's module
+    tree (hundreds of MB) and headers at every boot in about a second, with
+    the contents' hashes it recorded at start. Kept as JSON at `path` (None:
+    in memory only); a cache that does not read is empty."""
+
+    def __init__(self, path: Path | None = None):
+        self.path = path
+        self.entries: dict[str, list] = {}
+        self.dirty = False
+        if path is not None:
+            try:
+                data = json.loads(path.read_text())
+                self.entries = data if isinstance(data, dict) else {}
+            except (OSError, ValueError):
+                self.entries = {}
+
+    def sha256(self, p: Path) -> str:
+        st = os.stat(p)
+        key = str(p)
+        e = self.entries.get(key)
+        if isinstance(e, list) and len(e) == 4 and e[:3] == [st.st_size, st.st_mtime_ns, st.st_ino]:
+            return e[3]
+        digest = sha256(p)
+        self.entries[key] = [st.st_size, st.st_mtime_ns, st.st_ino, digest]
+        self.dirty = True
+        return digest
+
+    def save(self) -> None:
+        """Write the cache where it is kept (whole: a temporary, renamed)."""
+        if self.path is None or not self.dirty:
+            return
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps(self.entries))
+        os.replace(tmp, self.path)
+        self.dirty = False
+
+
 def under(root: Path, path: Path) -> Path:
     """`path` (absolute on the machine) as seen under `root`; "/" is the machine itself."""
     return root / path.relative_to("/") if path.is_absolute() else root / path
@@ -131,11 +173,13 @@ def resolve_link(root: Path, path: Path, hops: int = 8) -> Path:
     return path
 
 
-def modules_sha256(tree: Path) -> str:
+def modules_sha256(tree: Path, cache: HashCache | None = None) -> str:
     """sha256 over a module tree's files: each regular file's path (relative
     to the tree) and contents, each symbolic link's path and target, in
     sorted order. The top-level build/ and source/ links (the headers) are
-    not the modules and are left out."""
+    not the modules and are left out. The files' contents' hashes come from
+    `cache` where it has them."""
+    cache = cache or HashCache()
     h = hashlib.sha256()
     for dirpath, dirnames, filenames in os.walk(tree):
         rel_dir = Path(dirpath).relative_to(tree)
@@ -149,7 +193,7 @@ def modules_sha256(tree: Path) -> str:
             if p.is_symlink():
                 h.update(b"L" + rel + b"\0" + os.readlink(p).encode() + b"\0")
             elif p.is_file():
-                h.update(b"F" + rel + b"\0" + sha256(p).encode() + b"\0")
+                h.update(b"F" + rel + b"\0" + cache.sha256(p).encode() + b"\0")
     return h.hexdigest()
 
 
@@ -172,13 +216,15 @@ def header_trees(headers: Path) -> list[Path]:
     return [p for p in out if p.is_dir()]
 
 
-def headers_sha256(headers: Path) -> str:
+def headers_sha256(headers: Path, cache: HashCache | None = None) -> str:
     """sha256 over the headers bcc reads (header_trees(), followed through
-    links, each file's path in its tree and contents) and the tree's .config."""
+    links, each file's path in its tree and contents) and the tree's .config;
+    the files' contents' hashes from `cache` where it has them."""
+    cache = cache or HashCache()
     h = hashlib.sha256()
     config = headers / ".config"
     if config.is_file():
-        h.update(b"C" + sha256(config).encode() + b"\0")
+        h.update(b"C" + cache.sha256(config).encode() + b"\0")
     for i, tree in enumerate(header_trees(headers)):
         for dirpath, dirnames, filenames in os.walk(tree, followlinks=True):
             dirnames.sort()
@@ -186,7 +232,7 @@ def headers_sha256(headers: Path) -> str:
             for name in sorted(filenames):
                 p = Path(dirpath) / name
                 try:
-                    digest = sha256(p)
+                    digest = cache.sha256(p)
                 except OSError:           # a dangling link: named, not read
                     digest = "-"
                 h.update(f"F{i}/{rel_dir / name}\0{digest}\0".encode())
@@ -203,9 +249,11 @@ def find_config(image: Path, release: str, root: Path, installed: bool) -> Path 
     return next((p for p in [*near, under(root, BOOT) / f"config-{release}"] if p.is_file()), None)
 
 
-def resolve(spec: str, boot: Path | None = None, root: Path | None = None) -> Kernel:
-    """The Kernel a KERNEL argument names; UsageError (exit 2) where none."""
+def resolve(spec: str, boot: Path | None = None, root: Path | None = None, cache: HashCache | None = None) -> Kernel:
+    """The Kernel a KERNEL argument names; UsageError (exit 2) where none.
+    `cache` keeps the hashes of the files it read, for the loop's boots."""
     root = root if root is not None else ROOT
+    cache = cache or HashCache()
     boot = boot if boot is not None else under(root, BOOT)
     if "/" not in spec:
         image = boot / f"vmlinuz-{spec}"
@@ -236,15 +284,15 @@ def resolve(spec: str, boot: Path | None = None, root: Path | None = None) -> Ke
     config = find_config(image, build.release, root, "/" not in spec)
     has_headers = (headers / "include").is_dir()
     headers = headers.resolve() if has_headers else headers
-    return Kernel(spec, str(image), initrd_path, build.release, build.text(), sha256(image),
-                  sha256(Path(initrd_path)) if initrd_path else None,
+    return Kernel(spec, str(image), initrd_path, build.release, build.text(), cache.sha256(image),
+                  cache.sha256(Path(initrd_path)) if initrd_path else None,
                   modules_dir=str(mods) if have_mods else None,
-                  modules_sha256=modules_sha256(mods) if have_mods else None,
+                  modules_sha256=modules_sha256(mods, cache) if have_mods else None,
                   config=str(config) if config else None,
                   headers=str(mods / "build") if has_headers else None,
                   headers_real=str(headers) if has_headers else None,
-                  headers_sha256=headers_sha256(headers) if has_headers else None,
-                  config_sha256=sha256(config) if config else None)
+                  headers_sha256=headers_sha256(headers, cache) if has_headers else None,
+                  config_sha256=cache.sha256(config) if config else None)
 
 
 @dataclass(frozen=True)
@@ -270,16 +318,17 @@ def is_running(kernel: Kernel | dict, running: Running) -> bool:
     return running.release == k["release"] and running.build() == k["build"]
 
 
-def changed(kernel: dict, root: Path | None = None) -> str | None:
+def changed(kernel: dict, root: Path | None = None, cache: HashCache | None = None) -> str | None:
     """Why the image, initrd, module tree, headers or config recorded as
     `kernel` is no longer what the loop started with, or None. `root`: where
     the headers' absolute links lead (the machine's /; a laid-out tree in
-    the tests)."""
+    the tests); `cache`: the files' hashes from the boots before."""
+    cache = cache or HashCache()
     for path, recorded in ((kernel["image"], kernel["sha256"]), (kernel.get("initrd"), kernel.get("initrd_sha256"))):
         if not path:
             continue
         try:
-            now = sha256(Path(path))
+            now = cache.sha256(Path(path))
         except OSError as exc:
             return f"{path} is gone ({exc.strerror})"
         if recorded and now != recorded:
@@ -288,7 +337,7 @@ def changed(kernel: dict, root: Path | None = None) -> str | None:
     if tree and recorded:
         if not Path(tree).is_dir():
             return f"the module tree {tree} is gone"
-        now = modules_sha256(Path(tree))
+        now = modules_sha256(Path(tree), cache)
         if now != recorded:
             return (f"the module tree {tree} changed since the loop started (sha256 {recorded[:12]} -> {now[:12]}; "
                     "modules installed again?): no mixed builds")
@@ -299,14 +348,14 @@ def changed(kernel: dict, root: Path | None = None) -> str | None:
             return f"its headers {headers} are gone (bcc would have nothing to compile the probes against)"
         if kernel.get("headers_real") and str(real) != kernel["headers_real"]:
             return f"its headers {headers} now lead to {real}, not {kernel['headers_real']}: no mixed builds"
-        now = headers_sha256(real)
+        now = headers_sha256(real, cache)
         if now != recorded:
             return (f"its headers {real} changed since the loop started (sha256 {recorded[:12]} -> {now[:12]}; "
                     "another build's headers installed, or the tree rebuilt?): no mixed builds")
     config, recorded = kernel.get("config"), kernel.get("config_sha256")
     if config and recorded:
         try:
-            now = sha256(Path(config))
+            now = cache.sha256(Path(config))
         except OSError as exc:
             return f"its config {config} is gone ({exc.strerror})"
         if now != recorded:

@@ -138,6 +138,12 @@ class Loop:
     def lock(self) -> "Lock":
         return Lock(self.dir / "lock")
 
+    def hash_cache(self):
+        """The hashes of the loop's kernels' files (nttrace.ab.kernels.HashCache),
+        kept in NAME/hashes.json from one boot to the next."""
+        from nttrace.ab.kernels import HashCache
+        return HashCache(self.dir / "hashes.json")
+
     def schedule(self) -> dict:
         s = store.read_json(self.schedule_path)
         if not isinstance(s, dict) or "slots" not in s:

@@ -75,8 +75,9 @@ def until_time(text: str | None, now: float | None = None) -> float | None:
     return at.timestamp()
 
 
-def check_input(args) -> tuple[Loop, dict]:
-    """Exit-2 checks; returns the loop and the kernels {label: Kernel}, the base first."""
+def check_input(args, hashes: kernels.HashCache | None = None) -> tuple[Loop, dict]:
+    """Exit-2 checks; returns the loop and the kernels {label: Kernel}, the
+    base first (the hashes of their files kept in `hashes`)."""
     loop = Loop.named(args.name)
     if args.boots < 1:
         raise UsageError("ab start: --boots must be at least 1 (boots of each kernel)")
@@ -92,7 +93,7 @@ def check_input(args) -> tuple[Loop, dict]:
     specs = series_specs(args)
     until_time(getattr(args, "until", None))
     refuse_if_taken(loop)
-    ks = {label: kernels.resolve(spec) for label, spec in specs}
+    ks = {label: kernels.resolve(spec, cache=hashes) for label, spec in specs}
     if args.via == "reboot" and any("/" in k.spec for k in ks.values()):
         raise UsageError("ab start --via reboot: grub boots its own entries: give installed releases, not paths")
     if args.via == "reboot" and args.cmdline is not None:
@@ -477,7 +478,8 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
     if os.geteuid() != 0 and not args.dry_run:
         raise CapabilityError("ab start: needs root (it installs a systemd unit and boots kernels)")
     asks = not args.dry_run and not getattr(args, "yes", False)
-    loop, ks = check_input(args)
+    hashes = kernels.HashCache()
+    loop, ks = check_input(args, hashes)
     cmdline = command_line(args)
     need = check_room(loop, len(ks) * args.boots)
     pre = preflight.check(ks, args.via)
@@ -507,6 +509,8 @@ def main(args, machine: Machine | None = None, stdin=None) -> int:
     claim(loop, sched)                # exit 2 here leaves what another start made untouched
     try:
         store.make_private_dir(loop.runs_dir)
+        hashes.path = loop.hash_cache().path       # the kernels' hashes, for the first boot's checks
+        hashes.save()
         for line in unit.install(loop.name, unit_texts):
             print(line)
         for line in reset.arm(loop.name, reset_plan):

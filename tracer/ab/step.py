@@ -343,10 +343,12 @@ def _step(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], bid: st
     gone = store.remove_partial(loop.runs_dir)
     if gone:
         _event(loop, st, m, "partial files removed", files=gone)
+    hashes = loop.hash_cache()
     for side in schedule.sides(sched):
-        why = kernels.changed(sched["kernels"][side])
+        why = kernels.changed(sched["kernels"][side], cache=hashes)
         if why:
             raise _Stop(f"the {side} kernel {sched['kernels'][side]['release']}: {why}")
+    hashes.save()
     _check_default(loop, sched, st, m)
     running = m.running()
     interrupted = st.get("measuring")
@@ -638,7 +640,7 @@ def _end(loop: Loop, sched: dict, st: dict, slots: list[schedule.Slot], m: Machi
 
 
 def _boot(loop: Loop, sched: dict, st: dict, slot: schedule.Slot, m: Machine) -> int:
-    why = kernels.changed(sched["kernels"][slot.side])     # the hash at start, again right before each boot
+    why = kernels.changed(sched["kernels"][slot.side], cache=loop.hash_cache())     # again right before each boot
     if why:
         raise _Stop(f"the {slot.side} kernel {sched['kernels'][slot.side]['release']}: {why}")
     ss = slot_state(st, slot.slot)
