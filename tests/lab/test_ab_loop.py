@@ -60,7 +60,7 @@ pytestmark = [pytest.mark.lab, pytest.mark.needs("root", "qemu", "kernel-build",
 BOOTS = 1
 RUNS = 3           # rebinds a boot: enough for the check's figures, few for the guest's time
 KEEP = Path(os.environ.get("NTTRACE_LAB_KEEP", labmod.CACHE / "kernels-last-run"))
-TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
+TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "3600"))
 CHECKS = [*ab_loop.MEMMAP, "--runs", str(RUNS), "--wait-quiet", "60"]
 # The power cuts: 5 s after the loop's step said it runs validate at the
 # base kernel's boot (validate takes about 20 s there under TCG); 3 s after
