@@ -42,3 +42,25 @@ def test_the_units_pass_systemd_analyze_verify(tmp_path):
     for u in (unit.unit_name("mine"), unit.timer_name("mine"), unit.deadline_name("mine")):
         proc = subprocess.run(["systemd-analyze", "verify", "--man=no", u], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, u + ": " + proc.stdout + proc.stderr
+
+
+def test_every_directory_the_loop_writes_is_writable_in_its_units_sandbox():
+    """The step's template keeps the file system read-only (ProtectSystem=full)
+    but for what it lists: each directory the loop writes its files or
+    drop-ins in, or removes them from at its end, must be listed (fails
+    if the loop gains a drop-in somewhere its unit cannot write: the end of
+    the loop then fails with EROFS and leaves its units behind)."""
+    import re as _re
+    from pathlib import Path as _P
+
+    from nttrace.ab import reset
+    text = (unit.DATA / "nttrace-ab@.service").read_text()
+    assert "ProtectSystem=full" in text.splitlines()
+    writable = [_P(w.lstrip("-")) for line in text.splitlines() if line.startswith("ReadWritePaths=")
+                for w in line.split("=", 1)[1].split()]
+    wants = [reset.system_conf("x").parent, reset.sysctl_conf("x").parent, reset.grub_conf("x").parent,
+             unit.UNIT_DIR, _P("/var/lib/nttrace/ab"), _P("/boot/grub")]
+    for d in wants:
+        assert any(d == w or w in d.parents for w in writable), (d, writable)
+    # /etc and /usr are read-only there: the full protection stays on
+    assert not any(_re.fullmatch(r"/(etc|usr)?/?", str(w)) for w in writable), writable
