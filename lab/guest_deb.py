@@ -324,7 +324,7 @@ def main() -> dict:
     wait_until(lambda: prop("ActiveState") == "active", 300)
     out["active_after_upgrade"] = prop("ActiveState")
     out["pid_after_upgrade"] = prop("MainPID")
-    out["version_running"] = sh("/usr/bin/python3", "-c", "import nttrace; print(nttrace.__version__)").stdout.strip()
+    out["version_running"] = sh("/usr/bin/nttrace", "--version").stdout.strip()
     body = wait_until(metrics, 120)
     out["scrape_after_upgrade_ok"] = bool(body) and 'nttrace_probe_up{probe="migrate"' in body
 
