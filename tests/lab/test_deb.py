@@ -144,12 +144,14 @@ def test_make_deb_builds_the_package_lintian_passes(deb_lab):
                  "./lib/systemd/system/nttrace-validate.timer", "./lib/systemd/system/nttrace-validate.service",
                  "./etc/nttrace/nttrace.toml", "./etc/nttrace/web-config.yml",
                  "./usr/share/nttrace/grafana-dashboard.json", "./usr/share/nttrace/nttrace-alerts.yml",
-                 "./usr/lib/python3/dist-packages/nttrace/bpf/migrate.bpf.c",
-                 "./usr/lib/python3/dist-packages/nttrace/exporters/http_server.py"):
+                 "./usr/lib/nttrace/nttrace/bpf/migrate.bpf.c",
+                 "./usr/lib/nttrace/nttrace/exporters/http_server.py"):
         assert path in files, path
-    assert re.search(r"\./usr/lib/python3/dist-packages/nttrace/_native\.cpython-\d+-x86_64-linux-gnu\.so", files)
+    assert re.search(r"\./usr/lib/nttrace/nttrace/_native\.cpython-\d+-x86_64-linux-gnu\.so", files)
+    # the program's modules are private: no public module (Debian's Python policy)
+    assert "-packages/" not in files, [f for f in files.splitlines() if "-packages/" in f][:5]
     # each file once: the units and configs at their system paths, not again as Python package data
-    assert "dist-packages/nttrace/data/" not in files
+    assert "nttrace/nttrace/data/" not in files
     assert inspect["version"].strip() == _version(TREE)   # tools/version.sh's, the snapshot entry's
     assert "./usr/share/man/man1/nttrace.1.gz" in files
     # lintian --pedantic on the binary and source packages: every tag it has is overridden, with its reason

@@ -22,7 +22,10 @@ VERSION_SH = REPO / "tools" / "version.sh"
 RELEASE = re.search(r'^__version__ = "([^"]+)"', (REPO / "tracer" / "__init__.py").read_text(), re.M).group(1)
 RELEASE = re.sub(r"\.(post|dev)\d+\+g[0-9a-f]+$", "", RELEASE)     # a package build's tree carries its snapshot's
 VERSIONED = ("tracer/__init__.py", "tools/version.sh", "tools/debian-changelog.sh", "tools/archive-commit",
-             ".gitattributes", "debian/changelog", "debian/control")
+             "debian/changelog", "debian/control")
+# .gitattributes' line that has `git archive` fill tools/archive-commit in (the source package, as
+# dpkg-source makes it, leaves .gitattributes out: the tests' repositories get this line then)
+EXPORT_SUBST = "tools/archive-commit export-subst"
 # A build of the scheme before the count (<release>+git<date>.<time>.<sha7>), the latest such a
 # build could have: every snapshot of the release after its tag must upgrade it.
 DATED_SCHEME = f"{RELEASE}+git99991231.235959.fffffff"
@@ -88,6 +91,8 @@ def versioned_repo(tmp_path):
     text = changelog.read_text()
     changelog.write_text(text[text.index(f"nttrace ({RELEASE})"):])
     (repo / "tools" / "archive-commit").write_text("$Format:%ct %H %(describe:tags=true,match=v[0-9]*)$\n")
+    attributes = REPO / ".gitattributes"
+    (repo / ".gitattributes").write_text(attributes.read_text() if attributes.exists() else EXPORT_SUBST + "\n")
     _git(repo, "init", "-q")
     commit(repo, "one", "2026-12-01T10:00:00Z")
     return repo
@@ -101,7 +106,15 @@ def export(repo, rev, dest):
     return dest
 
 
+def test_the_checkout_has_git_archive_fill_in_the_exports_commit():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the source package leaves .gitattributes out")
+    assert EXPORT_SUBST in (REPO / ".gitattributes").read_text().splitlines()
+
+
 def test_the_kept_changelogs_top_entry_is_the_one_version():
+    if not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: a package build's debian/changelog has its snapshot entry on top")
     top = subprocess.run(["dpkg-parsechangelog", "-l", str(REPO / "debian" / "changelog"), "-SVersion"],
                          capture_output=True, text=True, check=True).stdout.strip()
     assert top == RELEASE
