@@ -8,7 +8,7 @@ grub.cfg and grubenv, kexec-tools, nttrace's runtime dependencies) and the
 loop's kernels installed as the packages `make bindeb-pkg` made
 (kernel_build: linux-image-R and linux-headers-R, one release a variant,
 so each has its own /boot/vmlinuz-R, initrd, /lib/modules/R and headers).
-Three steps: build-loop-root.sh (debootstrap and apt: the server's root as
+Three steps: build-loop-root.sh (apt on the lab's base root, lab.base_root(): the server's root as
 a tar archive, cached on its own in loop-root-<key>/, so a rebuilt kernel
 does not fetch Debian again), build-loop-disk.sh on the host (dpkg -i of
 the kernels' packages, the filesystem written into the image at its
@@ -42,7 +42,7 @@ from lab import lab
 from lab.locks import locked
 
 HERE = Path(__file__).resolve().parent
-ROOT_INPUTS = ("build-loop-root.sh",)
+ROOT_INPUTS = (*lab.BASE_INPUTS, "build-loop-root.sh")
 DISK_INPUTS = (*ROOT_INPUTS, "build-loop-disk.sh", "guest-loop-install.sh")
 BUILD_TIMEOUT_S = 2400
 INSTALL_BOOT_TIMEOUT_S = 900
@@ -96,7 +96,8 @@ def server_root(log=print) -> Path:
     t0 = time.monotonic()
     with open(build_log, "w") as f:
         try:
-            p = subprocess.run(["bash", str(HERE / "build-loop-root.sh"), str(d)], stdout=f, stderr=subprocess.STDOUT,
+            p = subprocess.run(["bash", str(HERE / "build-loop-root.sh"), str(d), str(lab.base_root())], stdout=f,
+                               stderr=subprocess.STDOUT,
                                timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise lab.LabError(f"loop root build exceeded {BUILD_TIMEOUT_S}s: {build_log.read_text()[-3000:]}") from None
