@@ -7,6 +7,9 @@
 # OUT_DIR (default dist/).
 #
 #   tools/build-deb.sh [OUT_DIR]
+#   tools/build-deb.sh --source OUT_DIR   the source package only (dpkg-source:
+#                                         nothing built; what a clean chroot
+#                                         builds, lab/deb_chroot.py)
 #
 # The export: in a git checkout, `git archive HEAD` (the committed tree:
 # uncommitted changes are not built, and the script says so when there are
@@ -22,6 +25,8 @@
 # Exit 1: the build failed (the tail of its log is printed). Exit 2: no
 # version (neither a checkout nor an export), or a build dependency missing.
 set -euo pipefail
+source_only=
+[ "${1:-}" != --source ] || { source_only=1; shift; }
 tree=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$tree/dist}" && cd "${1:-$tree/dist}" && pwd)
 
@@ -45,6 +50,14 @@ mv "$export_dir" "$src"
 "$tree/tools/debian-changelog.sh" "$tree" > "$work/changelog"
 mv "$work/changelog" "$src/debian/changelog"
 sed -i "s/^__version__ = \"[^\"]*\"/__version__ = \"$python_version\"/" "$src/tracer/__init__.py"
+
+if [ -n "$source_only" ]; then
+    (cd "$work" && dpkg-source -b "nttrace-$version") > "$work/source.log" 2>&1 \
+        || { cat "$work/source.log" >&2; echo "build-deb: dpkg-source failed" >&2; exit 1; }
+    cp "$work/nttrace_${version}.dsc" "$work/nttrace_${version}.tar.xz" "$out/"
+    echo "build-deb: $out/nttrace_${version}.dsc (the source package alone)"
+    exit 0
+fi
 
 # The build's environment is Debian's, not the caller's: no PATH entry of a
 # pyenv, venv or ~/.local whose python3 would build (and test) the package
