@@ -27,15 +27,31 @@ def test_every_config_is_installed_from_tracer_data_and_no_unit_by_path():
     assert not [dest for dest in inst.values() if "systemd" in dest], inst    # dh_installsystemd's paths only
 
 
+def debian_unit_file(unit: str) -> str:
+    """The debian/ file dh_installsystemd installs UNIT from: nttrace.service;
+    nttrace.NAME.service (--name=NAME); a template NAME@.service from
+    nttrace@.NAME.service (--name=NAME, the template's package file)."""
+    if unit == "nttrace.service":
+        return unit
+    name, _, suffix = unit.rpartition(".")
+    return f"nttrace@.{name.rstrip('@')}.{suffix}" if name.endswith("@") else f"nttrace.{unit}"
+
+
 def test_each_unit_reaches_dh_installsystemd_from_its_one_source():
-    """dh_installsystemd installs debian/nttrace.service and
-    debian/nttrace.NAME.{service,timer}: each a link to tracer/data/, the
-    file the tests read, and each named in rules' dh_installsystemd calls."""
+    """dh_installsystemd installs debian/nttrace.service,
+    debian/nttrace.NAME.{service,timer} and the templates'
+    debian/nttrace@.NAME.{service,timer}: each a link to tracer/data/, the
+    file the tests read; each unit named in rules' dh_installsystemd calls,
+    each template by rules' TEMPLATES (every NAME@.service and .timer there)."""
     rules = (REPO / "debian" / "rules").read_text()
+    assert re.search(r"^TEMPLATES = .*\$\(wildcard tracer/data/\*@\.service tracer/data/\*@\.timer\)", rules, re.M)
     for unit in [*DATA.glob("*.service"), *DATA.glob("*.timer")]:
-        link = REPO / "debian" / ("nttrace.service" if unit.name == "nttrace.service" else f"nttrace.{unit.name}")
+        link = REPO / "debian" / debian_unit_file(unit.name)
         assert link.is_symlink() and link.resolve() == unit.resolve(), link
-        assert re.search(rf"^\tdh_installsystemd .*\b{re.escape(unit.name)}$", rules, re.M), unit.name
+        if "@." not in unit.name:
+            assert re.search(rf"^\tdh_installsystemd .*\b{re.escape(unit.name)}$", rules, re.M), unit.name
+    assert debian_unit_file("nttrace-ab@.service") == "nttrace@.nttrace-ab.service"
+    assert debian_unit_file("nttrace-ab-deadline@.timer") == "nttrace@.nttrace-ab-deadline.timer"
 
 
 def test_the_timer_fires_on_a_calendar_so_persistent_means_something():
