@@ -8,15 +8,16 @@
 # ext2 (a few small objects) instead of ext4 and jbd2 (~5% of their compile:
 # BENCHMARKS.md, "Lab kernel build time"); Debian's kernel mounts it with ext4.
 #
-#   build-image.sh OUT_DIR
+#   build-image.sh OUT_DIR BASE_TAR
 #
-# Writes OUT_DIR/{vmlinuz,initrd.img,root.img} and OUT_DIR/kernel-release.
-# Needs root, debootstrap, e2fsprogs; fetches only from Debian's archive.
+# BASE_TAR: the lab's one debootstrap (build-base-root.sh's root.tar), on
+# which apt installs the rest. Writes OUT_DIR/{vmlinuz,initrd.img,root.img}
+# and OUT_DIR/kernel-release. Needs root, e2fsprogs; fetches only from
+# Debian's archive.
 set -euo pipefail
-out=${1:?usage: build-image.sh OUT_DIR}
+out=${1:?usage: build-image.sh OUT_DIR BASE_TAR}
+base=${2:?usage: build-image.sh OUT_DIR BASE_TAR}
 here=$(cd "$(dirname "$0")" && pwd)
-mirror=${NTTRACE_LAB_MIRROR:-http://deb.debian.org/debian}
-security=${NTTRACE_LAB_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 work=$(mktemp -d "${out%/}.build.XXXXXX")
 root=$work/root
 cleanup() {
@@ -25,16 +26,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-echo "lab image: debootstrap bookworm into $root"
-debootstrap --variant=minbase \
-    --include=ca-certificates,kmod,iproute2,procps,util-linux,e2fsprogs,python3,python3-venv \
-    bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
-
-cat >"$root/etc/apt/sources.list" <<SRC
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb $security bookworm-security main
-SRC
+echo "lab image: the base root into $root"
+mkdir "$root"
+tar --numeric-owner --xattrs --acls -C "$root" -xf "$base"
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
 mount --bind /dev "$root/dev"
@@ -47,6 +41,7 @@ chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -euc '
     echo "kexec-tools kexec-tools/load_kexec boolean false" | debconf-set-selections
     mkdir -p /etc/initramfs-tools/conf.d && echo "MODULES=most" > /etc/initramfs-tools/conf.d/modules
     apt-get install -y -q --no-install-recommends \
+        ca-certificates kmod iproute2 procps util-linux e2fsprogs python3 python3-venv \
         linux-image-amd64 linux-headers-amd64 \
         python3-bpfcc bpftool ndctl daxctl \
         python3-prometheus-client python3-pip python3-pytest \

@@ -6,14 +6,15 @@
 # with its headers, grub-pc, kexec-tools, nttrace's runtime dependencies),
 # as a tar archive. build-loop-disk.sh makes the disk from it.
 #
-#   build-loop-root.sh OUT_DIR
+#   build-loop-root.sh OUT_DIR BASE_TAR
 #
-# Writes OUT_DIR/root.tar and OUT_DIR/stock-release (the stock kernel's
-# release). Needs root, debootstrap; fetches only from Debian's archive.
+# BASE_TAR: the lab's one debootstrap (build-base-root.sh's root.tar), on
+# which apt installs the rest. Writes OUT_DIR/root.tar and
+# OUT_DIR/stock-release (the stock kernel's release). Needs root; fetches
+# only from Debian's archive.
 set -euo pipefail
-out=${1:?usage: build-loop-root.sh OUT_DIR}
-mirror=${NTTRACE_LAB_MIRROR:-http://deb.debian.org/debian}
-security=${NTTRACE_LAB_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
+out=${1:?usage: build-loop-root.sh OUT_DIR BASE_TAR}
+base=${2:?usage: build-loop-root.sh OUT_DIR BASE_TAR}
 work=$(mktemp -d "${out%/}.build.XXXXXX")
 root=$work/root
 cleanup() {
@@ -24,15 +25,9 @@ trap cleanup EXIT
 t0=$(date +%s)
 say() { echo "loop root: $* ($(( $(date +%s) - t0 )) s)"; }
 
-say "debootstrap bookworm into $root"
-debootstrap --variant=minbase \
-    --include=ca-certificates,kmod,iproute2,procps,util-linux,e2fsprogs,python3,python3-venv \
-    bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 || { tail -20 "$work/debootstrap.log"; exit 1; }
-cat >"$root/etc/apt/sources.list" <<SRC
-deb $mirror bookworm main
-deb $mirror bookworm-updates main
-deb $security bookworm-security main
-SRC
+say "the base root into $root"
+mkdir "$root"
+tar --numeric-owner --xattrs --acls -C "$root" -xf "$base"
 mount -t proc proc "$root/proc"
 mount -t sysfs sys "$root/sys"
 mount --bind /dev "$root/dev"
@@ -48,6 +43,7 @@ chroot "$root" /usr/bin/env DEBIAN_FRONTEND=noninteractive bash -euc '
     echo "grub-pc grub-pc/install_devices_empty boolean true" | debconf-set-selections
     # unsafe-io: no fsync a file; the tree is written to the disk by mkfs.ext4 -d afterwards
     apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-unsafe-io \
+        ca-certificates kmod iproute2 procps util-linux e2fsprogs python3 python3-venv \
         linux-image-amd64 linux-headers-amd64 grub-pc \
         systemd systemd-sysv udev initramfs-tools busybox kexec-tools fdisk \
         python3-bpfcc bpftool ndctl daxctl \

@@ -42,6 +42,7 @@ bound costs only its own result:
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -64,7 +65,7 @@ PARANOID = Path("/proc/sys/kernel/perf_event_paranoid")
 APT_ENV = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/sbin:/usr/bin:/sbin:/bin"}
 UNITS = ("nttrace.service", "nttrace-validate.service", "nttrace-validate.timer")
 PACKAGE_PATHS = ("/lib/systemd/system/nttrace.service", "/lib/systemd/system/nttrace-validate.timer",
-                 "/etc/nttrace", "/usr/lib/python3/dist-packages/nttrace", "/usr/bin/nttrace")
+                 "/etc/nttrace", "/usr/lib/nttrace", "/usr/bin/nttrace")
 
 
 def sh(*cmd, timeout=600, check=True, env=None) -> subprocess.CompletedProcess:
@@ -116,7 +117,8 @@ def installed_capability(expr: str) -> str:
     """A capability (`expr` over nttrace.capabilities.report as c) as the
     installed package's nttrace finds it, as JSON; or its error's tail."""
     p = sh("/usr/bin/python3", "-c", "import json; from nttrace.capabilities import report as c; "
-           f"print(json.dumps({expr}.as_json()))", check=False)
+           f"print(json.dumps({expr}.as_json()))", check=False,
+           env={**os.environ, "PYTHONPATH": "/usr/lib/nttrace"})     # the package's private modules
     return p.stdout.strip() or p.stderr[-1000:]
 
 
@@ -324,7 +326,7 @@ def main() -> dict:
     wait_until(lambda: prop("ActiveState") == "active", 300)
     out["active_after_upgrade"] = prop("ActiveState")
     out["pid_after_upgrade"] = prop("MainPID")
-    out["version_running"] = sh("/usr/bin/python3", "-c", "import nttrace; print(nttrace.__version__)").stdout.strip()
+    out["version_running"] = sh("/usr/bin/nttrace", "--version").stdout.strip()
     body = wait_until(metrics, 120)
     out["scrape_after_upgrade_ok"] = bool(body) and 'nttrace_probe_up{probe="migrate"' in body
 

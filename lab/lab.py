@@ -5,7 +5,9 @@ wheel built from the working tree, and bring its results back. Every wait is
 bounded; QEMU is always killed on the way out.
 
 Cache: $NTTRACE_LAB_CACHE (default /var/cache/nttrace-lab), one directory
-per hash of the image inputs (build-image.sh, guest-init.sh).
+per hash of the image inputs (build-base-root.sh, build-image.sh,
+guest-init.sh); the base root they start from (base_root(), the lab's one
+debootstrap) in base-root-<hash of build-base-root.sh>/.
 
 Kernels: the image's stock Debian kernel by default; a lab-built one
 (kernel_build.py: base, nt-v3, nt-v2) passed as run(kernel=...); or one of
@@ -48,7 +50,8 @@ from nttrace.kernel import conditions
 
 HERE = Path(__file__).resolve().parent
 TREE = HERE.parent
-IMAGE_INPUTS = ("build-image.sh", "guest-init.sh")
+BASE_INPUTS = ("build-base-root.sh",)
+IMAGE_INPUTS = (*BASE_INPUTS, "build-image.sh", "guest-init.sh")
 TCG = os.environ.get("NTTRACE_LAB_TCG", "tcg,thread=single")
 
 
@@ -86,11 +89,48 @@ class LabError(AssertionError):
     """The guest failed; the message carries the guest's log."""
 
 
-def image_key() -> str:
+def inputs_key(names: tuple[str, ...]) -> str:
+    """A hash of the lab's files NAMES (a cache directory's key: a changed input, a new directory)."""
     h = hashlib.sha256()
-    for name in IMAGE_INPUTS:
+    for name in names:
         h.update(name.encode() + b"\0" + (HERE / name).read_bytes())
     return h.hexdigest()[:16]
+
+
+def image_key() -> str:
+    return inputs_key(IMAGE_INPUTS)
+
+
+BASE_BUILD_TIMEOUT_S = 1200
+
+
+def base_root() -> Path:
+    """The lab's one debootstrap, build-base-root.sh's root.tar (a minimal
+    Debian 12 root the image, the A/B loop's server root and the package's
+    build chroot start from), built first when missing (one builder at a
+    time). Kept as the images are: a tree with another build-base-root.sh
+    may be reading its own at the same time."""
+    d = CACHE / f"base-root-{inputs_key(BASE_INPUTS)}"
+    tar = d / "root.tar"
+    if (d / "complete").exists():
+        return tar
+    with locked(CACHE / "base-root.lock"):
+        if (d / "complete").exists():
+            return tar
+        shutil.rmtree(d, ignore_errors=True)
+        d.parent.mkdir(parents=True, exist_ok=True)
+        log = d.parent / f"{d.name}.build.log"
+        with open(log, "w") as f:
+            try:
+                p = subprocess.run(["bash", str(HERE / "build-base-root.sh"), str(d)], stdout=f,
+                                   stderr=subprocess.STDOUT, timeout=BASE_BUILD_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                raise LabError(f"base root build exceeded {BASE_BUILD_TIMEOUT_S}s: {log.read_text()[-3000:]}") \
+                    from None
+        if p.returncode != 0:
+            raise LabError(f"base root build failed ({p.returncode}): {log.read_text()[-3000:]}")
+        (d / "complete").write_text(time.strftime("%F %T\n"))
+    return tar
 
 
 def image(build_timeout: float = 1800) -> Path:
@@ -105,13 +145,14 @@ def image(build_timeout: float = 1800) -> Path:
 
 
 def _build_image(d: Path, build_timeout: float) -> Path:
+    base = base_root()
     shutil.rmtree(d, ignore_errors=True)
     d.parent.mkdir(parents=True, exist_ok=True)
     log = d.parent / f"{d.name}.build.log"
     with open(log, "w") as f:
         try:
-            p = subprocess.run(["bash", str(HERE / "build-image.sh"), str(d)], stdout=f, stderr=subprocess.STDOUT,
-                               timeout=build_timeout)
+            p = subprocess.run(["bash", str(HERE / "build-image.sh"), str(d), str(base)], stdout=f,
+                               stderr=subprocess.STDOUT, timeout=build_timeout)
         except subprocess.TimeoutExpired:
             raise LabError(f"image build exceeded {build_timeout}s: {log.read_text()[-3000:]}") from None
     if p.returncode != 0:

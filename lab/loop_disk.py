@@ -11,7 +11,7 @@ so each has its own /boot/vmlinuz-R, initrd, /lib/modules/R and headers).
 Each loop kernel's initramfs holds the lab's script for the faults before
 systemd (guest-loop-initramfs.sh), and the disk the kernel's own lockup
 test module built for it (lockup_modules()), outside its module tree.
-Three steps: build-loop-root.sh (debootstrap and apt: the server's root as
+Three steps: build-loop-root.sh (apt on the lab's base root, lab.base_root(): the server's root as
 a tar archive, cached on its own in loop-root-<key>/, so a rebuilt kernel
 does not fetch Debian again), build-loop-disk.sh on the host (dpkg -i of
 the kernels' packages, the filesystem written into the image at its
@@ -46,7 +46,7 @@ from lab import lab
 from lab.locks import locked
 
 HERE = Path(__file__).resolve().parent
-ROOT_INPUTS = ("build-loop-root.sh",)
+ROOT_INPUTS = (*lab.BASE_INPUTS, "build-loop-root.sh")
 DISK_INPUTS = (*ROOT_INPUTS, "build-loop-disk.sh", "guest-loop-install.sh", "guest-loop-initramfs.sh")
 LOCKUP_SOURCE = "lib/test_lockup.c"     # the kernel's own lockup test module (CONFIG_TEST_LOCKUP)
 BUILD_TIMEOUT_S = 2400
@@ -101,7 +101,8 @@ def server_root(log=print) -> Path:
     t0 = time.monotonic()
     with open(build_log, "w") as f:
         try:
-            p = subprocess.run(["bash", str(HERE / "build-loop-root.sh"), str(d)], stdout=f, stderr=subprocess.STDOUT,
+            p = subprocess.run(["bash", str(HERE / "build-loop-root.sh"), str(d), str(lab.base_root())], stdout=f,
+                               stderr=subprocess.STDOUT,
                                timeout=BUILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:
             raise lab.LabError(f"loop root build exceeded {BUILD_TIMEOUT_S}s: {build_log.read_text()[-3000:]}") from None

@@ -109,6 +109,7 @@ CAPABILITIES = {
     "systemd-analyze": _binary("systemd-analyze"),
     "setpriv": _binary("setpriv"),
     "dpkg-dev": _binary("dpkg-parsechangelog"),
+    "apt": _binary("apt-get"),
     "qemu": _qemu,
     "kernel-build": _kernel_build,
     "seeds": _seeds,

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOMS = ("unit", "live", "lab")
-UNIT_NEEDS = {"browser", "openssl", "promtool", "systemd-analyze", "dpkg-dev"}   # tools that run unprivileged
+UNIT_NEEDS = {"browser", "openssl", "promtool", "systemd-analyze", "dpkg-dev", "apt"}   # tools that run unprivileged
 
 
 def room_of(path: Path) -> str | None:

@@ -7,19 +7,26 @@
 # OUT_DIR (default dist/).
 #
 #   tools/build-deb.sh [OUT_DIR]
+#   tools/build-deb.sh --source OUT_DIR   the source package only (dpkg-source:
+#                                         nothing built; what a clean chroot
+#                                         builds, lab/deb_chroot.py)
 #
 # The export: in a git checkout, `git archive HEAD` (the committed tree:
 # uncommitted changes are not built, and the script says so when there are
 # any); in a tree without .git (an extracted `git archive` export), the tree
 # as it is. Either way the build runs in a copy under /tmp, never in the
-# tree, and the version comes from tools/version.sh on that copy (an export
-# carries its commit in tools/archive-commit). Only the copy is changed: its
-# tracer/__init__.py gets the build's version, and its debian/changelog the
-# snapshot entry on top of the one kept in git (tools/debian-changelog.sh).
+# tree, and the version comes from tools/version.sh on the tree (a
+# checkout's HEAD, whose history gives its count; an export's commit, which
+# tools/archive-commit carries). Only the copy is changed: its
+# tracer/__init__.py gets the build's version (as PEP 440 spells it), and
+# its debian/changelog the snapshot entry on top of the one kept in git
+# (tools/debian-changelog.sh).
 #
 # Exit 1: the build failed (the tail of its log is printed). Exit 2: no
 # version (neither a checkout nor an export), or a build dependency missing.
 set -euo pipefail
+source_only=
+[ "${1:-}" != --source ] || { source_only=1; shift; }
 tree=$(cd "$(dirname "$0")/.." && pwd)
 out=$(mkdir -p "${1:-$tree/dist}" && cd "${1:-$tree/dist}" && pwd)
 
@@ -36,13 +43,21 @@ else
     tar -C "$tree" --exclude=./.venv --exclude=./dist --exclude=./build -cf - . | tar -C "$export_dir" -xf -
 fi
 
-version=$("$tree/tools/version.sh" "$export_dir")
-release=$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$export_dir/tracer/__init__.py")
+version=$("$tree/tools/version.sh" "$tree")
+python_version=$("$tree/tools/version.sh" --python "$tree")
 src="$work/nttrace-$version"
 mv "$export_dir" "$src"
-"$tree/tools/debian-changelog.sh" "$src" "$version" > "$work/changelog"
+"$tree/tools/debian-changelog.sh" "$tree" > "$work/changelog"
 mv "$work/changelog" "$src/debian/changelog"
-sed -i "s/^__version__ = \"$release\"/__version__ = \"$version\"/" "$src/tracer/__init__.py"
+sed -i "s/^__version__ = \"[^\"]*\"/__version__ = \"$python_version\"/" "$src/tracer/__init__.py"
+
+if [ -n "$source_only" ]; then
+    (cd "$work" && dpkg-source -b "nttrace-$version") > "$work/source.log" 2>&1 \
+        || { cat "$work/source.log" >&2; echo "build-deb: dpkg-source failed" >&2; exit 1; }
+    cp "$work/nttrace_${version}.dsc" "$work/nttrace_${version}.tar.xz" "$out/"
+    echo "build-deb: $out/nttrace_${version}.dsc (the source package alone)"
+    exit 0
+fi
 
 # The build's environment is Debian's, not the caller's: no PATH entry of a
 # pyenv, venv or ~/.local whose python3 would build (and test) the package

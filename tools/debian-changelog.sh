@@ -1,38 +1,51 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
-# Prints the debian/changelog a build of the tree TREE (default: this
-# checkout) uses: the changelog kept in git, and on top of it, for a build of
-# any commit but a release's, one snapshot entry of the version
-# tools/version.sh gives (UNRELEASED, naming the commit, dated by the commit,
-# so a rebuild of one commit writes the same changelog). tools/build-deb.sh
-# writes it into its temporary copy only; the file in git is not touched.
+# Prints the debian/changelog a build of a commit uses: the changelog kept
+# in git, and on top of it, for a build of any commit but a release's, one
+# snapshot entry of the version tools/version.sh gives (UNRELEASED, naming
+# the commit, dated by the commit, so a rebuild of one commit writes the
+# same changelog). tools/build-deb.sh writes it into its temporary copy
+# only; the file in git is not touched.
 #
-#   tools/debian-changelog.sh [TREE] [VERSION]
+#   tools/debian-changelog.sh [TREE [COMMIT]]
 #
-# Exit 2: the kept changelog's top entry is not tracer/__init__.py's
-# __version__ (a release adds both, in the same commit), or no version.
+# TREE and COMMIT as tools/version.sh takes them: a checkout's COMMIT
+# (default HEAD) as committed, or an extracted `git archive` export.
+#
+# Exit 2: the kept changelog's top entry is not the commit's __version__ (a
+# release adds both, in the same commit), or no version (version.sh says why).
 set -euo pipefail
 tree=${1:-$(cd "$(dirname "$0")/.." && pwd)}
+commit=${2:-HEAD}
 here=$(cd "$(dirname "$0")" && pwd)
-version=${2:-$("$here/version.sh" "$tree")}
-release=$(sed -n 's/^__version__ = "\([^"]*\)".*/\1/p' "$tree/tracer/__init__.py")
-kept="$tree/debian/changelog"
-top=$(dpkg-parsechangelog -l "$kept" -SVersion)
+version=$("$here/version.sh" "$tree" "$commit")
+release=$("$here/version.sh" --release "$tree" "$commit")
+read -r time hash < <("$here/version.sh" --commit "$tree" "$commit")
+if [ -e "$tree/.git" ]; then
+    kept=$(git -C "$tree" show "$commit:debian/changelog")
+    control=$(git -C "$tree" show "$commit:debian/control")
+else
+    kept=$(cat "$tree/debian/changelog")
+    control=$(cat "$tree/debian/control")
+fi
+top=$(dpkg-parsechangelog -l- -SVersion <<<"$kept")
 [ "$top" = "$release" ] || {
     echo "debian-changelog: debian/changelog's top entry is $top, tracer/__init__.py's __version__ is $release" >&2
     exit 2
 }
 if [ "$version" != "$release" ]; then
-    maintainer=$(sed -n 's/^Maintainer: //p' "$tree/debian/control")
-    stamp=${version#*+git}                      # YYYYMMDD.HHMMSS.sha7
-    date=$(date -R -u -d "${stamp:0:8} ${stamp:9:2}:${stamp:11:2}:${stamp:13:2} UTC")
+    maintainer=$(sed -n 's/^Maintainer: //p' <<<"$control")
+    case $version in
+        *~dev*) where="before release $release" ;;
+        *) where="after release $release" ;;
+    esac
     cat <<CHANGELOG
 nttrace ($version) UNRELEASED; urgency=medium
 
-  * Snapshot of commit ${stamp:16}, after release $release.
+  * Snapshot of commit ${hash:0:7}, $where.
 
- -- $maintainer  $date
+ -- $maintainer  $(date -R -u -d "@$time")
 
 CHANGELOG
 fi
-cat "$kept"
+printf '%s\n' "$kept"

@@ -25,8 +25,9 @@ PACKAGES=(
     qemu-system-x86 qemu-utils debootstrap   # the lab guest (lab/)
     flex bison bc libelf-dev libssl-dev dwarves cpio xz-utils patch kmod   # the lab's kernels (lab/kernel_build.py)
     rsync              # the lab's kernels' packages (make bindeb-pkg's linux-libc-dev: headers_install)
-    debhelper dh-python python3-all-dev dpkg-dev lintian   # make deb (debian/control's Build-Depends) and its lintian check
-    git python3-pytest python3-prometheus-client   # make deb's build-time tests (Build-Depends <!nocheck>)
+    debhelper dh-python pybuild-plugin-pyproject python3-wheel dpkg-dev lintian   # make deb (debian/control's Build-Depends) and its lintian check
+    git python3-pytest python3-prometheus-client procps   # make deb's build-time tests (Build-Depends <!nocheck>)
+    pbuilder           # the package's clean chroot build (python3 -m lab.deb_chroot)
 )
 # Also try the headers matching the running kernel; absent for custom kernels.
 MATCHING_HEADERS="linux-headers-$(uname -r)"

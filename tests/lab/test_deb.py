@@ -32,10 +32,11 @@ TIMEOUT = float(os.environ.get("NTTRACE_LAB_TIMEOUT", "2400"))
 BUILD_ENV = {**os.environ, "DEB_BUILD_OPTIONS": "nocheck"}
 
 
-def _version(tree: Path) -> str:
-    """The version `make deb` gives TREE's HEAD (tools/version.sh)."""
-    return subprocess.run([str(tree / "tools" / "version.sh"), str(tree)], capture_output=True, text=True,
-                          check=True).stdout.strip()
+def _version(tree: Path, *spelling: str) -> str:
+    """The version `make deb` gives TREE's HEAD (tools/version.sh): the
+    package's, or with "--python" nttrace.__version__ in it."""
+    return subprocess.run([str(tree / "tools" / "version.sh"), *spelling, str(tree)], capture_output=True,
+                          text=True, check=True).stdout.strip()
 
 
 def build_deb(tree: Path, out: Path) -> tuple[Path, float]:
@@ -50,30 +51,23 @@ def build_deb(tree: Path, out: Path) -> tuple[Path, float]:
     for f in (f"nttrace_{version}.dsc", f"nttrace_{version}.tar.xz", f"nttrace_{version}_amd64.changes",
               f"nttrace_{version}_amd64.buildinfo", f"nttrace-dbgsym_{version}_amd64.deb"):
         shutil.copy2(tree / "dist" / f, out / f)
+    (out / "python-version").write_text(_version(tree, "--python") + "\n")
     return Path(shutil.copy2(tree / "dist" / f"nttrace_{version}_amd64.deb", out)), seconds
 
 
 def upgrade_tree(dest: Path) -> Path:
-    """This checkout's HEAD (a `git archive` export, what `make deb` builds)
-    as a git repository of its own with a second commit after it: the next
-    commit's build, which must upgrade HEAD's."""
-    archive = subprocess.run(["git", "-C", str(TREE), "archive", "--format=tar", "HEAD"], capture_output=True,
-                             check=True).stdout
-    subprocess.run(["tar", "-C", str(dest), "-xf", "-"], input=archive, check=True)
-    head_time = int(subprocess.run(["git", "-C", str(TREE), "log", "-1", "--format=%ct"], capture_output=True,
-                                   text=True, check=True).stdout)
+    """This checkout's history (a clone sharing its objects) with one more
+    commit on its HEAD, made in the same second as HEAD: the next commit's
+    build, which must upgrade HEAD's although their commit times are equal
+    (tools/version.sh's count orders them, not the time or the hash)."""
+    subprocess.run(["git", "clone", "-q", "--shared", str(TREE), str(dest)], check=True)
+    head_time = subprocess.run(["git", "-C", str(TREE), "log", "-1", "--format=%ct"], capture_output=True,
+                               text=True, check=True).stdout.strip()
     env = {**os.environ, "GIT_AUTHOR_NAME": "lab", "GIT_AUTHOR_EMAIL": "lab@localhost", "GIT_COMMITTER_NAME": "lab",
-           "GIT_COMMITTER_EMAIL": "lab@localhost", "GIT_COMMITTER_DATE": f"@{head_time + 60} +0000",
-           "GIT_AUTHOR_DATE": f"@{head_time + 60} +0000"}
-    # the export filled tools/archive-commit in with HEAD's stamp: the template again, for this repository's own
-    (dest / "tools" / "archive-commit").write_bytes(subprocess.run(
-        ["git", "-C", str(TREE), "show", "HEAD:tools/archive-commit"], capture_output=True, check=True).stdout)
-    git = ["git", "-C", str(dest)]
-    subprocess.run([*git, "init", "-q"], check=True, env=env)
-    subprocess.run([*git, "add", "-A"], check=True, env=env)
-    subprocess.run([*git, "commit", "-q", "-m", "the checkout's HEAD"], check=True, env=env)
+           "GIT_COMMITTER_EMAIL": "lab@localhost", "GIT_COMMITTER_DATE": f"@{head_time} +0000",
+           "GIT_AUTHOR_DATE": f"@{head_time} +0000"}
     (dest / "README.md").write_text((dest / "README.md").read_text() + "\n")
-    subprocess.run([*git, "commit", "-q", "-am", "the next commit"], check=True, env=env)
+    subprocess.run(["git", "-C", str(dest), "commit", "-q", "-am", "the next commit"], check=True, env=env)
     return dest
 
 
@@ -148,14 +142,18 @@ def test_make_deb_builds_the_package_lintian_passes(deb_lab):
     files = inspect["contents"]
     for path in ("./usr/bin/nttrace", "./lib/systemd/system/nttrace.service",
                  "./lib/systemd/system/nttrace-validate.timer", "./lib/systemd/system/nttrace-validate.service",
+                 "./lib/systemd/system/nttrace-ab@.service", "./lib/systemd/system/nttrace-ab-deadline@.timer",
+                 "./lib/systemd/system/nttrace-ab-deadline@.service",
                  "./etc/nttrace/nttrace.toml", "./etc/nttrace/web-config.yml",
                  "./usr/share/nttrace/grafana-dashboard.json", "./usr/share/nttrace/nttrace-alerts.yml",
-                 "./usr/lib/python3/dist-packages/nttrace/bpf/migrate.bpf.c",
-                 "./usr/lib/python3/dist-packages/nttrace/exporters/http_server.py"):
+                 "./usr/lib/nttrace/nttrace/bpf/migrate.bpf.c",
+                 "./usr/lib/nttrace/nttrace/exporters/http_server.py"):
         assert path in files, path
-    assert re.search(r"\./usr/lib/python3/dist-packages/nttrace/_native\.cpython-\d+-x86_64-linux-gnu\.so", files)
+    assert re.search(r"\./usr/lib/nttrace/nttrace/_native\.cpython-\d+-x86_64-linux-gnu\.so", files)
+    # the program's modules are private: no public module (Debian's Python policy)
+    assert "-packages/" not in files, [f for f in files.splitlines() if "-packages/" in f][:5]
     # each file once: the units and configs at their system paths, not again as Python package data
-    assert "dist-packages/nttrace/data/" not in files
+    assert "nttrace/nttrace/data/" not in files
     assert inspect["version"].strip() == _version(TREE)   # tools/version.sh's, the snapshot entry's
     assert "./usr/share/man/man1/nttrace.1.gz" in files
     # lintian --pedantic on the binary and source packages: every tag it has is overridden, with its reason
@@ -164,6 +162,9 @@ def test_make_deb_builds_the_package_lintian_passes(deb_lab):
 
 
 def test_the_next_commits_build_upgrades_this_ones(deb_lab):
+    """The next commit, made in the same second as HEAD, builds a version
+    dpkg sorts above HEAD's (the guest's apt installs it as an upgrade:
+    test_upgrade_keeps_the_edited_config_and_restarts_the_daemon)."""
     results = deb_lab[0]
     first, second = (next((results / "deb" / side).glob("nttrace_*_amd64.deb")).name.split("_")[1]
                      for side in ("install", "upgrade"))
@@ -290,7 +291,7 @@ def test_upgrade_keeps_the_edited_config_and_restarts_the_daemon(deb_lab):
     assert r["config_after_upgrade"] == 'listen = "0.0.0.0:9435"\nprobes = ["migrate"]\nperf = []\n'
     assert r["config_dpkg_files"] == [], r["config_dpkg_files"]
     assert r["active_after_upgrade"] == "active" and r["pid_after_upgrade"] not in ("0", r["main_pid"]), r
-    assert r["version_running"] == second
+    assert r["version_running"] == "nttrace " + (deb_lab[0] / "deb" / "upgrade" / "python-version").read_text().strip()
     assert r["scrape_after_upgrade_ok"]
 
 

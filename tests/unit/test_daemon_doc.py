@@ -39,3 +39,17 @@ def test_the_doc_names_every_family_and_only_those():
     unknown = {d for d in doc if not any(fnmatch(d, n) for n in code)}
     assert not missing, f"exported but not in docs/daemon.md's metrics table: {sorted(missing)}"
     assert not unknown, f"in docs/daemon.md's metrics table but not exported: {sorted(unknown)}"
+
+
+def test_the_web_config_example_is_the_shipped_file_and_holds_no_credential():
+    """docs/daemon.md's example web config says what tracer/data/web-config.yml
+    (the package's conffile) says, and, as it, carries no bcrypt hash: fails
+    on a working example password in the docs (a "change-me" someone keeps)."""
+    import yaml
+    text = DOC.read_text()
+    section = text[text.index("The example (`tracer/data/web-config.yml`)"):]
+    example = section[section.index("```yaml\n") + 8:section.index("```\n", section.index("```yaml\n") + 8)]
+    shipped = (REPO / "tracer" / "data" / "web-config.yml").read_text()
+    assert yaml.safe_load(example) == yaml.safe_load(shipped)
+    bcrypt_hash = re.compile(r"\$2[aby]\$\d\d\$[./A-Za-z0-9]{53}")
+    assert not bcrypt_hash.search(text) and not bcrypt_hash.search(shipped)

@@ -121,12 +121,15 @@ def test_flush_keeps_the_bytes_and_uses_the_instruction_this_cpu_has():
 
 def test_a_flushed_buffer_is_read_from_memory_not_the_cache():
     """What the quick plan's cold cells rely on: after the flush, reading
-    the buffer is slower than reading it again right after (median of 9,
-    on the thread's CPU clock; 1 MiB fits this CPU's caches)."""
-    import statistics
+    the buffer is slower than reading it again right after (on the thread's
+    CPU clock; 1 MiB fits this CPU's caches). The fastest of 9 reads of each
+    kind: a neighbour sharing the cache only adds time, to the re-reads most
+    (measured on a 2-core VM at load 5.5, 15 runs each: 1.19 to 1.34 with
+    the flush, 0.98 to 1.00 without; the median of the 9 rounds' ratios came
+    to 1.08 with the flush, within reach of the 1.05 without)."""
     import time
     n = 1 << 20
-    ratios = []
+    flushed, cached = [], []
     with native.Buffer(n) as src, native.Buffer(n) as dst:
         for _ in range(9):
             native.flush(src)
@@ -135,8 +138,9 @@ def test_a_flushed_buffer_is_read_from_memory_not_the_cache():
             t1 = time.thread_time_ns()
             ctypes.memmove(dst.addr, src.addr, n)
             t2 = time.thread_time_ns()
-            ratios.append((t1 - t0) / max(t2 - t1, 1))
-    assert statistics.median(ratios) > 1.3, ratios
+            flushed.append(t1 - t0)
+            cached.append(max(t2 - t1, 1))
+    assert min(flushed) / min(cached) > 1.1, (flushed, cached)
 
 
 @pytest.mark.parametrize("fill", ["nt_stream_fill", "nt_movnti_fill"])

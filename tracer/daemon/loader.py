@@ -30,11 +30,16 @@ import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 from nttrace.daemon.process import die_with_parent
 from nttrace.errors import EXIT_INTERNAL, NttraceError
 
 MAX_MESSAGE = 1 << 20
+# The directory this nttrace is imported from: the loader imports it from
+# there too, which a private directory (the Debian package's /usr/lib/nttrace)
+# needs, being on no interpreter's default path.
+IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
 MAX_FDS = 250          # SCM_RIGHTS carries at most 253 descriptors a message
 
 
@@ -154,6 +159,12 @@ class Stopped(NttraceError):
 STOP_CHECK_S = 0.1
 
 
+def loader_environment(environ=None) -> dict[str, str]:
+    """The daemon's environment, with IMPORT_ROOT first on PYTHONPATH."""
+    environ = os.environ if environ is None else environ
+    return {**environ, "PYTHONPATH": os.pathsep.join([IMPORT_ROOT, *filter(None, [environ.get("PYTHONPATH")])])}
+
+
 def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[str] | None = None,
          stop=None) -> Loaded:
     """Run a loader for `probes` and receive what it attached. Raises
@@ -165,7 +176,7 @@ def load(probes: list[str], options: dict, timeout_s: float = 600.0, argv: list[
     ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     cmd = argv or [sys.executable, "-m", "nttrace.daemon.loader"]
     proc = subprocess.Popen(cmd + [str(theirs.fileno())], pass_fds=[theirs.fileno()], preexec_fn=die_with_parent,
-                            stdin=subprocess.DEVNULL)
+                            stdin=subprocess.DEVNULL, env=loader_environment())
     theirs.close()
     loaded = None
 
