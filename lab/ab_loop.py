@@ -9,7 +9,7 @@ loop is over; the host waits and reads the loop's report.
 
     python3 -m lab.ab_loop --boots 4 --out ab-loop-base-nt-v3               # 4 boots a side, kexec
     python3 -m lab.ab_loop --boots 4 --via reboot --out ab-loop-reboot      # through the firmware and grub
-    python3 -m lab.ab_loop --series stock,base,nt-v3 --boots 2 --via reboot --out ab-loop-series
+    python3 -m lab.ab_loop --series base,nt-v2,nt-v3 --boots 2 --via reboot --out ab-loop-series
     python3 -m lab.ab_loop --boots 1 --inject panic:nt-v3 --out ab-fault    # nt-v3 panics in its initramfs
     python3 -m lab.ab_loop --faults --out ab-faults                          # the refusals and the stops
 
@@ -157,7 +157,7 @@ class LoopRun:
     """One loop's QEMU run, as the host found it afterwards."""
     out: Path
     run: lab.LabRun
-    kernels: dict            # side (base, patched) -> kernel_build.Kernel
+    kernels: dict            # side (base, patched) or a further kernel's variant -> kernel_build.Kernel
     disk: loop_disk.LoopDisk
     boots: list[dict] = field(default_factory=list)   # ab-boots.jsonl, each with the host's arrival time
     end: dict = field(default_factory=dict)           # ab-end.json
@@ -347,15 +347,18 @@ def write_loop_config(tree: Path, kernels: list, scenarios: list[dict], seed: in
 def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = MEMMAP, via: str = "kexec",
              inject: tuple[str, ...] = (), power_cuts: tuple[PowerCut, ...] = (),
              cpu: lab.GuestCPU = lab.DEFAULT_CPU, timeout: float = 3600, seed: int = SEED,
-             scenarios: list[dict] | None = None) -> LoopRun:
+             scenarios: list[dict] | None = None, others: tuple = ()) -> LoopRun:
     """The loop in one QEMU run of the loop's guest (or `scenarios`, in
     order: fault_scenarios(), a series' loop_scenario()). `base`, `patched`:
-    kernel_build.Kernel (with their packages), the disk's loop kernels.
+    kernel_build.Kernel (with their packages), the disk's loop kernels, and
+    `others` more of them (a series' steps; runs that pass the same kernels
+    share one cached disk).
     Raises lab.LabError when the guest does not power off within `timeout`
     (QEMU killed)."""
     out.mkdir(parents=True, exist_ok=True)
     tree = lab.frozen_tree(out)
-    disk = loop_disk.disk([base, patched], log=say)
+    on_disk = [base, patched, *others]
+    disk = loop_disk.disk(on_disk, log=say)
     scenarios = scenarios or [loop_scenario(NAME, [("base", base), ("patched", patched)], boots, check_args, via,
                                             inject)]
     for sc in scenarios:          # the stock kernel's release is the disk's
@@ -363,7 +366,7 @@ def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = M
                         for label, release in sc.get("series", [])] or sc.pop("series", None)
         if sc["series"] is None:
             sc.pop("series")
-    write_loop_config(tree, [base, patched], scenarios, seed)
+    write_loop_config(tree, on_disk, scenarios, seed)
     results = out / "guest"
     results.mkdir(parents=True, exist_ok=True)
     for pattern in ("ab-boots.jsonl", "ab-end*.json", "ab-start*.log", "ab-error.txt", "ab-journal*.txt",
@@ -384,7 +387,7 @@ def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = M
     proc = subprocess.Popen(loop_disk.qemu_command(overlay, results, tree, nvdimm, monitor, cpu),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
     watcher = _Watcher(results / "ab-boots.jsonl", monitor, list(power_cuts),
-                       {k.variant: k.release for k in (base, patched)})
+                       {k.variant: k.release for k in on_disk})
     timed_out = False
     try:
         with watcher:
@@ -409,7 +412,7 @@ def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = M
         except ValueError:
             boots_seen.append({"event": "unreadable", "line": line, "host_time": t})
     end_file = results / "ab-end.json"
-    r = LoopRun(out, run, {"base": base, "patched": patched}, disk, boots_seen,
+    r = LoopRun(out, run, {"base": base, "patched": patched, **{k.variant: k for k in others}}, disk, boots_seen,
                 json.loads(end_file.read_text()) if end_file.exists() else {}, watcher.faults, scenarios[-1]["name"])
     if timed_out:
         raise lab.LabError(f"the loop's guest did not power off within {timeout:.0f}s; QEMU killed\n{run.tail()}")
@@ -432,8 +435,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--base", default="base", help="the loop's base kernel (default base)")
     ap.add_argument("--patched", default="nt-v3", help="the loop's patched kernel (default nt-v3)")
     ap.add_argument("--series", metavar="K0,K1,...",
-                    help="a series loop over these kernels, each a lab variant or stock (the disk's default "
-                         "kernel); the disk holds --base and --patched, which the series may name")
+                    help="a series loop over these kernels, each a lab variant (kernel_build's, built when the "
+                         "cache lacks it, installed on the disk beside --base and --patched) or stock (the disk's "
+                         "default kernel)")
     ap.add_argument("--boots", type=int, default=4, help="boots a side (default 4)")
     ap.add_argument("--via", choices=("kexec", "reboot"), default="kexec",
                     help="how nttrace boots each kernel: kexec, or a reboot through the firmware and grub")
@@ -460,16 +464,17 @@ def main(argv: list[str]) -> int:
         check_args = checks_of(args.checks)
         specs = [kernel_build.variant(args.base), kernel_build.variant(args.patched)]
         series = args.series.split(",") if args.series else None
-        if series and not set(series) <= {"stock", args.base, args.patched}:
-            raise ValueError(f"--series {args.series}: each kernel is stock, --base ({args.base}) or --patched "
-                             f"({args.patched}), the kernels on the loop's disk")
+        if series and len(set(series)) != len(series):
+            raise ValueError(f"--series {args.series}: a kernel named twice")
+        extra = [v for v in series or () if v not in ("stock", args.base, args.patched)]
+        specs += [kernel_build.variant(v) for v in extra]
     except ValueError as exc:
         print(f"lab.ab_loop: {exc}", file=sys.stderr)
         return 2
     out = Path(args.out)
     commit = checkout_commit()
     try:
-        base, patched = (kernel_build.build(v) for v in specs)
+        base, patched, *others = (kernel_build.build(v) for v in specs)
     except kernel_build.KernelBuildError as exc:
         print(exc, file=sys.stderr)
         return 1
@@ -482,13 +487,13 @@ def main(argv: list[str]) -> int:
         if args.faults:
             scenarios = fault_scenarios(base, patched, [*check_args, "--runs", "1"])
         elif series:
-            by = {"stock": STOCK, base.variant: base, patched.variant: patched}
+            by = {"stock": STOCK, **{k.variant: k for k in (base, patched, *others)}}
             scenarios = [loop_scenario("series", [(v, by[v]) for v in series], args.boots, check_args, args.via,
                                        tuple(args.inject))]
         else:
             scenarios = None
         r = run_loop(out, base, patched, args.boots, check_args, args.via, tuple(args.inject),
-                     tuple(args.power_cut), cpu, timeout, args.seed, scenarios)
+                     tuple(args.power_cut), cpu, timeout, args.seed, scenarios, tuple(others))
         error = None
     except lab.LabError as exc:
         r, error = None, str(exc)
@@ -501,7 +506,7 @@ def main(argv: list[str]) -> int:
         "power_cuts": [vars(c) for c in args.power_cut],
         "seed": args.seed, "cpu": cpu.describe(),
         "kernels": [{"variant": k.variant, "release": k.release, "key": k.directory.name,
-                     "build": build_string(k.bzimage), "debs": [d.name for d in k.debs]} for k in (base, patched)],
+                     "build": build_string(k.bzimage), "debs": [d.name for d in k.debs]} for k in (base, patched, *others)],
         "disk": ({"directory": str(r.disk.directory), **{k: r.disk.info[k] for k in
                   ("stock_release", "releases", "host_build_s", "install_boot_s")}} if r else None),
         "wall_s": round(wall, 1),

@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """`nttrace ab` proven in the lab, on a guest that boots like a server
 (lab/loop_disk.py: firmware and grub from its own disk, Debian's stock
-kernel as grub's default entry, base and nt-v3 installed as the packages
-`make bindeb-pkg` made, with releases of their own, ext4, an i6300ESB
-watchdog). The lab gives the loop nothing: no command line, no module
+kernel as grub's default entry, base, nt-v2 and nt-v3 installed as the
+packages `make bindeb-pkg` made, with releases of their own, ext4, an
+i6300ESB watchdog; one disk for the three runs). The lab gives the loop nothing: no command line, no module
 tree, no reset of its own; its hands in it are the faults it injects, and
 each is one a real machine has.
 
@@ -17,8 +17,8 @@ Three QEMU runs (lab/ab_loop.py), one boot a kernel each:
   lockup detector, made a panic and a reboot by the softlockup_panic= and
   panic= nttrace put on the kexec command line). The loop completes.
 - `--via reboot` (grub's one-shot entry and the firmware), a series of
-  three kernels: the disk's stock kernel (its default entry), base and
-  nt-v3. nt-v3's first boot panics in its initramfs, before any sysctl (only
+  three kernels standing in for a series' steps: base, nt-v2 and nt-v3.
+  nt-v3's first boot panics in its initramfs, before any sysctl (only
   the panic= nttrace gave every grub entry reboots it); base's first boot
   stops answering once systemd fed the watchdog (PID 1 held in a ptrace
   stop: the watchdog nttrace armed resets it). The loop completes with its
@@ -74,9 +74,13 @@ def _wanted() -> bool:
     return any("test_ab_loop.py" in n for n in SELECTED) and has("kernel-build", "seeds")
 
 
+# The disk's kernels: base and patched, then the series' middle step
+KERNELS = ("base", "nt-v3", "nt-v2")
+
+
 def _prepare():
     """The kernels, then the disk they are installed on (built once for every run)."""
-    kernels = lab_kernel("base"), lab_kernel("nt-v3")
+    kernels = tuple(lab_kernel(v) for v in KERNELS)
     for k in kernels:
         if isinstance(k, Exception):
             return k
@@ -93,25 +97,26 @@ def _runner(name: str, **kw):
             return prepared
         out = KEEP / name
         shutil.rmtree(out, ignore_errors=True)
+        base, patched, *others = prepared
         try:
-            return ab_loop.run_loop(out, *prepared, timeout=TIMEOUT, **kw(*prepared))
+            return ab_loop.run_loop(out, base, patched, timeout=TIMEOUT, others=tuple(others), **kw(*prepared))
         except labmod.LabError as exc:
             return exc
     return run
 
 
-def _kexec(base, patched) -> dict:
+def _kexec(base, patched, _step) -> dict:
     return {"boots": BOOTS, "via": "kexec", "check_args": CHECKS, "power_cuts": (VALIDATE_CUT, KEXEC_CUT),
             "inject": (f"lockup:{patched.variant}",)}
 
 
-def _series(base, patched) -> dict:
+def _series(base, patched, step) -> dict:
     return {"scenarios": [ab_loop.loop_scenario(
-        "series", [("stock", ab_loop.STOCK), ("base", base), (patched.variant, patched)], BOOTS, CHECKS, "reboot",
+        "series", [("base", base), (step.variant, step), (patched.variant, patched)], BOOTS, CHECKS, "reboot",
         inject=(f"panic:{patched.variant}", f"hang:{base.variant}"))]}
 
 
-def _faults(base, patched) -> dict:
+def _faults(base, patched, _step) -> dict:
     return {"scenarios": ab_loop.fault_scenarios(base, patched, [*ab_loop.MEMMAP, "--runs", "1", "--wait-quiet", "60"])}
 
 
@@ -333,15 +338,16 @@ def test_a_lockup_in_the_initramfs_is_a_panic_by_the_settings_nttrace_put_on_the
 def test_a_series_reports_each_step_against_the_one_before_and_the_base(series_loop):
     loop = series_loop
     data = _report(loop)
-    assert list(data["loop"]["kernels"]) == ["stock", "base", "nt-v3"]
+    assert list(data["loop"]["kernels"]) == ["base", "nt-v2", "nt-v3"]
+    assert _kernels(loop) == {"base": "base", "nt-v2": "nt-v2", "nt-v3": "nt-v3"}
     [table] = [t for name, t in data["steps"].items() if name.startswith("kernel.memmap_latency [fsdax]")]
-    assert [r["step"] for r in table["rows"]] == ["stock", "base", "nt-v3"]
+    assert [r["step"] for r in table["rows"]] == ["base", "nt-v2", "nt-v3"]
     assert table["alpha"] == 0.025 and table["boots_to_mark"] == 5
-    assert [r.get("before") for r in table["rows"]] == [None, "stock", "base"]
-    assert set(data["ab"]) == {"base", "nt-v3"}
+    assert [r.get("before") for r in table["rows"]] == [None, "base", "nt-v2"]
+    assert set(data["ab"]) == {"nt-v2", "nt-v3"}
     text = (loop.state / "report" / "ab.txt").read_text()
     assert "Step table: each step against the kernel before it and against the base" in text
-    assert "Step base against stock\n" in text and "Step nt-v3 against base\n" in text
+    assert "Step nt-v2 against base\n" in text and "Step nt-v3 against nt-v2\n" in text
 
 
 def test_a_panic_in_the_initramfs_reboots_by_the_panic_setting_nttrace_gave_grubs_entries(series_loop):

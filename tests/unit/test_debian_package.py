@@ -72,13 +72,13 @@ def recorded_scores() -> tuple[int, dict[str, float]]:
     return version, {u: float(x) for u, x in re.findall(r"^\* `([\w@.-]+\.service)`: (\d+\.\d+)", docs, re.M)}
 
 
-@pytest.mark.needs("systemd-analyze")
 # The loop's step keeps root's capabilities, devices and system calls (it
 # boots kernels and runs the checks' module loads and rebinds:
 # docs/install.md): MEDIUM, bounded below 7.0; every other unit "OK".
 BANDS = {"nttrace-ab@.service": 7.0}
 
 
+@pytest.mark.needs("systemd-analyze")
 @pytest.mark.parametrize("unit", ["nttrace.service", "nttrace-validate.service", "nttrace-ab@.service",
                                   "nttrace-ab-deadline@.service"])
 def test_each_unit_scores_what_docs_install_md_says(unit):
