@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -28,6 +29,10 @@ from plugin_rooms import room_of
 REPO = Path(__file__).resolve().parents[1]
 _PREBUILD: subprocess.Popen | None = None
 SELECTED: set[str] = set()     # the session's test ids (what a lab test may prepare ahead for)
+# Set at the session's end: a boot's prepare step still waiting for a kernel
+# then builds none (the interpreter's exit joins the pool's threads, so a
+# build started there would hold an interrupted session open for its length)
+ENDED = threading.Event()
 
 
 def pytest_collection_finish(session):
@@ -70,8 +75,10 @@ def lab_kernel(variant: str):
     the background build runs, it is left to build the variant (niced, one
     kernel at a time), not raced by a second build here."""
     from lab import kernel_build
-    while _left_to_the_prebuild(variant):
+    while _left_to_the_prebuild(variant) and not ENDED.is_set():
         time.sleep(5)
+    if ENDED.is_set():
+        return kernel_build.KernelBuildError(variant, "wait for the background build", None, "the test session ended first")
     try:
         return kernel_build.build(variant)
     except kernel_build.KernelBuildError as exc:
@@ -107,6 +114,7 @@ def _start_lab_boots(session) -> None:
 
 
 def pytest_sessionfinish(session, exitstatus):
+    ENDED.set()
     if "lab_boots" in sys.modules:
         sys.modules["lab_boots"].POOL.close()
     if _PREBUILD is None or _PREBUILD.poll() is not None:

@@ -91,7 +91,7 @@ def _prepare():
     return kernels
 
 
-def _runner(name: str, **kw):
+def _runner(name: str, kw):
     def run(prepared):
         if isinstance(prepared, Exception):
             return prepared

@@ -229,3 +229,32 @@ def test_a_session_without_a_lab_test_starts_no_boot(monkeypatch, tmp_path_facto
     plugin_lab._start_lab_boots(session(False, True))      # the control: a lab test selected starts it
     pool.futures["guest"].result(timeout=10)
     assert started == ["guest"]
+
+
+def test_a_prepare_step_waiting_for_the_prebuild_builds_nothing_once_the_session_ended(monkeypatch):
+    """A collection error (or ^C) ends the session while a boot's prepare
+    step waits for the background build: the step returns an error instead
+    of building the kernel itself, so the interpreter's exit (which joins the
+    pool's threads) is not held for a whole kernel build. The mutation it
+    catches: lab_kernel ignoring the session's end (a CI run held past its
+    time limit after one test module failed to import)."""
+    import plugin_lab
+    from lab import kernel_build
+    built = []
+    monkeypatch.setattr(plugin_lab, "prebuild_running", lambda: True)
+    monkeypatch.setattr(kernel_build, "cached", lambda variant: False)
+    monkeypatch.setattr(kernel_build, "build", lambda variant: built.append(variant) or variant)
+    monkeypatch.setattr(plugin_lab.time, "sleep", lambda s: None)
+    monkeypatch.setattr(plugin_lab, "ENDED", threading.Event())
+    waiting = threading.Thread(target=lambda: built.append(plugin_lab.lab_kernel("nt-v2")))
+    waiting.start()
+    waiting.join(0.2)
+    assert waiting.is_alive() and built == []       # still waiting for the prebuild
+    plugin_lab.ENDED.set()
+    waiting.join(5)
+    assert not waiting.is_alive()
+    assert len(built) == 1 and isinstance(built[0], kernel_build.KernelBuildError), built
+    # the control: the session not ended and the prebuild gone, the step builds
+    monkeypatch.setattr(plugin_lab, "ENDED", threading.Event())
+    monkeypatch.setattr(plugin_lab, "prebuild_running", lambda: False)
+    assert plugin_lab.lab_kernel("nt-v2") == "nt-v2" and built[-1] == "nt-v2"
