@@ -18,10 +18,12 @@ sys.path.insert(0, str(REPO))
 from lab.traffic import run as trun  # noqa: E402
 
 MODEL = REPO / "lab" / "traffic"
-OTHER, NT, OPEN, CLOSE = 0, 1, 2, 3
+OTHER, NT, OPEN, CLOSE, FAST_STRING = 0, 1, 2, 3, 4
 DRAM, PMEM = 0, 1
 FIELDS = ["loads", "stores", "nt_stores", "fills_load", "fills_store", "writebacks", "writebacks_at_close",
-          "nt_line_writes", "nt_partial_writes", "nt_partial_bytes", "nt_invalidates"]
+          "nt_line_writes", "nt_partial_writes", "nt_partial_bytes", "nt_invalidates", "string_stores",
+          "string_full_lines", "evictions"]
+SOURCE_FIELDS = ["fills_load", "fills_store", "writebacks", "nt_line_writes", "nt_partial_bytes", "evictions"]
 
 pytestmark = pytest.mark.skipif(not (shutil.which("cc") and shutil.which("as") and shutil.which("objcopy")),
                                 reason="needs cc, as and objcopy")
@@ -29,40 +31,69 @@ pytestmark = pytest.mark.skipif(not (shutil.which("cc") and shutil.which("as") a
 
 class Params(ctypes.Structure):
     _fields_ = [("llc_bytes", ctypes.c_uint64), ("ways", ctypes.c_uint), ("line", ctypes.c_uint),
-                ("wc_buffers", ctypes.c_uint)]
+                ("wc_buffers", ctypes.c_uint), ("fast_string_no_rfo", ctypes.c_uint)]
 
 
 class Counts(ctypes.Structure):
     _fields_ = [(f, ctypes.c_uint64) for f in FIELDS]
 
 
-@pytest.fixture(scope="module")
-def lib(tmp_path_factory):
-    so = tmp_path_factory.mktemp("model") / "libtraffic-model.so"
+class SourceCounts(ctypes.Structure):
+    _fields_ = [(f, ctypes.c_uint64) for f in SOURCE_FIELDS]
+
+
+def build_model(so) -> ctypes.CDLL:
+    """model.c as a shared library, its functions typed."""
     subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-shared", "-fPIC", "-o", str(so), str(MODEL / "model.c")],
                    check=True)
     lib = ctypes.CDLL(str(so))
     lib.tm_new.restype = ctypes.c_void_p
     lib.tm_new.argtypes = [ctypes.POINTER(Params)]
-    for fn in ("tm_load", "tm_store", "tm_nt_store"):
-        getattr(lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint]
+    for fn in ("tm_load", "tm_store", "tm_nt_store", "tm_string_store"):
+        getattr(lib, fn).argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64, ctypes.c_uint, ctypes.c_uint32]
     for fn in ("tm_reset", "tm_close", "tm_free"):
         getattr(lib, fn).argtypes = [ctypes.c_void_p]
     lib.tm_counts.restype = ctypes.POINTER(Counts)
     lib.tm_counts.argtypes = [ctypes.c_void_p, ctypes.c_int]
+    lib.tm_source_counts.restype = ctypes.POINTER(SourceCounts)
+    lib.tm_source_counts.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int]
+    lib.tm_source_span.restype = ctypes.c_uint32
+    lib.tm_source_span.argtypes = [ctypes.c_void_p]
     lib.tm_decode.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     return lib
 
 
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return build_model(tmp_path_factory.mktemp("model") / "libtraffic-model.so")
+
+
 class Model:
-    def __init__(self, lib, llc=32 << 20, ways=16, line=64, wc=10):
+    """One model.c model: its accesses take an optional source (default 0)."""
+    def __init__(self, lib, llc=32 << 20, ways=16, line=64, wc=10, no_rfo=False):
         self.lib = lib
-        self.m = lib.tm_new(ctypes.byref(Params(llc, ways, line, wc)))
+        self.m = lib.tm_new(ctypes.byref(Params(llc, ways, line, wc, int(no_rfo))))
         assert self.m
 
     def counts(self, target=PMEM) -> dict:
         c = self.lib.tm_counts(self.m, target).contents
         return {f: getattr(c, f) for f in FIELDS if getattr(c, f)}
+
+    def source(self, src, target=PMEM) -> dict:
+        c = self.lib.tm_source_counts(self.m, src, target).contents
+        return {f: getattr(c, f) for f in SOURCE_FIELDS if getattr(c, f)}
+
+    def load(self, target, addr, size, src=0):
+        self.lib.tm_load(self.m, target, addr, size, src)
+
+    def store(self, target, addr, size, src=0):
+        self.lib.tm_store(self.m, target, addr, size, src)
+
+    def nt_store(self, target, addr, size, src=0):
+        self.lib.tm_nt_store(self.m, target, addr, size, src)
+
+    def string_store(self, target, addr, size, src=0):
+        self.lib.tm_string_store(self.m, target, addr, size, src)
 
     def __getattr__(self, name):
         fn = getattr(self.lib, "tm_" + name)
@@ -72,7 +103,8 @@ class Model:
 def test_bad_geometry_is_refused(lib):
     for llc, ways, line, wc in [(32 << 20, 16, 48, 10), (32 << 20, 16, 128, 10), (32 << 20, 0, 64, 10),
                                 (1000, 16, 64, 10), (32 << 20, 16, 64, 0)]:
-        assert not lib.tm_new(ctypes.byref(Params(llc, ways, line, wc))), (llc, ways, line, wc)
+        assert not lib.tm_new(ctypes.byref(Params(llc, ways, line, wc, 0))), (llc, ways, line, wc)
+    assert not lib.tm_new(ctypes.byref(Params(32 << 20, 16, 64, 10, 2)))
 
 
 def copy(model, src_target, src, dst, nbytes, nt):
@@ -112,9 +144,9 @@ def test_lru_evicts_the_least_recently_used_way_and_writes_a_dirty_victim_back(l
     m.load(PMEM, line(2), 8)
     m.load(PMEM, line(0), 8)                         # 0 used last: 2 is the LRU way
     m.load(PMEM, line(4), 8)                         # evicts 2 (clean)
-    assert m.counts() == {"loads": 3, "stores": 1, "fills_load": 2, "fills_store": 1}
+    assert m.counts() == {"loads": 3, "stores": 1, "fills_load": 2, "fills_store": 1, "evictions": 1}
     m.load(PMEM, line(2), 8)                         # evicts 0 (dirty): a write-back
-    assert m.counts()["writebacks"] == 1 and m.counts()["fills_load"] == 3
+    assert m.counts()["writebacks"] == 1 and m.counts()["fills_load"] == 3 and m.counts()["evictions"] == 2
     m.close()
     assert "writebacks_at_close" not in m.counts()
 
@@ -161,6 +193,232 @@ def test_a_reset_empties_the_llc(lib):
     assert m.counts() == {"loads": 1, "fills_load": 1}
 
 
+# -- what a broken model gets wrong ---------------------------------------------------
+# Each test below names the mutation of model.c it catches ("fails if ...").
+# A small LLC: 64 KiB, 16 ways, 64 sets; a line n lands in set n mod 64.
+SMALL = {"llc": 64 << 10, "ways": 16}
+SMALL_LINES, SMALL_SETS = (64 << 10) // 64, 64
+
+
+def test_a_copy_larger_than_the_llc_misses_by_capacity(lib):
+    """A cached copy of 256 KiB (four LLCs) and a buffer of twice the LLC
+    read twice: capacity misses as arithmetic gives them. Fails if the
+    model's capacity is not its geometry (an infinite cache: a mutation
+    that multiplies the sets keeps every line, so nothing is evicted,
+    every write-back waits for the close and the second read hits), and if
+    a store miss reads nothing (RFO dropped)."""
+    m = Model(lib, **SMALL)
+    m.reset()
+    nbytes = 256 << 10
+    copy(m, PMEM, 0, 1 << 20, nbytes, nt=False)
+    lines = nbytes // 64
+    m.close()
+    c = m.counts()
+    # every line of source and destination filled once; the LLC holds 1024 of the 8192
+    assert (c["fills_load"], c["fills_store"]) == (lines, lines)
+    assert c["evictions"] == 2 * lines - SMALL_LINES
+    # each set ends with the last 8 source and 8 destination lines it saw: 8 dirty a set at the close
+    assert c["writebacks"] == lines and c["writebacks_at_close"] == SMALL_LINES // 2
+    m.reset()
+    twice = 2 * SMALL_LINES
+    for _ in range(2):
+        for n in range(twice):
+            m.load(DRAM, n * 64, 8)
+    # LRU over a cycle longer than the cache: the second pass misses every line again
+    assert m.counts(DRAM) == {"loads": 2 * twice, "fills_load": 2 * twice, "evictions": 2 * twice - SMALL_LINES}
+
+
+def test_a_set_conflict_misses_past_the_ways(lib):
+    """Seventeen lines of one set (a stride of 64 lines) read round and
+    round miss every time, with 16 ways; the same seventeen lines one line
+    apart spread over the sets and miss once each. Fails if the set index is
+    taken from the wrong bits of the line number (line / sets instead of
+    line mod sets: the conflicting lines land in different sets)."""
+    m = Model(lib, **SMALL)
+    m.reset()
+    for _ in range(4):
+        for n in range(17):
+            m.load(DRAM, n * SMALL_SETS * 64, 8)
+    assert m.counts(DRAM)["fills_load"] == 4 * 17
+    m.reset()
+    for _ in range(4):
+        for n in range(17):
+            m.load(DRAM, n * 64, 8)
+    assert m.counts(DRAM) == {"loads": 4 * 17, "fills_load": 17}
+
+
+def test_lru_evicts_the_least_recently_used_not_the_first_filled(lib):
+    """One set of 4 ways: A B C D filled, A used again, then E: LRU evicts B
+    (the least recently used), so A still hits and B misses. Fails if the
+    replacement is FIFO (a hit does not renew the line's age: A, the first
+    filled, goes)."""
+    m = Model(lib, llc=4 * 64, ways=4)        # 1 set
+    m.reset()
+    a, b, c, d, e = (n * 64 for n in range(5))
+    for x in (a, b, c, d, a, e):
+        m.load(DRAM, x, 8)
+    assert m.counts(DRAM)["fills_load"] == 5
+    m.load(DRAM, a, 8)
+    assert m.counts(DRAM)["fills_load"] == 5, "A was used after B: B must have gone, not A"
+    m.load(DRAM, b, 8)
+    assert m.counts(DRAM)["fills_load"] == 6
+
+
+def warm_then_copy(lib, nt: bool) -> dict:
+    """A resident working set of half the LLC (32 KiB of DRAM, 8 lines a
+    set), then a 32 KiB copy on the device, in one window."""
+    m = Model(lib, **SMALL)
+    m.reset()
+    resident = (32 << 10) // 64
+    for n in range(resident):
+        m.load(DRAM, (4 << 20) + n * 64, 8)
+    assert m.counts(DRAM) == {"loads": resident, "fills_load": resident}
+    copy(m, PMEM, 0, 1 << 20, 32 << 10, nt=nt)
+    m.close()
+    return {"dram": m.counts(DRAM), "pmem": m.counts(PMEM)}
+
+
+def test_a_warm_cache_an_ordinary_copy_evicts_the_resident_set_an_nt_copy_none(lib):
+    """The pollution the NT series claims to avoid, measured: with 8 lines
+    a set resident, an ordinary copy brings 8 source and 8 destination lines
+    a set (24 for 16 ways: the 8 oldest, every resident line, go), an NT copy
+    only its 8 source lines (16: nothing goes). Fails if NT stores allocate
+    in the LLC as ordinary stores do (the mutation: tm_nt_store through the
+    cached path)."""
+    resident = (32 << 10) // 64
+    cached, nt = warm_then_copy(lib, False), warm_then_copy(lib, True)
+    assert cached["dram"]["evictions"] == resident and "evictions" not in cached["pmem"]
+    assert "evictions" not in nt["dram"] and "evictions" not in nt["pmem"]
+    assert nt["pmem"]["nt_line_writes"] == resident and "fills_store" not in nt["pmem"]
+
+
+def test_a_repeated_window_counts_the_same(lib):
+    """An A/A of the model: one access sequence (loads, stores, NT and
+    string stores on both targets, more lines than the LLC holds) replayed
+    in a second window counts the same, in total and per source. Fails if a
+    window's open leaves the LLC warm (the mutation: tm_reset does not
+    clear the tags), the lab's kernel windows' A/A in the model."""
+    m = Model(lib, **SMALL)
+
+    def window():
+        m.reset()
+        for n in range(3 * SMALL_LINES):
+            m.load(DRAM, (16 << 20) + (n * 7919 % (4 * SMALL_LINES)) * 64, 8, 1)
+            m.store(PMEM, n * 64, 8, 2)
+            m.nt_store(PMEM, (1 << 20) + n * 8, 8, 3)
+            m.string_store(PMEM, (2 << 20) + n * 4, 4, 4)
+        m.close()
+        return ([m.counts(t) for t in (DRAM, PMEM)],
+                [m.source(s, t) for s in range(1, 5) for t in (DRAM, PMEM)])
+    first, second = window(), window()
+    assert first == second
+    assert first[0][1]["fills_store"] > SMALL_LINES        # the window did more than the LLC holds
+
+
+def test_a_partial_line_nt_write_writes_only_its_bytes(lib):
+    """NT stores that fill part of a line: 8 bytes of one line, 24 of
+    another, 56 of a third (7 stores): at the close each buffer goes out as
+    a partial write of the bytes it holds, reading nothing; 64 bytes in 8
+    stores make a full line. Fails if a partial buffer is counted as a full
+    line (the mutation: wc_emit tests the mask for any byte, not all)."""
+    m = Model(lib)
+    m.reset()
+    m.nt_store(PMEM, 16, 8)
+    for w in range(3):
+        m.nt_store(PMEM, 64 + 8 * w, 8)
+    for w in range(7):
+        m.nt_store(PMEM, 128 + 8 * w, 8)
+    for w in range(8):
+        m.nt_store(PMEM, 192 + 8 * w, 8)
+    m.close()
+    assert m.counts() == {"nt_stores": 19, "nt_partial_writes": 3, "nt_partial_bytes": 8 + 24 + 56,
+                          "nt_line_writes": 1}
+
+
+# -- fast strings: both rules -------------------------------------------------------
+def string_copy(m, dst, nbytes, size=1):
+    """A `rep movs` of size-byte elements from DRAM to the device, as TCG
+    runs it: a load and a string store an element."""
+    for off in range(0, nbytes, size):
+        m.load(DRAM, (8 << 20) + off, size)
+        m.string_store(PMEM, dst + off, size)
+
+
+@pytest.mark.parametrize("size", [1, 8])
+def test_fast_string_stores_read_for_ownership_under_one_rule_and_not_for_whole_lines_under_the_other(lib, size):
+    """A rep movsb (and movsq) of 4 aligned lines: under the RFO rule each
+    destination line is read before it is written, as an ordinary store's;
+    under the no-RFO rule none is (each written whole), and both write each
+    back. Misaligned by 8 bytes, the copy touches 5 lines, 3 whole: the
+    no-RFO rule reads the 2 partial ones. Fails if the rule also spares a
+    line not written whole (the mutation: a pending line's deferred read is
+    not counted), or if string stores are not told from ordinary ones."""
+    for rule, aligned_reads, misaligned_reads in ((False, 4, 5), (True, 0, 2)):
+        for dst, reads, full in ((0, aligned_reads, 4), (8, misaligned_reads, 3)):
+            m = Model(lib, no_rfo=rule)
+            m.reset()
+            string_copy(m, dst, 256, size)
+            m.close()
+            c = m.counts()
+            touched = 4 if dst == 0 else 5
+            assert c.get("fills_store", 0) == reads and c["writebacks"] == touched, (rule, dst, c)
+            assert c["string_stores"] == 256 // size and "stores" not in c
+            assert c.get("string_full_lines", 0) == (full if rule else 0), (rule, dst, c)
+
+
+def test_a_line_a_string_store_left_partial_pays_its_read_when_used_evicted_or_closed(lib):
+    """Under the no-RFO rule a line a string store allocated and did not
+    write whole is read for ownership at its next other access (a load
+    here), at its eviction, or at the close: never twice, and charged to
+    the string store. Fails if the deferred read is dropped at any of the
+    three (the mutation: settle_pending counts nothing)."""
+    m = Model(lib, llc=4 * 64, ways=4, no_rfo=True)      # 1 set of 4 ways
+    m.reset()
+    m.string_store(PMEM, 0, 8, 7)
+    m.load(PMEM, 0, 8, 8)                   # the line is read now: one RFO, no load fill
+    assert m.counts() == {"loads": 1, "string_stores": 1, "fills_store": 1}
+    m.string_store(PMEM, 64, 8, 7)          # partial, then pushed out by 4 loads
+    for n in range(2, 6):
+        m.load(DRAM, (1 << 20) + n * 64, 8, 8)
+    assert m.counts()["fills_store"] == 2 and m.counts()["writebacks"] == 2     # lines 0 and 1, both dirty
+    m.string_store(PMEM, 128, 8, 7)         # partial, still there at the close
+    m.close()
+    assert m.counts()["fills_store"] == 3 and m.counts()["writebacks"] == 3
+    assert m.source(7) == {"fills_store": 3, "writebacks": 3}
+    assert m.source(8) == {"evictions": 2} and m.source(8, DRAM) == {"fills_load": 4}
+
+
+# -- who is charged --------------------------------------------------------------------
+def test_each_count_is_charged_to_the_instruction_that_caused_it(lib):
+    """A fill to the access that missed, a write-back to the store that
+    made the line dirty, a WC buffer's write to the NT store that opened
+    it, an eviction to the fill that caused it; and the sources' counts add
+    up to the window's. Fails if a write-back is charged to whoever forces
+    it out rather than the store that dirtied the line (the mutation: the
+    dirtying store is not kept)."""
+    m = Model(lib, llc=4 * 64, ways=4)               # 1 set of 4 ways
+    m.reset()
+    m.load(PMEM, 0, 8, 1)            # line 0 filled by 1
+    m.store(PMEM, 8, 8, 2)           # ... dirtied by 2 (a hit)
+    m.store(PMEM, 64, 8, 3)          # line 1: RFO and dirt by 3
+    m.store(PMEM, 72, 8, 4)          # ... a hit by 4: 3 made it dirty
+    for n in range(2, 6):
+        m.load(DRAM, (1 << 20) + n * 64, 8, 5)   # 4 DRAM lines: lines 0 and 1 evicted, written back
+    for w in range(8):
+        m.nt_store(PMEM, 1024 + 8 * w, 8, 6 + (w > 0))   # opened by 6, completed by 7
+    m.close()
+    assert m.source(1) == {"fills_load": 1}
+    assert m.source(2) == {"writebacks": 1}
+    assert m.source(3) == {"fills_store": 1, "writebacks": 1}
+    assert m.source(4) == {}
+    assert m.source(5, DRAM) == {"fills_load": 4} and m.source(5) == {"evictions": 2}
+    assert m.source(6) == {"nt_line_writes": 1} and m.source(7) == {}
+    for target in (DRAM, PMEM):
+        total = {f: sum(m.source(s, target).get(f, 0) for s in range(m.source_span())) for f in SOURCE_FIELDS}
+        assert {f: v for f, v in total.items() if v} == {f: v for f, v in m.counts(target).items()
+                                                         if f in SOURCE_FIELDS}
+
+
 # -- the decoder, on what the assembler makes -----------------------------------------
 INSNS = [
     ("movnti %rax, (%rdi)", NT), ("movnti %eax, 8(%rdi)", NT), ("movnti %r9, 0x10(%r12,%rcx,8)", NT),
@@ -171,7 +429,11 @@ INSNS = [
     ("addr32 movnti %rax, (%edi)", NT),
     ("mov %rax, (%rdi)", OTHER), ("movdqa %xmm0, (%rdi)", OTHER), ("movaps %xmm0, (%rdi)", OTHER),
     ("vmovdqa %ymm0, (%rdi)", OTHER), ("movntdqa (%rdi), %xmm0", OTHER), ("vmovntdqa (%rdi), %ymm0", OTHER),
-    ("prefetchnta (%rdi)", OTHER), ("clwb (%rdi)", OTHER), ("sfence", OTHER), ("rep movsb", OTHER),
+    ("prefetchnta (%rdi)", OTHER), ("clwb (%rdi)", OTHER), ("sfence", OTHER),
+    ("rep movsb", FAST_STRING), ("rep movsq", FAST_STRING), ("rep movsl", FAST_STRING), ("rep stosb", FAST_STRING),
+    ("rep stosq", FAST_STRING), ("repnz movsb", FAST_STRING), ("fs rep movsb", FAST_STRING),
+    ("movsb", OTHER), ("stosq", OTHER), ("rep lodsb", OTHER), ("repz cmpsb", OTHER), ("rep scasb", OTHER),
+    ("rep nop", OTHER),
     ("nopl 0x12345678(%rax)", OTHER), ("nopl 0x4e540001(%rax,%rax,1)", OTHER),
     ("nopl 0x4e540001(%rax)", OPEN), ("nopl 0x4e540002(%rax)", CLOSE),
 ]
