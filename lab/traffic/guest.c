@@ -31,6 +31,12 @@
 #define PMEM_DST (32 * MiB)
 #define PROBE_OFF (48 * MiB + 0x1238)   /* the mapping probe's 8-byte store */
 #define PAGES 256                 /* the page copies: 1 MiB */
+#define STRING (1 * MiB)          /* the fast-string copies and fills */
+#define PARTIAL_LINES 256         /* the partial NT writes: 8 bytes of each of 256 lines */
+/* the warm cache: a resident set of 16 MiB of the device (8 lines in each of
+ * the model's 32768 sets), then a 16 MiB copy from the next 16 MiB to dst */
+#define RESIDENT (16 * MiB)
+#define WARM_SRC (16 * MiB)
 
 static FILE *log_f;
 static int first = 1;
@@ -48,6 +54,33 @@ static void touch(unsigned char *p, size_t len)
 {
 	for (size_t i = 0; i < len; i += 4096)
 		p[i] = (unsigned char)i;
+}
+
+/* The fast-string stores: rep stosb and rep stosq, as the kernel's
+ * clear_page_erms and memset use them. */
+static void fill_rep_stosb(void *dst, unsigned char v, size_t len)
+{
+	__asm__ volatile("rep stosb" : "+D"(dst), "+c"(len) : "a"(v) : "memory");
+}
+
+static void fill_rep_stosq(void *dst, uint64_t v, size_t len)
+{
+	size_t quads = len / 8;
+
+	__asm__ volatile("rep stosq" : "+D"(dst), "+c"(quads) : "a"(v) : "memory");
+}
+
+/* One 8-byte MOVNTI: a partial line in a write-combining buffer. */
+static void movnti8(void *dst, uint64_t v)
+{
+	__asm__ volatile("movnti %1, %0" : "=m"(*(uint64_t *)dst) : "r"(v));
+}
+
+/* One load a line: the lines of [p, p + len) resident in the LLC. */
+static void read_lines(const unsigned char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i += 64)
+		(void)*(const volatile uint64_t *)(p + i);
 }
 
 int main(int argc, char **argv)
@@ -139,7 +172,7 @@ int main(int argc, char **argv)
 	/* the demotion shape: 4 KiB pages DRAM -> pmem, each way the native reference has */
 	for (int method = 0; method < NT_PAGE_COUNT; method++) {
 		char label[64];
-		if (method == NT_PAGE_REP_MOVSB || !nt_page_method_supported(method))
+		if (!nt_page_method_supported(method))
 			continue;
 		snprintf(label, sizeof(label), "pages_%s", nt_page_method_name(method));
 		TRAFFIC_WINDOW_OPEN();
@@ -149,6 +182,55 @@ int main(int argc, char **argv)
 		TRAFFIC_WINDOW_CLOSE();
 		say(label, nt_page_method_name(method), "dram", "pmem", PAGES * 4096ul, PMEM_DST);
 	}
+
+	/* the fast strings, each method: every destination line written whole
+	 * (aligned), and a copy 8 bytes off, whose first and last lines are not */
+	TRAFFIC_WINDOW_OPEN();
+	nt_copy_rep_movsb(pm + PMEM_DST, dram, STRING);
+	TRAFFIC_WINDOW_CLOSE();
+	say("string_movsb_dram_pmem", "rep movsb", "dram", "pmem", STRING, PMEM_DST);
+
+	TRAFFIC_WINDOW_OPEN();
+	nt_copy_rep_movsq(pm + PMEM_DST, dram, STRING);
+	TRAFFIC_WINDOW_CLOSE();
+	say("string_movsq_dram_pmem", "rep movsq", "dram", "pmem", STRING, PMEM_DST);
+
+	TRAFFIC_WINDOW_OPEN();
+	fill_rep_stosb(pm + PMEM_DST, 0x5a, STRING);
+	TRAFFIC_WINDOW_CLOSE();
+	say("string_stosb_pmem", "rep stosb", "", "pmem", STRING, PMEM_DST);
+
+	TRAFFIC_WINDOW_OPEN();
+	fill_rep_stosq(pm + PMEM_DST, 0x5a5a5a5a5a5a5a5aull, STRING);
+	TRAFFIC_WINDOW_CLOSE();
+	say("string_stosq_pmem", "rep stosq", "", "pmem", STRING, PMEM_DST);
+
+	TRAFFIC_WINDOW_OPEN();
+	nt_copy_rep_movsb(pm + PMEM_DST + 8, dram, STRING - 16);
+	TRAFFIC_WINDOW_CLOSE();
+	say("string_movsb_dram_pmem_misaligned", "rep movsb", "dram", "pmem", STRING - 16, PMEM_DST + 8);
+
+	/* partial NT lines: 8 bytes of each of 256 lines, then drained */
+	TRAFFIC_WINDOW_OPEN();
+	for (int l = 0; l < PARTIAL_LINES; l++)
+		movnti8(pm + PMEM_DST + 64ul * l + 16, (uint64_t)l);
+	nt_drain();
+	TRAFFIC_WINDOW_CLOSE();
+	say("nt_partial_pmem", "movnti, 8 bytes a line", "", "pmem", PARTIAL_LINES * 8ul, PMEM_DST);
+
+	/* a warm cache: the resident set, then an ordinary and an NT copy */
+	TRAFFIC_WINDOW_OPEN();
+	read_lines(pm, RESIDENT);
+	nt_copy_movq_unrolled(pm + PMEM_DST, pm + WARM_SRC, COPY);
+	TRAFFIC_WINDOW_CLOSE();
+	say("warm_cached_pmem_pmem", "nt_copy_movq_unrolled after a resident set", "pmem", "pmem", COPY, PMEM_DST);
+
+	TRAFFIC_WINDOW_OPEN();
+	read_lines(pm, RESIDENT);
+	nt_copy_generic(pm + PMEM_DST, pm + WARM_SRC, COPY);
+	nt_drain();
+	TRAFFIC_WINDOW_CLOSE();
+	say("warm_nt_pmem_pmem", "nt_copy_generic after a resident set", "pmem", "pmem", COPY, PMEM_DST);
 
 	/* the mapping probe: one 8-byte store at a known offset of the device */
 	TRAFFIC_WINDOW_OPEN();

@@ -437,3 +437,22 @@ int tm_decode(const uint8_t *b, size_t n)
 	}
 	return TM_INSN_OTHER;
 }
+
+int tm_flow(const uint8_t *b, size_t n)
+{
+	size_t i = 0;
+
+	while (i < n && is_legacy_prefix(b[i]))
+		i++;
+	if (i < n && (b[i] & 0xf0) == 0x40)      /* REX */
+		i++;
+	if (i >= n)
+		return TM_FLOW_NONE;
+	if (b[i] == 0xe8)
+		return TM_FLOW_CALL;
+	if (b[i] == 0xff && i + 1 < n && ((b[i + 1] >> 3) & 7) == 2)
+		return TM_FLOW_CALL;
+	if (b[i] == 0xc3 || b[i] == 0xc2)
+		return TM_FLOW_RET;
+	return TM_FLOW_NONE;
+}

@@ -115,6 +115,14 @@ const struct tm_source_counts *tm_source_counts(const struct tm_model *m, uint32
 enum tm_insn { TM_INSN_OTHER, TM_INSN_NT_STORE, TM_INSN_MARKER_OPEN, TM_INSN_MARKER_CLOSE, TM_INSN_FAST_STRING };
 int tm_decode(const uint8_t *bytes, size_t n);
 
+/* Whether an instruction enters or leaves a function: TM_FLOW_CALL for a
+ * near call (E8 rel32, FF /2), TM_FLOW_RET for a near return (C3, C2 iw),
+ * else TM_FLOW_NONE; legacy prefixes (a notrack or bnd prefix) and REX may
+ * precede them. The plugin follows the return address each pushes or pops
+ * to know a function's caller. */
+enum tm_flow { TM_FLOW_NONE, TM_FLOW_CALL, TM_FLOW_RET };
+int tm_flow(const uint8_t *bytes, size_t n);
+
 /* The window markers: `nopl disp32(%rax)` (0F 1F 80 + disp32), a 7-byte
  * NOP, with disp32 = TM_MARKER_MAGIC | TM_MARKER_OPEN or _CLOSE. The plugin
  * sees the displacement when it translates the instruction; executing it

@@ -4,20 +4,23 @@
  * Debian 12's QEMU 7.2 has it). It models memory traffic, not time.
  *
  * At translation every instruction is decoded from its bytes (model.c's
- * tm_decode): a window marker gets an execution callback, every other
- * instruction a memory callback carrying its entry in a table of guest
- * instruction addresses (its class: ordinary, NT store, fast string; a user
- * space instruction shares one entry a class, its address not kept).
- * Between the guest's open and close markers each access is classed by where
- * it lands (qemu_plugin_hwaddr_phys_addr(), which in QEMU 7.2 is an offset in
- * QEMU's RAMBlock list, not a guest physical address: the pmem device's range
- * is given in those terms, from the monitor's `info ramblock`) and run
- * through two LLC models that differ only in the fast-string rule (model.h:
- * fast-string stores read for ownership, or not for lines they write whole);
- * outside a window the callback returns at once. Each window's counts go to
- * the output file as one JSON line at its close: per target under each
- * rule, per instruction address that was charged anything (model.h says who
- * is charged what), and the TCG thread's and QEMU's CPU time the window took.
+ * tm_decode, tm_flow): a window marker gets an execution callback, every
+ * other instruction a memory callback carrying its entry in a table of
+ * guest instruction addresses (its class: ordinary, NT store, fast string;
+ * whether it is a call or a return; a user space instruction shares one
+ * entry a class, its address not kept). Between the guest's open and close
+ * markers each access is classed by where it lands
+ * (qemu_plugin_hwaddr_phys_addr(), which in QEMU 7.2 is an offset in QEMU's
+ * RAMBlock list, not a guest physical address: the pmem device's range is
+ * given in those terms, from the monitor's `info ramblock`) and run through
+ * two LLC models that differ only in the fast-string rule (model.h:
+ * fast-string stores read for ownership, or not for lines they write
+ * whole), charged to its instruction and the call site of the function
+ * running it (a shadow of the call stacks, below); outside a window the
+ * callback returns at once. Each window's counts go to the output file as
+ * one JSON line at its close: per target under each rule, per (instruction
+ * address, caller) that was charged anything (model.h says who is charged
+ * what), and the TCG thread's and QEMU's CPU time the window took.
  *
  * Arguments (-plugin libtraffic.so,KEY=VALUE,...):
  *   out=PATH          the JSON-lines output (required)
@@ -67,13 +70,14 @@ static const char *const class_names[] = { [TM_INSN_OTHER] = "ordinary", [TM_INS
 					   [TM_INSN_FAST_STRING] = "fast-string" };
 
 /* -- the guest's instruction addresses ----------------------------------------
- * One entry a (kernel address, class), made at translation and kept: its
- * source number is given the first time a window charges it. User space
- * addresses (the lower half) share one entry a class. */
+ * One entry a (kernel address, class), made at translation and kept. User
+ * space addresses (the lower half) share one entry a class. */
 struct pc_entry {
 	uint64_t pc;              /* 0: user space */
-	uint32_t src;             /* 0 until a window first charges it */
 	int cls;
+	int flow;                 /* TM_FLOW_*: a call or a return */
+	uint64_t last_caller;     /* the last (caller, source) pair it was charged as */
+	uint32_t last_src;
 	struct pc_entry *next;
 };
 
@@ -84,12 +88,10 @@ static uint64_t n_buckets, n_entries;
 static struct pc_entry *chunk;
 static unsigned chunk_used = CHUNK;
 static struct pc_entry user_entries[TM_INSN_FAST_STRING + 1];
-static struct pc_entry **by_src;  /* source number -> entry; 0 unused */
-static uint32_t n_src, src_cap;
 
-static uint64_t bucket_of(uint64_t pc, int cls, uint64_t n)
+static uint64_t mix(uint64_t a, uint64_t b)
 {
-	return ((pc ^ (uint64_t)cls) * 0x9e3779b97f4a7c15ull >> 20) & (n - 1);
+	return (a ^ (b * 0xff51afd7ed558ccdull)) * 0x9e3779b97f4a7c15ull;
 }
 
 static void grow_buckets(void)
@@ -102,7 +104,7 @@ static void grow_buckets(void)
 	for (uint64_t i = 0; i < n_buckets; i++)
 		for (struct pc_entry *e = buckets[i], *next; e; e = next) {
 			next = e->next;
-			uint64_t h = bucket_of(e->pc, e->cls, n);
+			uint64_t h = mix(e->pc, (uint64_t)e->cls) >> 20 & (n - 1);
 			e->next = b[h];
 			b[h] = e;
 		}
@@ -111,13 +113,13 @@ static void grow_buckets(void)
 	n_buckets = n;
 }
 
-static struct pc_entry *entry_of(uint64_t pc, int cls)
+static struct pc_entry *entry_of(uint64_t pc, int cls, int flow)
 {
 	if (pc < KERNEL_HALF)
 		return &user_entries[cls];
 	if (n_entries >= n_buckets)
 		grow_buckets();
-	uint64_t h = bucket_of(pc, cls, n_buckets);
+	uint64_t h = mix(pc, (uint64_t)cls) >> 20 & (n_buckets - 1);
 	for (struct pc_entry *e = buckets[h]; e; e = e->next)
 		if (e->pc == pc && e->cls == cls)
 			return e;
@@ -130,25 +132,119 @@ static struct pc_entry *entry_of(uint64_t pc, int cls)
 	struct pc_entry *e = &chunk[chunk_used++];
 	e->pc = pc;
 	e->cls = cls;
+	e->flow = flow;
 	e->next = buckets[h];
 	buckets[h] = e;
 	n_entries++;
 	return e;
 }
 
-static uint32_t source_of(struct pc_entry *e)
+/* -- who called: a shadow of the kernel's call stacks ----------------------------
+ * A near call's push stores its return address at a stack slot, a return's
+ * pop loads it: the memory callbacks of both see the slot's address. The
+ * shadow keeps (slot, call site) for each call the window has seen whose
+ * return it has not. A call or a return at a slot drops the entries at or
+ * below it on the same kernel stack (16 KiB, THREAD_SIZE, aligned), and
+ * first every entry of other stacks above that stack's topmost one: their
+ * work (an interrupt's, a task switched away from) is over when this stack
+ * runs again. On a stack with no entry (an interrupt's first call) nothing
+ * is dropped: the stack below it was interrupted, not left. An access's
+ * caller is the call site on top: the function that called the one
+ * running. Frames entered before the window opened are not known, and after
+ * an interrupt the caller of the function it interrupted is unknown or an
+ * interrupt's until that function's next call or return. Only kernel calls
+ * are followed, only in windows. */
+#define STACK_REGION(slot) ((slot) >> 14)
+#define SHADOW 4096
+static uint64_t shadow_slot[SHADOW], shadow_site[SHADOW];
+static unsigned shadow_top;
+
+static void shadow_drop(uint64_t slot)
 {
-	if (e->src)
-		return e->src;
-	if (n_src + 1 >= src_cap) {
-		src_cap = src_cap ? src_cap * 2 : 4096;
-		by_src = realloc(by_src, src_cap * sizeof(*by_src));
-		if (!by_src)
-			abort();
+	unsigned k = shadow_top;
+
+	while (k && STACK_REGION(shadow_slot[k - 1]) != STACK_REGION(slot))
+		k--;
+	if (!k)
+		return;
+	shadow_top = k;
+	while (shadow_top && STACK_REGION(shadow_slot[shadow_top - 1]) == STACK_REGION(slot) &&
+	       shadow_slot[shadow_top - 1] <= slot)
+		shadow_top--;
+}
+
+static void shadow_call(uint64_t slot, uint64_t site)
+{
+	shadow_drop(slot);
+	if (shadow_top == SHADOW) {     /* deeper than any kernel's stacks: the oldest half goes */
+		memmove(shadow_slot, shadow_slot + SHADOW / 2, SHADOW / 2 * sizeof(*shadow_slot));
+		memmove(shadow_site, shadow_site + SHADOW / 2, SHADOW / 2 * sizeof(*shadow_site));
+		shadow_top = SHADOW / 2;
 	}
-	e->src = ++n_src;
-	by_src[e->src] = e;
-	return e->src;
+	shadow_slot[shadow_top] = slot;
+	shadow_site[shadow_top++] = site;
+}
+
+/* -- sources: what the models charge -------------------------------------------
+ * One source number a (instruction entry, caller's call site), given the
+ * first time a window charges it; 0 is never given. */
+struct source {
+	struct pc_entry *e;
+	uint64_t caller;
+};
+static struct source *by_src;     /* source number -> its pair; 0 unused */
+static uint32_t n_src, src_cap;
+static uint32_t *pair_table;      /* open addressing: source numbers, 0 = free */
+static uint64_t pair_slots;
+
+static uint64_t pair_hash(const struct pc_entry *e, uint64_t caller, uint64_t n)
+{
+	return mix((uint64_t)(uintptr_t)e, caller) >> 17 & (n - 1);
+}
+
+static void grow_pairs(void)
+{
+	uint64_t n = pair_slots ? pair_slots * 2 : 1u << 16;
+	uint32_t *t = calloc(n, sizeof(*t));
+
+	if (!t)
+		abort();
+	for (uint32_t src = 1; src <= n_src; src++) {
+		uint64_t h = pair_hash(by_src[src].e, by_src[src].caller, n);
+		while (t[h])
+			h = (h + 1) & (n - 1);
+		t[h] = src;
+	}
+	free(pair_table);
+	pair_table = t;
+	pair_slots = n;
+}
+
+static uint32_t source_of(struct pc_entry *e, uint64_t caller)
+{
+	if (e->last_src && e->last_caller == caller)
+		return e->last_src;
+	if (2 * ((uint64_t)n_src + 1) >= pair_slots)
+		grow_pairs();
+	uint64_t h = pair_hash(e, caller, pair_slots);
+	for (; pair_table[h]; h = (h + 1) & (pair_slots - 1)) {
+		struct source *s = &by_src[pair_table[h]];
+		if (s->e == e && s->caller == caller)
+			break;
+	}
+	if (!pair_table[h]) {
+		if (n_src + 1 >= src_cap) {
+			src_cap = src_cap ? src_cap * 2 : 4096;
+			by_src = realloc(by_src, src_cap * sizeof(*by_src));
+			if (!by_src)
+				abort();
+		}
+		pair_table[h] = ++n_src;
+		by_src[n_src] = (struct source){ e, caller };
+	}
+	e->last_caller = caller;
+	e->last_src = pair_table[h];
+	return e->last_src;
 }
 
 static void mem_cb(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr, void *udata)
@@ -156,17 +252,22 @@ static void mem_cb(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr
 	(void)vcpu;
 	if (open_window < 0)
 		return;
+	struct pc_entry *e = udata;
+	int store = qemu_plugin_mem_is_store(info);
+
+	if (e->flow == TM_FLOW_CALL && store)
+		shadow_call(vaddr, e->pc);
+	else if (e->flow == TM_FLOW_RET && !store)
+		shadow_drop(vaddr);
 	struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
 	if (!hw || qemu_plugin_hwaddr_is_io(hw)) {
 		io_accesses++;
 		return;
 	}
-	struct pc_entry *e = udata;
 	uint64_t addr = qemu_plugin_hwaddr_phys_addr(hw);
 	unsigned size = 1u << qemu_plugin_mem_size_shift(info);
 	int target = addr - pmem_start < pmem_size ? TM_PMEM : TM_DRAM;
-	int store = qemu_plugin_mem_is_store(info);
-	uint32_t src = source_of(e);
+	uint32_t src = source_of(e, e->pc && shadow_top ? shadow_site[shadow_top - 1] : 0);
 
 	if (target == TM_PMEM) {
 		uint64_t off = addr - pmem_start;
@@ -219,7 +320,10 @@ static void write_source_counts(const struct tm_model *m, uint32_t src)
 	fputc(']', out);
 }
 
-/* Every instruction address the window charged anything to, under both rules. */
+/* Every (instruction address, caller's call site) the window charged
+ * anything to, under both rules: [address, class, call site or "", the RFO
+ * rule's counts, the no-RFO rule's], each counts list the fields for DRAM
+ * then for the device. */
 static void write_sources(void)
 {
 	int first = 1;
@@ -233,11 +337,15 @@ static void write_sources(void)
 				   source_charged(tm_source_counts(models[r], src, TM_PMEM));
 		if (!charged)
 			continue;
-		const struct pc_entry *e = by_src[src];
-		if (e->pc)
-			fprintf(out, "%s[\"%" PRIx64 "\",\"%s\",", first ? "" : ",", e->pc, class_names[e->cls]);
+		const struct source *s = &by_src[src];
+		if (s->e->pc)
+			fprintf(out, "%s[\"%" PRIx64 "\",\"%s\",", first ? "" : ",", s->e->pc, class_names[s->e->cls]);
 		else
-			fprintf(out, "%s[\"user\",\"%s\",", first ? "" : ",", class_names[e->cls]);
+			fprintf(out, "%s[\"user\",\"%s\",", first ? "" : ",", class_names[s->e->cls]);
+		if (s->caller)
+			fprintf(out, "\"%" PRIx64 "\",", s->caller);
+		else
+			fprintf(out, "\"\",");
 		for (int r = 0; r < RULES; r++) {
 			write_source_counts(models[r], src);
 			fputc(r + 1 < RULES ? ',' : ']', out);
@@ -294,6 +402,7 @@ static void marker_cb(unsigned int vcpu, void *kind)
 			for (int r = 0; r < RULES; r++)
 				tm_reset(models[r]);
 		io_accesses = pmem_seen = 0;
+		shadow_top = 0;
 		open_window = windows++;
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &opened_thread);
 		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &opened_process);
@@ -320,7 +429,9 @@ static void tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 		}
 		if (modelled)
 			qemu_plugin_register_vcpu_mem_cb(insn, mem_cb, QEMU_PLUGIN_CB_NO_REGS, QEMU_PLUGIN_MEM_RW,
-							 entry_of(qemu_plugin_insn_vaddr(insn), kind));
+							 entry_of(qemu_plugin_insn_vaddr(insn), kind,
+								  tm_flow(qemu_plugin_insn_data(insn),
+									  qemu_plugin_insn_size(insn))));
 	}
 }
 
@@ -406,6 +517,8 @@ QEMU_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_
 		fprintf(stderr, "traffic: needs out=PATH, pmem=START:SIZE and mttcg=0 (-accel tcg,thread=single)\n");
 		return -1;
 	}
+	for (int c = 0; c <= TM_INSN_FAST_STRING; c++)
+		user_entries[c].cls = c;
 	for (int r = 0; r < RULES; r++) {
 		struct tm_params rule = params;
 		rule.fast_string_no_rfo = r == RULE_NO_RFO;
