@@ -454,5 +454,7 @@ int tm_flow(const uint8_t *b, size_t n)
 		return TM_FLOW_CALL;
 	if (b[i] == 0xc3 || b[i] == 0xc2)
 		return TM_FLOW_RET;
+	if (b[i] == 0xcf)
+		return TM_FLOW_IRET;
 	return TM_FLOW_NONE;
 }

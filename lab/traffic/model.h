@@ -117,10 +117,11 @@ int tm_decode(const uint8_t *bytes, size_t n);
 
 /* Whether an instruction enters or leaves a function: TM_FLOW_CALL for a
  * near call (E8 rel32, FF /2), TM_FLOW_RET for a near return (C3, C2 iw),
+ * TM_FLOW_IRET for an interrupt's return (IRET, CF, with REX.W: IRETQ),
  * else TM_FLOW_NONE; legacy prefixes (a notrack or bnd prefix) and REX may
  * precede them. The plugin follows the return address each pushes or pops
- * to know a function's caller. */
-enum tm_flow { TM_FLOW_NONE, TM_FLOW_CALL, TM_FLOW_RET };
+ * (an IRET pops the interrupted context's) to know a function's caller. */
+enum tm_flow { TM_FLOW_NONE, TM_FLOW_CALL, TM_FLOW_RET, TM_FLOW_IRET };
 int tm_flow(const uint8_t *bytes, size_t n);
 
 /* The window markers: `nopl disp32(%rax)` (0F 1F 80 + disp32), a 7-byte

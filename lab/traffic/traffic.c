@@ -70,8 +70,11 @@ static const char *const class_names[] = { [TM_INSN_OTHER] = "ordinary", [TM_INS
 					   [TM_INSN_FAST_STRING] = "fast-string" };
 
 /* -- the guest's instruction addresses ----------------------------------------
- * One entry a (kernel address, class), made at translation and kept. User
- * space addresses (the lower half) share one entry a class. */
+ * One entry a (kernel address, class, call or return), made at translation
+ * and kept: the kernel patches its own code (alternatives turn a jump to a
+ * return thunk into a return), so one address may hold another instruction
+ * later, translated again. User space addresses (the lower half) share one
+ * entry a class. */
 struct pc_entry {
 	uint64_t pc;              /* 0: user space */
 	int cls;
@@ -104,7 +107,7 @@ static void grow_buckets(void)
 	for (uint64_t i = 0; i < n_buckets; i++)
 		for (struct pc_entry *e = buckets[i], *next; e; e = next) {
 			next = e->next;
-			uint64_t h = mix(e->pc, (uint64_t)e->cls) >> 20 & (n - 1);
+			uint64_t h = mix(e->pc, (uint64_t)(e->cls | e->flow << 8)) >> 20 & (n - 1);
 			e->next = b[h];
 			b[h] = e;
 		}
@@ -119,9 +122,9 @@ static struct pc_entry *entry_of(uint64_t pc, int cls, int flow)
 		return &user_entries[cls];
 	if (n_entries >= n_buckets)
 		grow_buckets();
-	uint64_t h = mix(pc, (uint64_t)cls) >> 20 & (n_buckets - 1);
+	uint64_t h = mix(pc, (uint64_t)(cls | flow << 8)) >> 20 & (n_buckets - 1);
 	for (struct pc_entry *e = buckets[h]; e; e = e->next)
-		if (e->pc == pc && e->cls == cls)
+		if (e->pc == pc && e->cls == cls && e->flow == flow)
 			return e;
 	if (chunk_used == CHUNK) {      /* entries stay where they are: callbacks hold them */
 		chunk = calloc(CHUNK, sizeof(*chunk));
@@ -141,48 +144,105 @@ static struct pc_entry *entry_of(uint64_t pc, int cls, int flow)
 
 /* -- who called: a shadow of the kernel's call stacks ----------------------------
  * A near call's push stores its return address at a stack slot, a return's
- * pop loads it: the memory callbacks of both see the slot's address. The
- * shadow keeps (slot, call site) for each call the window has seen whose
- * return it has not. A call or a return at a slot drops the entries at or
- * below it on the same kernel stack (16 KiB, THREAD_SIZE, aligned), and
- * first every entry of other stacks above that stack's topmost one: their
- * work (an interrupt's, a task switched away from) is over when this stack
- * runs again. On a stack with no entry (an interrupt's first call) nothing
- * is dropped: the stack below it was interrupted, not left. An access's
- * caller is the call site on top: the function that called the one
- * running. Frames entered before the window opened are not known, and after
- * an interrupt the caller of the function it interrupted is unknown or an
- * interrupt's until that function's next call or return. Only kernel calls
- * are followed, only in windows. */
+ * pop loads it, an IRET loads the interrupted context from the frame above
+ * whatever the interrupt pushed (TCG's helper loads reach the memory
+ * callbacks): the callbacks see the slots' addresses. The shadow keeps, for
+ * each kernel stack (16 KiB, THREAD_SIZE, aligned: a task's, an interrupt
+ * stack), the (slot, call site) of each call the window has seen on it whose
+ * return it has not; a call, return or IRET at a slot drops that stack's
+ * entries at or below it (entry code that moves a return address before it
+ * returns, as error_entry does, leaves a call its return never matches: the
+ * IRET that ends the interrupt drops it). The stack of the last call, return
+ * or IRET is the running one (a context switch returns on the next task's
+ * stack; an interrupt's first call is on its own), and an access's caller is
+ * the call site on its top: the function that called the one running, or
+ * none known when the window has seen no call on it (frames entered before
+ * the window opened are not known). Only kernel calls are followed, only in
+ * windows. */
 #define STACK_REGION(slot) ((slot) >> 14)
-#define SHADOW 4096
-static uint64_t shadow_slot[SHADOW], shadow_site[SHADOW];
-static unsigned shadow_top;
+struct shadow_stack {
+	uint64_t region;          /* 0: a free slot of the table */
+	unsigned top, cap;
+	uint64_t *slot, *site;
+};
+#define STACKS 1024               /* stacks a window can follow: more are not followed */
+static struct shadow_stack stacks[STACKS];
+static struct shadow_stack *running;
 
+static struct shadow_stack *stack_of(uint64_t slot)
+{
+	uint64_t region = STACK_REGION(slot);
+
+	if (running && running->region == region)
+		return running;
+	for (uint64_t h = mix(region, 0) >> 20 & (STACKS - 1), n = 0; n < STACKS; n++, h = (h + 1) & (STACKS - 1)) {
+		if (stacks[h].region == region)
+			return &stacks[h];
+		if (!stacks[h].region) {
+			stacks[h].region = region;
+			stacks[h].top = 0;
+			return &stacks[h];
+		}
+	}
+	return NULL;
+}
+
+static void shadow_reset(void)
+{
+	for (unsigned i = 0; i < STACKS; i++) {
+		stacks[i].region = 0;
+		stacks[i].top = 0;
+	}
+	running = NULL;
+}
+
+/* A return or an IRET at slot: its stack's frames at or below it are over. */
 static void shadow_drop(uint64_t slot)
 {
-	unsigned k = shadow_top;
+	struct shadow_stack *s = stack_of(slot);
 
-	while (k && STACK_REGION(shadow_slot[k - 1]) != STACK_REGION(slot))
-		k--;
-	if (!k)
+	running = s;
+	if (!s)
 		return;
-	shadow_top = k;
-	while (shadow_top && STACK_REGION(shadow_slot[shadow_top - 1]) == STACK_REGION(slot) &&
-	       shadow_slot[shadow_top - 1] <= slot)
-		shadow_top--;
+	while (s->top && s->slot[s->top - 1] <= slot)
+		s->top--;
 }
 
 static void shadow_call(uint64_t slot, uint64_t site)
 {
 	shadow_drop(slot);
-	if (shadow_top == SHADOW) {     /* deeper than any kernel's stacks: the oldest half goes */
-		memmove(shadow_slot, shadow_slot + SHADOW / 2, SHADOW / 2 * sizeof(*shadow_slot));
-		memmove(shadow_site, shadow_site + SHADOW / 2, SHADOW / 2 * sizeof(*shadow_site));
-		shadow_top = SHADOW / 2;
+	struct shadow_stack *s = running;
+	if (!s)
+		return;
+	if (s->top == s->cap) {
+		s->cap = s->cap ? s->cap * 2 : 64;
+		s->slot = realloc(s->slot, s->cap * sizeof(*s->slot));
+		s->site = realloc(s->site, s->cap * sizeof(*s->site));
+		if (!s->slot || !s->site)
+			abort();
 	}
-	shadow_slot[shadow_top] = slot;
-	shadow_site[shadow_top++] = site;
+	s->slot[s->top] = slot;
+	s->site[s->top++] = site;
+}
+
+/* An access a call, return or IRET makes of a stack slot: 8 bytes, outside
+ * the CPU entry area. TCG reports with an instruction's accesses also what
+ * its helpers load (an IRET's and an interrupt's segment descriptors, 4
+ * bytes each, from the GDT in the entry area), and an interrupt delivered
+ * after an instruction is reported as that instruction's; the entry area's
+ * own stacks are the entry code's trampolines (a user fault's error_entry
+ * pushes there and returns elsewhere). */
+#define CPU_ENTRY_AREA 0xfffffe0000000000ull
+#define CPU_ENTRY_AREA_END 0xfffffe8000000000ull
+
+static int is_stack_slot(uint64_t vaddr, qemu_plugin_meminfo_t info)
+{
+	return qemu_plugin_mem_size_shift(info) == 3 && !(vaddr >= CPU_ENTRY_AREA && vaddr < CPU_ENTRY_AREA_END);
+}
+
+static uint64_t shadow_caller(void)
+{
+	return running && running->top ? running->site[running->top - 1] : 0;
 }
 
 /* -- sources: what the models charge -------------------------------------------
@@ -255,10 +315,12 @@ static void mem_cb(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr
 	struct pc_entry *e = udata;
 	int store = qemu_plugin_mem_is_store(info);
 
-	if (e->flow == TM_FLOW_CALL && store)
-		shadow_call(vaddr, e->pc);
-	else if (e->flow == TM_FLOW_RET && !store)
-		shadow_drop(vaddr);
+	if (e->flow && is_stack_slot(vaddr, info)) {
+		if (e->flow == TM_FLOW_CALL && store)
+			shadow_call(vaddr, e->pc);
+		else if (e->flow != TM_FLOW_CALL && !store)
+			shadow_drop(vaddr);
+	}
 	struct qemu_plugin_hwaddr *hw = qemu_plugin_get_hwaddr(info, vaddr);
 	if (!hw || qemu_plugin_hwaddr_is_io(hw)) {
 		io_accesses++;
@@ -267,7 +329,7 @@ static void mem_cb(unsigned int vcpu, qemu_plugin_meminfo_t info, uint64_t vaddr
 	uint64_t addr = qemu_plugin_hwaddr_phys_addr(hw);
 	unsigned size = 1u << qemu_plugin_mem_size_shift(info);
 	int target = addr - pmem_start < pmem_size ? TM_PMEM : TM_DRAM;
-	uint32_t src = source_of(e, e->pc && shadow_top ? shadow_site[shadow_top - 1] : 0);
+	uint32_t src = source_of(e, e->pc ? shadow_caller() : 0);
 
 	if (target == TM_PMEM) {
 		uint64_t off = addr - pmem_start;
@@ -402,7 +464,7 @@ static void marker_cb(unsigned int vcpu, void *kind)
 			for (int r = 0; r < RULES; r++)
 				tm_reset(models[r]);
 		io_accesses = pmem_seen = 0;
-		shadow_top = 0;
+		shadow_reset();
 		open_window = windows++;
 		clock_gettime(CLOCK_THREAD_CPUTIME_ID, &opened_thread);
 		clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &opened_process);

@@ -199,11 +199,14 @@ def test_what_nt_v3_leaves_on_the_device_is_named_by_the_function_that_moves_it(
     initialises with ordinary stores through __init_single_page (the series
     leaves that path alone): the same lines as base reads there, one a pfn
     of the altmap; and the pfn info block's 64 lines read at enable. devdax:
-    3 lines a 2 MiB folio read by the compound-head functions (the head's
-    line read back after its NT write, page[2]'s by prep_compound_head, and
-    page[1] written by ordinary stores). Fails if the plugin charged the
-    lines to the wrong instruction or caller, or the symbolizer named them
-    wrong (KASLR's slide not applied: no kernel function would match)."""
+    3 lines a 2 MiB folio read by the compound-head functions: the head's
+    line, NT-written, read back by __SetPageHead and page[2]'s by
+    prep_compound_head (both inlined in memmap_init_compound), and page[1],
+    the tail template's source, written with ordinary stores by
+    __zone_device_page_init (a read for ownership each). Fails if the plugin
+    charged the lines to the wrong instruction or caller, or the symbolizer
+    named them wrong (KASLR's slide not applied: no kernel function would
+    match)."""
     base, nt = finished("traffic-base"), finished("traffic-nt-v3")
     fs_base, fs_nt = _device(base, "rebind_fsdax"), _device(nt, "rebind_fsdax")
     altmap = lambda f, c, k: f == "__init_single_page" and c == "memmap_init_range"       # noqa: E731
@@ -215,8 +218,10 @@ def test_what_nt_v3_leaves_on_the_device_is_named_by_the_function_that_moves_it(
     dev = _device(nt, "rebind_devdax")
     pages = next(w for w in nt.output.windows if w.label == "rebind_devdax").plan["pages"]
     folios = pages // 512
-    compound = _reads(dev, lambda f, c, k: "compound" in f or "compound" in c)
-    assert compound == 3 * folios, (compound, folios, dev)
+    head_and_page2 = _reads(dev, lambda f, c, k: f == "memmap_init_compound")
+    page1 = _reads(dev, lambda f, c, k: f == "__zone_device_page_init")
+    assert abs(head_and_page2 - 2 * folios) <= 2 and abs(page1 - folios) <= 2, (folios, dev)
+    assert abs(head_and_page2 + page1 - 3 * folios) <= 2, (folios, dev)
     assert _reads(dev, altmap) == lines
 
 

@@ -441,11 +441,11 @@ INSNS = [
 
 
 # Calls and returns (tm_flow): the plugin follows return addresses to name a function's caller.
-NONE, CALL, RET = 0, 1, 2
+NONE, CALL, RET, IRET = 0, 1, 2, 3
 FLOWS = [
     ("call .", CALL), ("call *%rax", CALL), ("call *0x10(%rdi)", CALL), ("call *%r11", CALL),
     ("notrack call *%rax", CALL), ("bnd call .", CALL), ("ret", RET), ("ret $8", RET), ("repz ret", RET),
-    ("jmp *%rax", NONE), ("jmp .", NONE), ("lcall *(%rax)", NONE), ("iretq", NONE), ("push %rax", NONE),
+    ("iretq", IRET), ("iret", IRET), ("jmp *%rax", NONE), ("jmp .", NONE), ("lcall *(%rax)", NONE), ("push %rax", NONE),
     ("pop %rax", NONE), ("lret", NONE), ("mov %rax, (%rsp)", NONE), ("inc %eax", NONE),
 ]
 
