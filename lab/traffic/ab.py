@@ -79,7 +79,7 @@ def main(argv: list[str]) -> int:
             t = trun.run(out / v.name, kernel=k, steps=report.steps_for(windows))
             runs[v.name] = trun.summary(t)
             hosts[v.name] = t.run.host_conditions
-            (out / v.name / "traffic-summary.json").write_text(json.dumps(runs[v.name], indent=1))
+            trun.write_summary(out / v.name, runs[v.name])
     except (trun.TrafficError, trun.lab.LabError, trun.tbuild.BuildError, kernel_build.KernelBuildError) as exc:
         print(f"lab.traffic.ab: {exc}", file=sys.stderr)
         return 1

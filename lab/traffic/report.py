@@ -136,9 +136,10 @@ def rule_figures(w: dict, rule: str = "counts") -> dict:
            "nt_lines_per_page": round(pm["nt_line_writes"] / n, 2)}
     if w.get("functions") is not None:
         cause = {"path": {"device": 0, "dram": 0}, "rest": {"device": 0, "dram": 0}}
+        path = {(r["function"], r.get("caller", "")) for r in w["functions"] if _on_device(r)}
         for row in w["functions"]:
             rc = row.get(rule, row["counts"])
-            who = cause["path" if _on_device(row) else "rest"]
+            who = cause["path" if (row["function"], row.get("caller", "")) in path else "rest"]
             who["device"] += _lines(rc.get("pmem", {}), "fills_load", "fills_store")
             who["dram"] += _lines(rc.get("dram", {}), "fills_load", "fills_store")
         out["llc_fills_by_cause_per_page"] = {k: {t: round(v / n, 3) for t, v in d.items()} for k, d in cause.items()}
@@ -287,13 +288,13 @@ def collect(kernels: dict[str, object], scenarios: list[str], out: Path, timeout
             runs[name] = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
             say(f"traffic boot {i} of {len(kernels)}: {name} FAILED ({runs[name]})")
             continue
-        (out / name / "traffic-summary.json").write_text(json.dumps(s, indent=1))
+        trun.write_summary(out / name, s)
         runs[name] = s
         say(f"traffic boot {i} of {len(kernels)}: done in {t.elapsed_s:.0f} s")
     fig = figures(runs, windows)
     for name, s in runs.items():
         if not isinstance(s, str) and "failed" not in fig["kernels"][name]:
-            fig["kernels"][name]["summary_file"] = str(out / name / "traffic-summary.json")
+            fig["kernels"][name]["summary_file"] = str(out / name / trun.SUMMARY)
     return fig
 
 
@@ -344,8 +345,9 @@ def lead(t: dict) -> str:
             f"{model_words(t['model'])}.")
 
 
-CAUSE_WORDS = ("LLC fills by cause: the path is every function that moved a device line in the window, the rest "
-               "every other (the ndctl and reclaim processes, the kernel's own work in the window); each window "
+CAUSE_WORDS = ("LLC fills by cause: the path is every function, called from its caller, that moved a device line "
+               "in the window (all its instructions: an NT copy's loads too), the rest every other (the ndctl and "
+               "reclaim processes, the kernel's own work in the window); each window "
                "starts with an empty LLC, so a fill is a line the step brought in, which a warm cache would have "
                "lost (the guest's warm windows measure that: tests/lab/test_traffic.py).")
 

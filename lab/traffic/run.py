@@ -42,7 +42,7 @@ RULES = {"counts": "fast-string stores read for ownership, as ordinary stores do
 SOURCE_FIELDS = ("fills_load", "fills_store", "writebacks", "nt_line_writes", "nt_partial_bytes", "evictions")
 # A window's functions kept in full: every one that moved a device line, and
 # this many more by their LLC fills from DRAM; the rest are summed in one row.
-DRAM_ONLY_FUNCTIONS = 10
+DRAM_ONLY_FUNCTIONS = 5
 
 
 class TrafficError(RuntimeError):
@@ -528,6 +528,23 @@ def summary(t: TrafficRun) -> dict:
     return d
 
 
+SUMMARY = "traffic-summary.json"
+
+
+def write_summary(results: Path, s: dict) -> Path:
+    """A run's summary as results/traffic-summary.json: one line a window
+    (a boot's summary is read by programs; its windows' function tables
+    make it long)."""
+    head = {k: v for k, v in s.items() if k != "windows"}
+    text = json.dumps(head, indent=1)
+    if "windows" in s:
+        rows = ",\n".join(json.dumps(w, separators=(",", ":")) for w in s["windows"])
+        text = text[:-2] + f',\n "windows": [\n{rows}\n ]\n}}'
+    path = results / SUMMARY
+    path.write_text(text + "\n")
+    return path
+
+
 def window_summary(w: Window) -> dict:
     out = {"label": w.label, "cpu_s": w.cpu_s}
     if w.counts is None:         # model=0: the window's time only
@@ -569,7 +586,7 @@ def main(argv: list[str]) -> int:
         print(f"lab.traffic.run: {exc}", file=sys.stderr)
         return 1
     s = summary(t)
-    (Path(args.out) / "traffic-summary.json").write_text(json.dumps(s, indent=1))
+    write_summary(Path(args.out), s)
     print(json.dumps(s, indent=1))
     return 0
 
