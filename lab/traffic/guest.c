@@ -57,17 +57,43 @@ static void touch(unsigned char *p, size_t len)
 }
 
 /* The fast-string stores: rep stosb and rep stosq, as the kernel's
- * clear_page_erms and memset use them. */
-static void fill_rep_stosb(void *dst, unsigned char v, size_t len)
+ * clear_page_erms and memset use them (copy-shaped: src is not read). */
+static void fill_rep_stosb(void *dst, const void *src, size_t len)
 {
-	__asm__ volatile("rep stosb" : "+D"(dst), "+c"(len) : "a"(v) : "memory");
+	(void)src;
+	__asm__ volatile("rep stosb" : "+D"(dst), "+c"(len) : "a"(0x5a) : "memory");
 }
 
-static void fill_rep_stosq(void *dst, uint64_t v, size_t len)
+static void fill_rep_stosq(void *dst, const void *src, size_t len)
 {
 	size_t quads = len / 8;
 
-	__asm__ volatile("rep stosq" : "+D"(dst), "+c"(quads) : "a"(v) : "memory");
+	(void)src;
+	__asm__ volatile("rep stosq" : "+D"(dst), "+c"(quads) : "a"(0x5a5a5a5a5a5a5a5aull) : "memory");
+}
+
+/* A copy (or fill) in a window of its own: len bytes to dst_off of the
+ * device's mapping from the device's source, DRAM or nothing, drained
+ * after when its stores are NT. */
+struct copy_window {
+	const char *label, *what;
+	nt_copy_fn fn;
+	int nt;
+	const char *src;          /* "pmem", "dram" or "" */
+	size_t len;
+	unsigned long dst_off;
+};
+
+static void run_window(const struct copy_window *c, unsigned char *pm, unsigned char *dram)
+{
+	const unsigned char *src = !strcmp(c->src, "pmem") ? pm + PMEM_SRC : !strcmp(c->src, "dram") ? dram : NULL;
+
+	TRAFFIC_WINDOW_OPEN();
+	c->fn(pm + c->dst_off, src, c->len);
+	if (c->nt)
+		nt_drain();
+	TRAFFIC_WINDOW_CLOSE();
+	say(c->label, c->what, c->src, "pmem", c->len, c->dst_off);
 }
 
 /* One 8-byte MOVNTI: a partial line in a write-combining buffer. */
@@ -147,27 +173,23 @@ int main(int argc, char **argv)
 	TRAFFIC_WINDOW_CLOSE();
 	say("empty", "nothing", "", "", 0, 0);
 
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_movq_unrolled(pm + PMEM_DST, pm + PMEM_SRC, COPY);
-	TRAFFIC_WINDOW_CLOSE();
-	say("cached_pmem_pmem", "nt_copy_movq_unrolled", "pmem", "pmem", COPY, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_generic(pm + PMEM_DST, pm + PMEM_SRC, COPY);
-	nt_drain();
-	TRAFFIC_WINDOW_CLOSE();
-	say("nt_pmem_pmem", "nt_copy_generic", "pmem", "pmem", COPY, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_movq_unrolled(pm + PMEM_DST, dram, COPY);
-	TRAFFIC_WINDOW_CLOSE();
-	say("cached_dram_pmem", "nt_copy_movq_unrolled", "dram", "pmem", COPY, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_generic(pm + PMEM_DST, dram, COPY);
-	nt_drain();
-	TRAFFIC_WINDOW_CLOSE();
-	say("nt_dram_pmem", "nt_copy_generic", "dram", "pmem", COPY, PMEM_DST);
+	static const struct copy_window copies[] = {
+		{ "cached_pmem_pmem", "nt_copy_movq_unrolled", nt_copy_movq_unrolled, 0, "pmem", COPY, PMEM_DST },
+		{ "nt_pmem_pmem", "nt_copy_generic", nt_copy_generic, 1, "pmem", COPY, PMEM_DST },
+		{ "cached_dram_pmem", "nt_copy_movq_unrolled", nt_copy_movq_unrolled, 0, "dram", COPY, PMEM_DST },
+		{ "nt_dram_pmem", "nt_copy_generic", nt_copy_generic, 1, "dram", COPY, PMEM_DST },
+	};
+	/* the fast strings, each method: every destination line written whole
+	 * (aligned), and a copy 8 bytes off, whose first and last lines are not */
+	static const struct copy_window strings[] = {
+		{ "string_movsb_dram_pmem", "rep movsb", nt_copy_rep_movsb, 0, "dram", STRING, PMEM_DST },
+		{ "string_movsq_dram_pmem", "rep movsq", nt_copy_rep_movsq, 0, "dram", STRING, PMEM_DST },
+		{ "string_stosb_pmem", "rep stosb", fill_rep_stosb, 0, "", STRING, PMEM_DST },
+		{ "string_stosq_pmem", "rep stosq", fill_rep_stosq, 0, "", STRING, PMEM_DST },
+		{ "string_movsb_dram_pmem_misaligned", "rep movsb", nt_copy_rep_movsb, 0, "dram", STRING - 16, PMEM_DST + 8 },
+	};
+	for (size_t i = 0; i < sizeof(copies) / sizeof(copies[0]); i++)
+		run_window(&copies[i], pm, dram);
 
 	/* the demotion shape: 4 KiB pages DRAM -> pmem, each way the native reference has */
 	for (int method = 0; method < NT_PAGE_COUNT; method++) {
@@ -183,32 +205,8 @@ int main(int argc, char **argv)
 		say(label, nt_page_method_name(method), "dram", "pmem", PAGES * 4096ul, PMEM_DST);
 	}
 
-	/* the fast strings, each method: every destination line written whole
-	 * (aligned), and a copy 8 bytes off, whose first and last lines are not */
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_rep_movsb(pm + PMEM_DST, dram, STRING);
-	TRAFFIC_WINDOW_CLOSE();
-	say("string_movsb_dram_pmem", "rep movsb", "dram", "pmem", STRING, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_rep_movsq(pm + PMEM_DST, dram, STRING);
-	TRAFFIC_WINDOW_CLOSE();
-	say("string_movsq_dram_pmem", "rep movsq", "dram", "pmem", STRING, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	fill_rep_stosb(pm + PMEM_DST, 0x5a, STRING);
-	TRAFFIC_WINDOW_CLOSE();
-	say("string_stosb_pmem", "rep stosb", "", "pmem", STRING, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	fill_rep_stosq(pm + PMEM_DST, 0x5a5a5a5a5a5a5a5aull, STRING);
-	TRAFFIC_WINDOW_CLOSE();
-	say("string_stosq_pmem", "rep stosq", "", "pmem", STRING, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_rep_movsb(pm + PMEM_DST + 8, dram, STRING - 16);
-	TRAFFIC_WINDOW_CLOSE();
-	say("string_movsb_dram_pmem_misaligned", "rep movsb", "dram", "pmem", STRING - 16, PMEM_DST + 8);
+	for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+		run_window(&strings[i], pm, dram);
 
 	/* partial NT lines: 8 bytes of each of 256 lines, then drained */
 	TRAFFIC_WINDOW_OPEN();

@@ -574,7 +574,7 @@ def review(t: dict, names: list[str], width: int = 72) -> str:
     summed), each figure the fast-string rule changes under both rules, and
     the LLC fills a page by cause."""
     def para(text: str, indent: str = "") -> list[str]:
-        return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + "  ",
+        return textwrap.wrap(text, width, initial_indent=indent, subsequent_indent=indent + ("  " if indent else ""),
                              break_on_hyphens=False) or [""]
     names = list(dict.fromkeys(names))
     if "unavailable" in t or t.get("model") is None:

@@ -729,6 +729,29 @@ def test_a_cost_run_is_recorded_with_its_command_machine_date_and_commit():
     assert r["machine"] and r["cpus"] >= 1 and r["finished"][:2] == "20"
 
 
+def test_the_cost_sets_the_windows_with_the_model_against_without_and_the_boot_against_no_plugin():
+    """lab.traffic.cost's figures: the step windows' TCG-thread CPU time of
+    the plugin with its model against the plugin with the model off, and
+    QEMU's CPU time over the boot with the plugin against without it, each
+    stated as the A/B states a comparison (n, medians, ranges, p, verdict);
+    the guest's own windows (its copies) are not the step windows."""
+    from lab.traffic import cost
+
+    def boot(mode, qemu, step_s):
+        windows = None if mode == "none" else [
+            {"label": "cached_pmem_pmem", "cpu_s": {"tcg_thread": 9.0, "qemu": 9.0}},
+            {"label": "rebind_fsdax", "cpu_s": {"tcg_thread": step_s, "qemu": step_s}},
+            {"label": "demotion", "cpu_s": {"tcg_thread": step_s, "qemu": step_s}}]
+        return {"mode": mode, "qemu_cpu_s": qemu, **({"windows": windows} if windows else {})}
+    boots = [b for r in range(3) for b in (boot("none", 20 + r, 0), boot("markers", 21 + r, 1 + r / 10),
+                                           boot("model", 30 + r, 4 + r / 10))]
+    f = cost.figures(boots)
+    assert f["step_windows_tcg_cpu_s"] == {"markers": [2.0, 2.2, 2.4], "model": [8.0, 8.2, 8.4]}
+    assert f["qemu_cpu_s"]["none"] == [20, 21, 22] and f["qemu_cpu_s"]["model"] == [30, 31, 32]
+    assert f["in_windows"].startswith("model against markers: +") and "markers n 3, median 2.2 s" in f["in_windows"]
+    assert "n 3" in f["whole_boot"] and "p 0.1" in f["whole_boot"]
+
+
 def test_base_boots_in_two_runs_count_the_same_memmap_device_lines():
     """Base was booted once in each recorded run (against nt-v3, against
     nt-v2): the memmap init's device counts are the same, window for window
