@@ -23,7 +23,6 @@ it imports none of them.
 """
 from __future__ import annotations
 
-import json
 import subprocess
 import textwrap
 from pathlib import Path
@@ -118,11 +117,6 @@ def _lines(c: dict, *fields: str) -> int:
     return sum(c.get(f, 0) for f in fields)
 
 
-def _on_device(row: dict) -> bool:
-    return any(_lines(row.get(r, row["counts"])["pmem"], "fills_load", "fills_store", "writebacks", "nt_line_writes",
-                      "nt_partial_bytes") for r in ("counts", NO_RFO))
-
-
 def rule_figures(w: dict, rule: str = "counts") -> dict:
     """A window's per-page figures under a rule (RULE_FIGURES), and its LLC
     fills a page by cause and target (CAUSES) where it has a function table."""
@@ -136,7 +130,7 @@ def rule_figures(w: dict, rule: str = "counts") -> dict:
            "nt_lines_per_page": round(pm["nt_line_writes"] / n, 2)}
     if w.get("functions") is not None:
         cause = {"path": {"device": 0, "dram": 0}, "rest": {"device": 0, "dram": 0}}
-        path = {(r["function"], r.get("caller", "")) for r in w["functions"] if _on_device(r)}
+        path = {(r["function"], r.get("caller", "")) for r in w["functions"] if trun.device_lines(r)}
         for row in w["functions"]:
             rc = row.get(rule, row["counts"])
             who = cause["path" if (row["function"], row.get("caller", "")) in path else "rest"]
@@ -198,8 +192,8 @@ def function_rows(w: dict, dram_only: int = DRAM_ONLY_SHOWN) -> list[dict]:
                 "fills_device_per_page": round(_lines(pm, "fills_load", "fills_store") / n, 3),
                 "fills_dram_per_page": round(_lines(dr, "fills_load", "fills_store") / n, 3)}
     rows = w["functions"]
-    device = [r for r in rows if _on_device(r)]
-    others = [r for r in rows if not _on_device(r)]
+    device = [r for r in rows if trun.device_lines(r)]
+    others = [r for r in rows if not trun.device_lines(r)]
     others.sort(key=lambda r: (-_lines(r["counts"].get("dram", {}), "fills_load", "fills_store"), r["function"],
                                r.get("caller", "")))
     shown = [r for r in others if "folded" not in r][:dram_only]

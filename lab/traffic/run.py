@@ -187,9 +187,13 @@ def functions_of(w: Window, name) -> list[dict]:
 
 
 def device_lines(row: dict, target: str = "pmem") -> int:
-    """Lines a function moved on a target, under either rule (a row of functions_of)."""
-    return max(sum(c for f, c in row[r][target].items() if f != "evictions" and f != "nt_partial_bytes")
-               + (1 if row[r][target].get("nt_partial_bytes") else 0) for r in RULES if r in row)
+    """Lines a function moved on a target (read, written, a partial NT line
+    counted one), under whichever rule counts more: a row of functions_of,
+    or of a summary's table (compact: a rule not there counts as "counts")."""
+    def moved(c: dict) -> int:
+        return sum(v for f, v in c.items() if f not in ("evictions", "nt_partial_bytes")) + bool(
+            c.get("nt_partial_bytes"))
+    return max(moved(row.get(r, row["counts"]).get(target, {})) for r in RULES)
 
 
 def fills(row: dict, target: str, rule: str = "counts") -> int:

@@ -19,9 +19,9 @@ import pytest
 from conftest import REPO
 
 sys.path.insert(0, str(REPO))
-from lab.traffic import build as tbuild  # noqa: E402
 from lab.traffic import header as theader  # noqa: E402
 from lab.traffic import report  # noqa: E402
+from lab.traffic import run as trun  # noqa: E402
 from nttrace.ab import formats  # noqa: E402
 
 RECORDED = REPO / "tests" / "fixtures" / "recorded" / "traffic"
@@ -343,7 +343,7 @@ def test_who_moved_the_lines_is_each_functions_counts_per_page():
         for name, s in summaries(kernel).items():
             for label, rows in t["kernels"][name]["functions"].items():
                 w = first_window(s, label)
-                device = [r for r in w["functions"] if report._on_device(r)]
+                device = [r for r in w["functions"] if trun.device_lines(r)]
                 assert [(r["function"], r["caller"], r["class"]) for r in rows[:len(device)]] == [
                     (r["function"], r["caller"], r["class"]) for r in device], (name, label)
                 for got, r in zip(rows, device):
