@@ -105,12 +105,14 @@ def traffic_ab(raw: dict) -> str:
     rows += ["", f"- Model: {report.model_words(m)}. It counts {m['what']}; {report.ASSUMES}"]
     rows += ["- Spread, device bytes a page over each step's two windows a boot and base's two boots: "
              + _spread(runs) + ". No statistics: the counts are the path's (icount), far apart from any change."]
+    said = []
     for kernel, r in runs.items():
         run = r["run"]
         host = "; ".join(f"{k}: {h['state']}, QEMU {h['own_cpu_s']} s CPU of {h['window_s']} s"
                          for k, h in run["host"].items())
-        rows.append(f"- base/{kernel}: one boot a side, {run['finished'][:10]}, {run['machine']} ({run['cpus']} "
-                    f"CPUs), commit {run['commit']}, {run['cpu']}; {host}. Command: `{command(run['command'])}`.")
+        said.append(f"base/{kernel}: one boot a side, {run['finished'][:10]}, {run['machine']} ({run['cpus']} CPUs), "
+                    f"commit {run['commit']}, {run['cpu']}; {host}; `{command(run['command'])}`")
+    rows.append("- Runs: " + ". ".join(said) + ".")
     return "\n".join(rows)
 
 

@@ -717,7 +717,7 @@ def test_an_ab_run_is_recorded_with_its_command_machine_date_and_commit():
                     f"{kernel} kernel": json.loads((d / f"{kernel}.json").read_text())})
     text = section.traffic_ab(raw)
     assert f"commit {head}, " in text and "(added when saved)" not in text
-    assert "Command: `python3 -m lab.traffic.ab base nt-v3 --out out`." in text
+    assert "; `python3 -m lab.traffic.ab base nt-v3 --out out`" in text
 
 
 def test_a_cost_run_is_recorded_with_its_command_machine_date_and_commit():
