@@ -18,8 +18,10 @@ on both sides (an A/A) keeps two sets of boots, A and B.
 Beside the instruction figures, the modelled memory traffic (lab/traffic/:
 a QEMU TCG plugin's LLC and pmem device model; traffic, not time): one more
 boot a kernel under the plugin, after the A/B's boots, its device bytes read
-and written and LLC fills per initialised and per demoted page in every
-report (a section of the markdown, text and HTML, "traffic" in the JSON).
+and written and LLC fills per initialised and per demoted page, and who
+moved them by kernel function, in every report (a section of the markdown,
+text and HTML, "traffic" in the JSON: lab/traffic/report.py's, rendered by
+nttrace.ab.formats with the rest).
 The counts are deterministic (icount), so one boot is the figure and the
 report says why. On by default when the plugin can be built (the report
 says in one line why not); --no-traffic leaves it out.
@@ -136,15 +138,17 @@ def save_reports(run: "lab.LabRun", scenarios: list[str], dest: Path, kernel=Non
     return out
 
 
-def write_ab(base: list[Path], cur: list[Path], out: Path, detect_pct: float | None = None) -> dict[str, Path]:
+def write_ab(base: list[Path], cur: list[Path], out: Path, detect_pct: float | None = None,
+             sections: list | None = None) -> dict[str, Path]:
     """The A/B of the boots' reports in every format, by nttrace.ab.formats:
     each file exactly what `nttrace validate --baseline BASE... --current
-    CUR... [--detect PCT] --format F` prints."""
+    CUR... [--detect PCT] --format F` prints, with `sections` (the modelled
+    traffic's, lab/traffic/report.py) where each format has them."""
     from nttrace.ab import formats
     compared = formats.compare_files(list(map(str, base)), list(map(str, cur)), detect_pct or None)
     written = {}
     for fmt, name in formats.FILES.items():
-        text = formats.render(fmt, *compared)
+        text = formats.render(fmt, *compared, sections=sections)
         tmp = out / (name + ".tmp")
         tmp.write_text(text)
         tmp.rename(out / name)
@@ -301,10 +305,11 @@ def main(argv: list[str]) -> int:
         say(f"boot {i} of {len(order)}: done in {mmss(run.elapsed_s)}; host {run.host_conditions['state']}"
             + (f" ({run.host_conditions['why']})" if run.host_conditions["state"] != "quiet" else ""))
     written = write_ab(reports["A"], reports["B"], out, args.detect)
-    # the A/B is on disk before the traffic boots; their section is added to it
+    # the A/B is on disk before the traffic boots; then written again with their section
     traffic = None if args.no_traffic else traffic_of(dict(zip(names, kernels)), scenarios, out, args.timeout)
-    from lab.traffic import report as traffic_report
-    traffic_report.add_to_ab(written, traffic, names)
+    if traffic is not None:
+        from lab.traffic import report as traffic_report
+        written = write_ab(reports["A"], reports["B"], out, args.detect, [traffic_report.ab_section(traffic, names)])
     (out / "spread.json").write_text(json.dumps({"source": str(out), "cpu": cpu.describe(),
                                                  "residuals": spread_of(reports)}, indent=1))
     (out / "run.json").write_text(json.dumps({

@@ -26,7 +26,10 @@ MOVNTI show only the instructions they add or remove.
 The modelled memory traffic (lab/traffic/, traffic, not time) follows the
 table: one boot a step's kernel (and base's) under the traffic plugin, a row
 a step: the device bytes read and written, LLC fills and NT full-line
-writes per initialised page, where the NT steps show. On by default when the
+writes per initialised page, where the NT steps show; and per window, who
+moved the device's lines at each step, by kernel function and instruction
+class (steps.md, "traffic" in steps.json, and the section alone in every
+A/B format: traffic.txt, .md, .json, .html). On by default when the
 plugin can be built; --no-traffic leaves it out.
 
 Bad input: a step list that is not increasing patch ranges within the
@@ -407,10 +410,15 @@ def main(argv: list[str]) -> int:
     if not args.no_traffic:     # the step table is on disk before the traffic boots; then written with them
         from lab.ab import traffic_failed, traffic_of
         from lab.traffic import report as traffic_report
+        from nttrace.ab import formats
         traffic = traffic_of(kernels, SCENARIOS, out, args.timeout)
         traffic_failed(traffic, "lab.steps")
+        section = traffic_report.steps_section(traffic, list(kernels))
         (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t, "traffic": traffic}, indent=1))
-        (out / "steps.md").write_text(render_markdown(t, meta) + traffic_report.steps_markdown(traffic, list(kernels)))
+        (out / "steps.md").write_text(render_markdown(t, meta) + formats.section_text("markdown", section))
+        for fmt, name in formats.FILES.items():     # the traffic alone, in every format: traffic.txt, .md, ...
+            (out / name.replace("ab.", "traffic.")).write_text(
+                formats.document(fmt, f"Modelled memory traffic per step: {args.series}", [section]))
     say(f"{len(order)} boots in {mmss(time.monotonic() - t0)}")
     print(f"step table: {out / 'steps.md'} (and steps.json beside it)")
     return 1 if failed and len(failed) == len(kernels) else 0

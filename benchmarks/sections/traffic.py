@@ -1,124 +1,137 @@
 # SPDX-License-Identifier: Apache-2.0
 """Modelled memory traffic in the lab (the QEMU TCG plugin of lab/traffic/):
-base against nt-v3 per demoted and per initialised page
-(`python3 -m lab.traffic.ab`), the template series step by step
-(`python3 -m lab.steps`' traffic boots), and the plugin's cost on a lab
-boot (`python3 -m lab.traffic.cost`)."""
+base against nt-v3 and nt-v2 per demoted and per initialised page, and who
+moves the device's lines by kernel function (`python3 -m lab.traffic.ab`),
+the template series step by step (`python3 -m lab.steps`' traffic boots),
+and the plugin's cost inside its windows and over a boot
+(`python3 -m lab.traffic.cost`). The full function tables stay in the raw
+files (each boot's summary, lab.traffic.ab's traffic-ab.json)."""
 from __future__ import annotations
 
 import re
 
 from ._format import command
 
-from lab.traffic import ab as tab  # noqa: E402 (the checkout is on the path: _format puts it there)
-from lab.traffic import report as traffic_report  # noqa: E402
+from lab.traffic import report  # noqa: E402 (the checkout is on the path: _format puts it there)
 
-# What each seed says of the step's traffic, beside the model's figures (paraphrased from the cover letters).
-SEEDS = {
-    "demotion": "demotion RFC (CXL expander, N = 64 GB by memory.reclaim): device reads N -> almost 0, "
-                "writes N both",
-    "rebind_fsdax": "template series 6-8/9: cached stores to the write-once memmap cost write-allocate traffic "
-                    "and pollute the cache; NT stores avoid part of it (no figure)",
-    "rebind_devdax": "as fsdax",
-}
 STEPS = {"demotion": "demotion (memory.reclaim), per demoted page",
          "rebind_fsdax": "memmap init, fsdax -M dev, per initialised page",
          "rebind_devdax": "memmap init, devdax -a 2M, per initialised page"}
 
 
-def _arrow(a, b) -> str:
-    return f"{a:g} -> {b:g}" if a != b else f"{a:g} both"
+def _read(pp: dict) -> str:
+    """Device bytes read a page, and under the no-RFO rule where it differs."""
+    alt = pp.get("fast_string_no_rfo", {}).get("device_read_per_page", pp["device_read_per_page"])
+    return f"{pp['device_read_per_page']:g}" + (f" ({alt:g})" if alt != pp["device_read_per_page"] else "")
 
 
-def _device_per_page(summary: dict) -> dict[str, list[tuple[float, float]]]:
-    """label -> (device bytes read, written) per page of every window of the step (the in-boot repeat too)."""
-    out: dict = {}
-    for w in summary["windows"]:
-        if w["label"] in STEPS and w.get("pages"):
-            b = w["pmem_device_bytes"]
-            out.setdefault(w["label"], []).append((b["read"] / w["pages"], b["written"] / w["pages"]))
-    return out
+def _fills(pp: dict) -> str:
+    c = pp.get("llc_fills_by_cause_per_page")
+    if not c:
+        return f"{pp['llc_fills_per_page']:g}"
+    return f"{c['path']['device']:g} / {c['path']['dram']:g} / {c['rest']['dram']:g}"
+
+
+def who(rows: list[dict]) -> str:
+    """The functions that moved a device line, with their lines read and
+    written (and under the no-RFO rule where it reads otherwise)."""
+    out = []
+    for r in rows:
+        if not (r["device_lines_read"] or r["device_lines_written"] or r["device_partial_bytes"]):
+            continue
+        alt = r.get("fast_string_no_rfo", {}).get("device_lines_read", r["device_lines_read"])
+        read = f"{r['device_lines_read']:,}" + (f" ({alt:,})" if alt != r["device_lines_read"] else "")
+        by = f" <- {r['caller']}" if r["caller"] else ""
+        written = f"{r['device_lines_written']:,}" + (f" + {r['device_partial_bytes']:,} B" if r["device_partial_bytes"]
+                                                     else "")
+        out.append(f"`{r['function']}`{by} ({r['class']}) {read} / {written}")
+    return "; ".join(out)
 
 
 def _spread(runs: dict) -> str:
-    """Per step, whether every window of every boot of a kernel gave the same
-    device bytes per page, and if not, their range."""
+    """Per step, how far the device bytes a page of every window of every
+    boot of a kernel lie apart (the in-boot repeat and base's two boots)."""
     said, widest = [], 0.0
     for label, what in STEPS.items():
         per_kernel: dict = {}
         for r in runs.values():
             for name in ("base", r["name"]):
-                per_kernel.setdefault(name, []).append(_device_per_page(r[name]).get(label, []))
+                for w in r[name]["windows"]:
+                    if w["label"] == label and w.get("pages"):
+                        b = w["pmem_device_bytes"]
+                        per_kernel.setdefault(name, []).append((b["read"] / w["pages"], b["written"] / w["pages"]))
         parts = []
-        for name, boots in per_kernel.items():
-            values = [v for boot in boots for v in boot]
-            n = f"{name} ({len(boots)} boot{'s' if len(boots) > 1 else ''}, {len(values)} windows)"
+        for name, values in per_kernel.items():
             if len(set(values)) == 1:
-                parts.append(f"{n} identical")
+                parts.append(f"{name} identical in {len(values)} windows")
             else:
-                span = {k: (min(v[i] for v in values), max(v[i] for v in values)) for i, k in enumerate(("read", "wrote"))}
-                widest = max([widest] + [100 * (hi - lo) / 4096 for lo, hi in span.values()])
-                parts.append(f"{n} " + ", ".join(f"{k} {lo:.1f}" + (f"..{hi:.1f}" if hi != lo else "")
-                                                 for k, (lo, hi) in span.items()))
+                span = [max(v[i] for v in values) - min(v[i] for v in values) for i in (0, 1)]
+                widest = max([widest] + [100 * s / 4096 for s in span])
+                parts.append(f"{name} {len(values)} windows within {max(span):.2f} B")
         said.append(f"{what.split(',')[0]}{', ' + what.split(', ')[1] if label != 'demotion' else ''}: "
                     + "; ".join(parts))
-    return ". ".join(said) + (f". Widest: {widest:.2f}% of a page" if widest else "")
+    return ". ".join(said) + (f" (widest {widest:.2f}% of a page)" if widest else "")
 
 
 def traffic_ab(raw: dict) -> str:
-    """Each run's per-page device traffic and LLC fills, base -> the NT
-    kernel, beside the seeds' claims; the model's parameters; how far the
-    device's bytes per page vary over windows and boots; each run's machine,
-    date, commit and command."""
+    """Per step and kernel the device bytes a page (read under the no-RFO
+    rule too where it differs), the LLC fills a page by cause, and who moves
+    the device's lines by function; the model; the spread; each run's
+    machine, date, commit and command."""
     runs = {}
     for kernel in PAIRS:
         r = {k.split(" ", 1)[1]: v for k, v in raw.items() if k.startswith(kernel + " ")}
         r["name"] = kernel
         r[kernel] = r.pop("kernel")
-        pa, pb = tab.per_page(r["base"]), tab.per_page(r[kernel])
-        if {"base": pa, kernel: pb} != {k: r["table"][k] for k in ("base", kernel)}:
+        t = report.figures({"base": r["base"], kernel: r[kernel]}, list(report.STEP_LABELS))
+        if t != r["table"]["traffic"]:
             raise SystemExit(f"benchmarks: {kernel}'s traffic-ab.json is not what lab.traffic.ab makes of its two boots")
-        r["per_page"] = (pa, pb)
+        r["t"] = t
         runs[kernel] = r
-    rows = ["| step | base -> | pages | device bytes read / page | device bytes written / page | LLC fills / page: "
-            "all (from the device) | NT full lines / page | the seeds' claim |", "|---|---|--:|--:|--:|--:|--:|---|"]
+    rows = ["| step | kernel | pages | device B read / page (no-RFO rule) | written / page | LLC fills / page: the "
+            "path's from the device / from DRAM / the rest's | who moves the device's lines: function <- caller "
+            "(class) lines read (no-RFO rule) / written |", "|---|---|--:|--:|--:|--:|---|"]
     for label, what in STEPS.items():
-        for i, (kernel, r) in enumerate(runs.items()):
-            x, y = (pp[label] for pp in r["per_page"])
-            rows.append(f"| {what if i == 0 else ''} | {kernel} | {x['pages']} / {y['pages']} | "
-                        f"**{_arrow(x['device_read_per_page'], y['device_read_per_page'])}** | "
-                        f"{_arrow(x['device_written_per_page'], y['device_written_per_page'])} | "
-                        f"{_arrow(x['llc_fills_per_page'], y['llc_fills_per_page'])} "
-                        f"({_arrow(x['pmem_fills_per_page'], y['pmem_fills_per_page'])}) | "
-                        f"{_arrow(x['nt_lines_per_page'], y['nt_lines_per_page'])} | {SEEDS[label] if i == 0 else ''} |")
-    m = next(iter(runs.values()))["base"]["model"]
-    rows += ["", f"- Model: LLC {m['llc_bytes'] >> 20} MiB, {m['ways']} ways, {m['line']}-byte lines ({m['sets']} sets), "
-                 f"{m['wc_buffers']} write-combining buffers; {m['policy']}. It counts {m['what']}."]
-    rows += ["- Spread, device bytes per page over each step's two windows a boot and over boots: " + _spread(runs)
-             + ". No statistics: memmap init repeats exactly (icount); demotion's per-page bytes vary by "
-               "a few pages' lines in 16,400 (reclaim's own variation), far below the change. DRAM counts vary more "
-               "(the kernel's own work in the window)."]
+        first = True
+        for kernel, r in runs.items():
+            for name in (("base", kernel) if first else (kernel,)):
+                k = r["t"]["kernels"][name]
+                pp = k["per_page"][label]
+                rows.append(f"| {what if first and name == 'base' else ''} | {name} | {pp['pages']} | "
+                            f"**{_read(pp)}** | {pp['device_written_per_page']:g} | {_fills(pp)} | "
+                            f"{who(k['functions'][label])} |")
+            first = False
+    m = next(iter(runs.values()))["t"]["model"]
+    rows += ["", f"- Model: {report.model_words(m)}. It counts {m['what']}; {report.ASSUMES}"]
+    rows += ["- Spread, device bytes a page over each step's two windows a boot and base's two boots: "
+             + _spread(runs) + ". No statistics: the counts are the path's (icount), far apart from any change."]
+    said = []
     for kernel, r in runs.items():
         run = r["run"]
         host = "; ".join(f"{k}: {h['state']}, QEMU {h['own_cpu_s']} s CPU of {h['window_s']} s"
                          for k, h in run["host"].items())
-        named = f"{run['machine_name']}, " if "machine_name" in run else ""
-        saved = " (added when saved)" if "added_when_saved" in run else ""
-        rows.append(f"- base/{kernel}: one boot a side, {run['finished'][:10]}, {run['machine']} ({named}{run['cpus']} "
-                    f"CPUs), commit {run['commit']}{saved}, {run['cpu']}; {host}. Command: `{command(run['command'])}`.")
+        said.append(f"base/{kernel}: one boot a side, {run['finished'][:10]}, {run['machine']} ({run['cpus']} CPUs), "
+                    f"commit {run['commit']}, {run['cpu']}; {host}; `{command(run['command'])}`")
+    rows.append("- Runs: " + ". ".join(said) + ".")
     return "\n".join(rows)
 
 
 def traffic_steps(raw: dict) -> str:
     """lab.steps' traffic boots: a row a step (base first), the device bytes
-    read and written, LLC fills and NT full-line writes per initialised page
-    of each rebind window, as lab.steps writes them; whether each step's
-    windows repeated exactly; the run's date, machine, commit and command."""
+    read and written per initialised page of each rebind, and who moves the
+    device's lines at each step; the run's date, machine, commit and command."""
     meta, t = raw["meta"], raw["traffic"]
     labels = list(meta["kernels"])
-    head, rows = traffic_report.steps_rows(t, labels)
-    out = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 1)]
-    out += ["| " + " | ".join(r) + " |" for r in rows]
+    out = ["| step | fsdax read / written B/page | devdax read / written B/page | who moves the device's lines: "
+           "fsdax | devdax |", "|---|--:|--:|---|---|"]
+    for lab_ in labels:
+        k = t["kernels"][lab_]
+        cells = []
+        for w in ("rebind_fsdax", "rebind_devdax"):
+            pp = k["per_page"][w]
+            cells.append(f"{_read(pp)} / {pp['device_written_per_page']:g}")
+        out.append(f"| {lab_} | {cells[0]} | {cells[1]} | {who(k['functions']['rebind_fsdax'])} | "
+                   f"{who(k['functions']['rebind_devdax'])} |")
     exact = [k for k in labels if not any(t["kernels"][k]["repeat_spread_bytes_per_page"].values())]
     out += ["", f"One traffic boot a step's kernel (the model above), {len(exact)} of {len(labels)} with both rebinds of "
                 f"each namespace in the boot counting the same device bytes. {meta['finished'][:10]}, {meta['machine']}, "
@@ -127,25 +140,26 @@ def traffic_steps(raw: dict) -> str:
 
 
 def traffic_cost(raw: dict) -> str:
-    """QEMU's CPU time over lab.ab's boot without and with the plugin loaded
-    (no window open), and the ratio."""
-    without, with_ = raw["boots"]
+    """The plugin's cost inside its step windows (the TCG thread's CPU time,
+    model off against on) and over the boot (QEMU's CPU time, no plugin
+    against the plugin), each as the A/B states a comparison, with the
+    host's load at each boot."""
+    loads = ", ".join(f"{b['loadavg_start']}" for b in raw["boots"])
     cmd = re.sub(r"(lab\.traffic\.cost) /\S+", r"\1 DIR", raw["command"])
-    return (f"The plugin's cost: lab.ab's boot ({', '.join(raw['scenarios'])}), QEMU's own CPU time "
-            f"**{without['qemu_cpu_s']} s without, {with_['qemu_cpu_s']} s with the plugin** loaded and no window "
-            f"open (x{raw['qemu_cpu_ratio']}); wall time {without['wall_s']} s and {with_['wall_s']} s on a "
-            f"{without['host']} host (load {without['loadavg_start']} and {with_['loadavg_start']}), so CPU time "
-            f"is the figure. One boot each, {raw['date']}, {raw['machine']} ({raw['cpus']} CPUs), commit "
-            f"{raw['commit']}{' (added when saved)' if 'added_when_saved' in raw else ''}, {raw['cpu']}. "
-            f"Command: `{cmd}`.")
+    return (f"The plugin's cost, {raw['kernel']}'s traffic boot with both steps, {len(raw['boots']) // 3} boots of "
+            f"each mode, round by round. Inside the step windows (TCG thread CPU s; markers: the plugin with its model "
+            f"off, model: as the lab runs it): {raw['in_windows']}. Over the boot (QEMU CPU s; none: no plugin): "
+            f"{raw['whole_boot']}. Host load at each boot's start: {loads}. {raw['date']}, {raw['machine']} "
+            f"({raw['cpus']} CPUs), commit {raw['commit']}, {raw['cpu']}. Command: `{cmd}`.")
 
 
-PAIRS = {"nt-v3": "lab-traffic-ab-base-nt-v3-xeon-vm-2026-12-06-5f57c63",
-         "nt-v2": "lab-traffic-ab-base-nt-v2-xeon-vm-2026-12-06-f1fdce5"}
-STEPS_RUN = "lab-steps-v8-traffic-xeon-vm-2026-12-06-257b92e/steps.json"
+PAIRS = {"nt-v3": "lab-traffic-ab-base-nt-v3-xeon-vm-2026-12-07-PENDING",
+         "nt-v2": "lab-traffic-ab-base-nt-v2-xeon-vm-2026-12-07-PENDING"}
+STEPS_RUN = "lab-steps-v8-traffic-xeon-vm-2026-12-07-PENDING/steps.json"
+COST_RUN = "lab-traffic-cost-xeon-vm-2026-12-07-PENDING.json"
 BLOCKS = {
     "lab-traffic-ab": (traffic_ab, {f"{k} {part}": f"{d}/{f}" for k, d in PAIRS.items() for part, f in (
         ("run", "run.json"), ("base", "base.json"), ("kernel", f"{k}.json"), ("table", "traffic-ab.json"))}),
     "lab-traffic-steps": (traffic_steps, [STEPS_RUN]),
-    "lab-traffic-cost": (traffic_cost, ["lab-traffic-cost-xeon-vm-2026-12-06-b2973b1.json"]),
+    "lab-traffic-cost": (traffic_cost, [COST_RUN]),
 }

@@ -1,15 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
 """Two kernels' modelled memory traffic, side by side: each booted once in
 the traffic guest under the plugin with the memmap and demotion steps, and
-the device's bytes per page written as markdown and JSON.
+the device's bytes per page, and who moved them by kernel function, written
+in every A/B format (nttrace.ab.formats: traffic-ab.txt, .md, .json, .html).
 
-    python3 -m lab.traffic.ab base nt-v3 --out traffic-base-nt-v3   # traffic-ab.md, .json, run.json
+    python3 -m lab.traffic.ab base nt-v3 --out traffic-base-nt-v3            # the report, run.json, a summary a side
+    python3 -m lab.traffic.ab base nt-v3 --out traffic-base-nt-v3 --review   # and review.txt, printed: for the list
 
 One boot a side: the plugin counts, it does not time, and the guest runs
 under icount. The memmap init's device counts repeat exactly from boot to
-boot; demotion's within a few pages' lines in 16,400 (which pages reclaim
-takes), far below the change; so no statistics are run. It models memory
-traffic, not time.
+boot; demotion's within a few pages' lines in 16,400, far below the
+change; so no statistics are run. It models memory traffic, not time.
 """
 from __future__ import annotations
 
@@ -19,55 +20,23 @@ import sys
 import time
 from pathlib import Path
 
+from lab import ab as lab_ab
+from lab.traffic import report
 from lab.traffic import run as trun
+from nttrace.ab import formats
 
-STEP_LABELS = {"rebind_fsdax": "memmap init, fsdax -M dev (per initialised page)",
-               "rebind_devdax": "memmap init, devdax -a 2M (per initialised page)",
-               "demotion": "demotion by memory.reclaim (per demoted page)"}
-
-
-def per_page(summary: dict) -> dict[str, dict]:
-    """label -> the device's bytes read and written and the LLC's fills
-    (both targets) per page, from the first window of each step label
-    (the second is the in-boot repeat)."""
-    out = {}
-    for w in summary["windows"]:
-        if w["label"] not in STEP_LABELS or w["label"] in out or not w.get("pages"):
-            continue
-        n = w["pages"]
-        pm, dr = w["counts"]["pmem"], w["counts"]["dram"]
-        out[w["label"]] = {
-            "pages": n,
-            "device_read_per_page": round(w["pmem_device_bytes"]["read"] / n, 1),
-            "device_written_per_page": round(w["pmem_device_bytes"]["written"] / n, 1),
-            "pmem_fills_per_page": round((pm["fills_load"] + pm["fills_store"]) / n, 2),
-            "llc_fills_per_page": round((pm["fills_load"] + pm["fills_store"] + dr["fills_load"]
-                                         + dr["fills_store"]) / n, 2),
-            "nt_lines_per_page": round(pm["nt_line_writes"] / n, 2),
-        }
-    return out
+SCENARIOS = ["memmap_fsdax", "memmap_devdax", "demotion"]
 
 
-def markdown(a_name: str, a: dict, b_name: str, b: dict, model: dict) -> str:
-    pa, pb = per_page(a), per_page(b)
-    lines = [f"# Modelled memory traffic: {a_name} against {b_name}", "",
-             "The QEMU traffic plugin's counts (lab/traffic/): it models memory traffic, not time. "
-             f"LLC {model['llc_bytes'] >> 20} MiB, {model['ways']} ways, {model['line']}-byte lines, "
-             f"{model['wc_buffers']} write-combining buffers; {model['policy']}. "
-             "One boot a side: the device's counts repeat from boot to boot (the memmap init's exactly, "
-             "demotion's within a few pages' lines: reclaim's own variation), far below the change, "
-             "so no statistics are run.", "",
-             f"| step | figure | {a_name} | {b_name} |", "|---|---|---:|---:|"]
-    for label, what in STEP_LABELS.items():
-        if label not in pa and label not in pb:
-            continue
-        for key, name in (("pages", "pages"), ("device_read_per_page", "device bytes read / page"),
-                          ("device_written_per_page", "device bytes written / page"),
-                          ("pmem_fills_per_page", "LLC fills from the device / page"),
-                          ("llc_fills_per_page", "LLC fills, all / page"),
-                          ("nt_lines_per_page", "NT full-line writes / page")):
-            lines.append(f"| {what} | {name} | {pa.get(label, {}).get(key, '-')} | {pb.get(label, {}).get(key, '-')} |")
-    return "\n".join(lines) + "\n"
+def write_report(out: Path, a: str, b: str, t: dict) -> dict[str, Path]:
+    """The report in every format, as traffic-ab.<ext> (nttrace.ab.formats' file names)."""
+    section = report.ab_section(t, [a, b], title="Modelled memory traffic")
+    written = {}
+    for fmt, name in formats.FILES.items():
+        path = out / name.replace("ab.", "traffic-ab.")
+        path.write_text(formats.document(fmt, f"Modelled memory traffic: {a} against {b}", [section]))
+        written[fmt] = path
+    return written
 
 
 def run_record(argv: list[str], a: str, b: str, commit: str, started: str, wall_s: float,
@@ -75,7 +44,6 @@ def run_record(argv: list[str], a: str, b: str, commit: str, started: str, wall_
     """How the run is named and repeated, as lab.ab records it: the command,
     when it ran, the machine, the commit at its start (and at its end when
     the tree changed), the guest CPU, and each boot's host conditions."""
-    from lab import ab as lab_ab     # nttrace's conditions: imported here, so per_page needs no nttrace
     from nttrace.kernel import conditions
     keep = ("state", "why", "others_share", "loadavg_start", "own_cpu_s", "window_s")
     return {"a": a, "b": b, "command": "python3 -m lab.traffic.ab " + " ".join(argv), "started": started,
@@ -92,6 +60,9 @@ def main(argv: list[str]) -> int:
     ap.add_argument("a")
     ap.add_argument("b")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--review", action="store_true",
+                    help="print the plain-text review (per step and kernel, what is left, by function), and write "
+                         "it as review.txt")
     args = ap.parse_args(argv)
     out = Path(args.out)
     try:
@@ -99,27 +70,29 @@ def main(argv: list[str]) -> int:
     except ValueError as exc:
         print(f"lab.traffic.ab: {exc}", file=sys.stderr)
         return 2
-    from lab import ab as lab_ab
     commit, started, t0 = lab_ab.checkout_commit(), time.strftime("%F %T"), time.monotonic()
-    summaries, hosts = [], {}
+    runs, hosts = {}, {}
+    windows = report.windows_for(SCENARIOS)
     try:
         for v in specs:
             k = kernel_build.build(v)
-            t = trun.run(out / v.name, kernel=k, steps=("memmap", "demotion"))
-            summaries.append(trun.summary(t))
+            t = trun.run(out / v.name, kernel=k, steps=report.steps_for(windows))
+            runs[v.name] = trun.summary(t)
             hosts[v.name] = t.run.host_conditions
-            (out / v.name / "traffic-summary.json").write_text(json.dumps(summaries[-1], indent=1))
+            trun.write_summary(out / v.name, runs[v.name])
     except (trun.TrafficError, trun.lab.LabError, trun.tbuild.BuildError, kernel_build.KernelBuildError) as exc:
         print(f"lab.traffic.ab: {exc}", file=sys.stderr)
         return 1
-    md = markdown(args.a, summaries[0], args.b, summaries[1], summaries[0]["model"])
-    (out / "traffic-ab.md").write_text(md)
-    (out / "traffic-ab.json").write_text(json.dumps({"a": args.a, "b": args.b, "model": summaries[0]["model"],
-                                                     args.a: per_page(summaries[0]),
-                                                     args.b: per_page(summaries[1])}, indent=1))
+    t = report.figures(runs, windows)
+    written = write_report(out, args.a, args.b, t)
     (out / "run.json").write_text(json.dumps(run_record(argv, args.a, args.b, commit, started,
                                                         time.monotonic() - t0, hosts), indent=1))
-    print(md)
+    if args.review:
+        text = report.review(t, [args.a, args.b])
+        (out / "review.txt").write_text(text)
+        print(text, end="")
+    else:
+        print(written["markdown"].read_text(), end="")
     return 0
 
 

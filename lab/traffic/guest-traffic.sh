@@ -13,8 +13,11 @@
 #   demotion   the dax device onlined as node 1 (system-ram), then twice: 64 MiB
 #              of a cgroup's anonymous memory reclaimed with demotion on; the
 #              pgdemote_* counters' delta
+# Last, the kernel's text symbols as this boot placed them (KASLR) go to
+# $1/traffic/kallsyms, with the modules the steps loaded: the host names the
+# plugin's instruction addresses with them (lab/traffic/symbols.py).
 # Exit 20: no namespace; 21: no dax device; 22: a rebind failed; 23: no node 1;
-# 24: the held memory never came.
+# 24: the held memory never came; 25: no kernel symbol could be read.
 set -u
 R=$1
 T=$R/traffic
@@ -75,3 +78,6 @@ if want demotion; then
     mkdir -p /sys/fs/cgroup/traffic
     demote demotion && demote demotion
 fi
+# kallsyms hides its addresses from root too when kptr_restrict is 2: 0 shows them
+echo 0 > /proc/sys/kernel/kptr_restrict
+awk '$2 ~ /^[tTwW]$/ || $4 != ""' /proc/kallsyms > "$T/kallsyms" && [ -s "$T/kallsyms" ] || exit 25

@@ -31,6 +31,12 @@
 #define PMEM_DST (32 * MiB)
 #define PROBE_OFF (48 * MiB + 0x1238)   /* the mapping probe's 8-byte store */
 #define PAGES 256                 /* the page copies: 1 MiB */
+#define STRING (1 * MiB)          /* the fast-string copies and fills */
+#define PARTIAL_LINES 256         /* the partial NT writes: 8 bytes of each of 256 lines */
+/* the warm cache: a resident set of 16 MiB of the device (8 lines in each of
+ * the model's 32768 sets), then a 16 MiB copy from the next 16 MiB to dst */
+#define RESIDENT (16 * MiB)
+#define WARM_SRC (16 * MiB)
 
 static FILE *log_f;
 static int first = 1;
@@ -48,6 +54,59 @@ static void touch(unsigned char *p, size_t len)
 {
 	for (size_t i = 0; i < len; i += 4096)
 		p[i] = (unsigned char)i;
+}
+
+/* The fast-string stores: rep stosb and rep stosq, as the kernel's
+ * clear_page_erms and memset use them (copy-shaped: src is not read). */
+static void fill_rep_stosb(void *dst, const void *src, size_t len)
+{
+	(void)src;
+	__asm__ volatile("rep stosb" : "+D"(dst), "+c"(len) : "a"(0x5a) : "memory");
+}
+
+static void fill_rep_stosq(void *dst, const void *src, size_t len)
+{
+	size_t quads = len / 8;
+
+	(void)src;
+	__asm__ volatile("rep stosq" : "+D"(dst), "+c"(quads) : "a"(0x5a5a5a5a5a5a5a5aull) : "memory");
+}
+
+/* A copy (or fill) in a window of its own: len bytes to dst_off of the
+ * device's mapping from the device's source, DRAM or nothing, drained
+ * after when its stores are NT. */
+struct copy_window {
+	const char *label, *what;
+	nt_copy_fn fn;
+	int nt;
+	const char *src;          /* "pmem", "dram" or "" */
+	size_t len;
+	unsigned long dst_off;
+};
+
+static void run_window(const struct copy_window *c, unsigned char *pm, unsigned char *dram)
+{
+	const unsigned char *src = !strcmp(c->src, "pmem") ? pm + PMEM_SRC : !strcmp(c->src, "dram") ? dram : NULL;
+
+	TRAFFIC_WINDOW_OPEN();
+	c->fn(pm + c->dst_off, src, c->len);
+	if (c->nt)
+		nt_drain();
+	TRAFFIC_WINDOW_CLOSE();
+	say(c->label, c->what, c->src, "pmem", c->len, c->dst_off);
+}
+
+/* One 8-byte MOVNTI: a partial line in a write-combining buffer. */
+static void movnti8(void *dst, uint64_t v)
+{
+	__asm__ volatile("movnti %1, %0" : "=m"(*(uint64_t *)dst) : "r"(v));
+}
+
+/* One load a line: the lines of [p, p + len) resident in the LLC. */
+static void read_lines(const unsigned char *p, size_t len)
+{
+	for (size_t i = 0; i < len; i += 64)
+		(void)*(const volatile uint64_t *)(p + i);
 }
 
 int main(int argc, char **argv)
@@ -114,32 +173,28 @@ int main(int argc, char **argv)
 	TRAFFIC_WINDOW_CLOSE();
 	say("empty", "nothing", "", "", 0, 0);
 
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_movq_unrolled(pm + PMEM_DST, pm + PMEM_SRC, COPY);
-	TRAFFIC_WINDOW_CLOSE();
-	say("cached_pmem_pmem", "nt_copy_movq_unrolled", "pmem", "pmem", COPY, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_generic(pm + PMEM_DST, pm + PMEM_SRC, COPY);
-	nt_drain();
-	TRAFFIC_WINDOW_CLOSE();
-	say("nt_pmem_pmem", "nt_copy_generic", "pmem", "pmem", COPY, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_movq_unrolled(pm + PMEM_DST, dram, COPY);
-	TRAFFIC_WINDOW_CLOSE();
-	say("cached_dram_pmem", "nt_copy_movq_unrolled", "dram", "pmem", COPY, PMEM_DST);
-
-	TRAFFIC_WINDOW_OPEN();
-	nt_copy_generic(pm + PMEM_DST, dram, COPY);
-	nt_drain();
-	TRAFFIC_WINDOW_CLOSE();
-	say("nt_dram_pmem", "nt_copy_generic", "dram", "pmem", COPY, PMEM_DST);
+	static const struct copy_window copies[] = {
+		{ "cached_pmem_pmem", "nt_copy_movq_unrolled", nt_copy_movq_unrolled, 0, "pmem", COPY, PMEM_DST },
+		{ "nt_pmem_pmem", "nt_copy_generic", nt_copy_generic, 1, "pmem", COPY, PMEM_DST },
+		{ "cached_dram_pmem", "nt_copy_movq_unrolled", nt_copy_movq_unrolled, 0, "dram", COPY, PMEM_DST },
+		{ "nt_dram_pmem", "nt_copy_generic", nt_copy_generic, 1, "dram", COPY, PMEM_DST },
+	};
+	/* the fast strings, each method: every destination line written whole
+	 * (aligned), and a copy 8 bytes off, whose first and last lines are not */
+	static const struct copy_window strings[] = {
+		{ "string_movsb_dram_pmem", "rep movsb", nt_copy_rep_movsb, 0, "dram", STRING, PMEM_DST },
+		{ "string_movsq_dram_pmem", "rep movsq", nt_copy_rep_movsq, 0, "dram", STRING, PMEM_DST },
+		{ "string_stosb_pmem", "rep stosb", fill_rep_stosb, 0, "", STRING, PMEM_DST },
+		{ "string_stosq_pmem", "rep stosq", fill_rep_stosq, 0, "", STRING, PMEM_DST },
+		{ "string_movsb_dram_pmem_misaligned", "rep movsb", nt_copy_rep_movsb, 0, "dram", STRING - 16, PMEM_DST + 8 },
+	};
+	for (size_t i = 0; i < sizeof(copies) / sizeof(copies[0]); i++)
+		run_window(&copies[i], pm, dram);
 
 	/* the demotion shape: 4 KiB pages DRAM -> pmem, each way the native reference has */
 	for (int method = 0; method < NT_PAGE_COUNT; method++) {
 		char label[64];
-		if (method == NT_PAGE_REP_MOVSB || !nt_page_method_supported(method))
+		if (!nt_page_method_supported(method))
 			continue;
 		snprintf(label, sizeof(label), "pages_%s", nt_page_method_name(method));
 		TRAFFIC_WINDOW_OPEN();
@@ -149,6 +204,31 @@ int main(int argc, char **argv)
 		TRAFFIC_WINDOW_CLOSE();
 		say(label, nt_page_method_name(method), "dram", "pmem", PAGES * 4096ul, PMEM_DST);
 	}
+
+	for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
+		run_window(&strings[i], pm, dram);
+
+	/* partial NT lines: 8 bytes of each of 256 lines, then drained */
+	TRAFFIC_WINDOW_OPEN();
+	for (int l = 0; l < PARTIAL_LINES; l++)
+		movnti8(pm + PMEM_DST + 64ul * l + 16, (uint64_t)l);
+	nt_drain();
+	TRAFFIC_WINDOW_CLOSE();
+	say("nt_partial_pmem", "movnti, 8 bytes a line", "", "pmem", PARTIAL_LINES * 8ul, PMEM_DST);
+
+	/* a warm cache: the resident set, then an ordinary and an NT copy */
+	TRAFFIC_WINDOW_OPEN();
+	read_lines(pm, RESIDENT);
+	nt_copy_movq_unrolled(pm + PMEM_DST, pm + WARM_SRC, COPY);
+	TRAFFIC_WINDOW_CLOSE();
+	say("warm_cached_pmem_pmem", "nt_copy_movq_unrolled after a resident set", "pmem", "pmem", COPY, PMEM_DST);
+
+	TRAFFIC_WINDOW_OPEN();
+	read_lines(pm, RESIDENT);
+	nt_copy_generic(pm + PMEM_DST, pm + WARM_SRC, COPY);
+	nt_drain();
+	TRAFFIC_WINDOW_CLOSE();
+	say("warm_nt_pmem_pmem", "nt_copy_generic after a resident set", "pmem", "pmem", COPY, PMEM_DST);
 
 	/* the mapping probe: one 8-byte store at a known offset of the device */
 	TRAFFIC_WINDOW_OPEN();

@@ -106,3 +106,51 @@ def test_ab_report_refuses_kept_runs_validate_refuses_in_one_line(loop4):
     msg = str(exc.value)
     assert msg.startswith("ab report: validate's A/B of the kept runs: --current: ") and cur[-1] in msg, msg
     assert "\n" not in msg
+
+
+SECTION = formats.Section("Modelled memory traffic (not time)", [
+    formats.Note("What the model assumes."),
+    formats.Table(["step", "figure", "base | A", "nt-v3"], [["memmap", "device bytes read / page", "65.1", "1.1"]],
+                  numeric_from=2),
+    formats.Note("The traffic boot of nt-v2 failed: exit 1.", warning=True)], "traffic", {"kernels": {"base": 1}})
+
+
+@pytest.mark.parametrize("fmt", formats.FORMATS)
+def test_a_section_is_where_each_format_has_it_and_the_rest_is_validates_own(fmt):
+    """A report's section (the lab's modelled traffic): after the table in
+    text and markdown, between the figures and the plots in HTML, under its
+    key in JSON; every other byte is what validate prints."""
+    base, cur = LAYOUTS["one-a-side"]
+    plain = cli(base, cur, fmt)
+    out = formats.render(fmt, *formats.compare_files(base, cur), sections=[SECTION])
+    if fmt == "json":
+        doc = json.loads(out)
+        assert doc.pop("traffic") == {"kernels": {"base": 1}} and doc == json.loads(plain)
+        return
+    added = formats.section_text(fmt, SECTION)
+    if fmt == "html":
+        assert out.replace(added, "", 1) == plain
+        assert out.index("<h2>Figures</h2>") < out.index(added) < out.index("<h2>Plots</h2>")
+        assert "<td class='num'>65.1</td>" in added and "<td class='text'>device bytes read / page</td>" in added
+        assert "<p class='warning'>The traffic boot of nt-v2 failed: exit 1.</p>" in added
+        return
+    assert out == plain.rstrip("\n") + "\n" + added
+    if fmt == "markdown":
+        assert "\n## Modelled memory traffic (not time)\n" in added
+        assert "| step | figure | base \\| A | nt-v3 |\n|---|---|--:|--:|\n| memmap | device bytes read / page | 65.1 | 1.1 |" \
+            in added
+    else:
+        assert "step    figure                    base | A  nt-v3\nmemmap  device bytes read / page      65.1    1.1" \
+            in added
+
+
+def test_sections_as_a_report_of_their_own():
+    """document(): the title and the sections in each format; JSON holds
+    each section's data under its key; an unknown format is refused."""
+    assert formats.document("markdown", "T", [SECTION]).startswith("# T\n\n## Modelled memory traffic (not time)\n")
+    assert formats.document("text", "T", [SECTION]).startswith("T\n\nModelled memory traffic (not time)\n")
+    page = formats.document("html", "T", [SECTION])
+    assert page.startswith("<!DOCTYPE html>") and "<h1>T</h1>" in page and formats.section_text("html", SECTION) in page
+    assert json.loads(formats.document("json", "T", [SECTION])) == {"title": "T", "traffic": {"kernels": {"base": 1}}}
+    with pytest.raises(ValueError, match="no A/B format 'pdf'"):
+        formats.document("pdf", "T", [SECTION])

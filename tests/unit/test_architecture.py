@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The import architecture (.importlinter at the top of the tree): the
-installed package keeps its layers, and a wrong-way import planted in a copy
-of it breaks the contract with the edge named."""
+installed package keeps its layers and the lab's traffic code its one
+direction, and a wrong-way import planted in a copy of either breaks its
+contract with the edge named."""
 import shutil
 import subprocess
 import sys
@@ -14,8 +15,10 @@ LINT = str(Path(sys.executable).with_name("lint-imports"))
 
 
 def lint(cwd: Path, pythonpath: str | None = None) -> subprocess.CompletedProcess:
+    """lint-imports on the contracts; `lab` from the checkout (after
+    `pythonpath`, which may hold a planted copy), nttrace as installed."""
     import os
-    env = {**os.environ, **({"PYTHONPATH": pythonpath} if pythonpath else {})}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (pythonpath, str(REPO)) if p)}
     return subprocess.run([LINT, "--no-cache", str(REPO / ".importlinter")], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=300)
 
@@ -23,7 +26,7 @@ def lint(cwd: Path, pythonpath: str | None = None) -> subprocess.CompletedProces
 def test_the_installed_package_keeps_its_layers(tmp_path):
     proc = lint(tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "1 kept, 0 broken" in proc.stdout
+    assert "2 kept, 0 broken" in proc.stdout
 
 
 def test_a_wrong_way_import_breaks_the_contract_naming_the_edge(tmp_path):
@@ -34,6 +37,19 @@ def test_a_wrong_way_import_breaks_the_contract_naming_the_edge(tmp_path):
     proc = lint(tmp_path, str(tmp_path / "site"))
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "BROKEN" in proc.stdout and "nttrace.kernel.btf -> nttrace.daemon.service" in proc.stdout, proc.stdout
+
+
+def test_the_lab_traffic_report_importing_its_command_breaks_the_one_direction(tmp_path):
+    """The circle the lab's traffic code had (lab.ab -> lab.traffic.report ->
+    lab.traffic.ab -> lab.ab), planted again in a copy of lab: the contract
+    names the edge."""
+    copy = tmp_path / "site" / "lab"
+    shutil.copytree(REPO / "lab", copy, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    report = copy / "traffic" / "report.py"
+    report.write_text(report.read_text() + "\nfrom lab.traffic import ab  # planted: the report importing its command\n")
+    proc = lint(tmp_path, str(tmp_path / "site"))
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "lab.traffic.report is not allowed to import lab.traffic.ab" in proc.stdout, proc.stdout
 
 
 def test_each_subpackage_says_in_a_line_what_it_is():
