@@ -237,7 +237,10 @@ def test_a_reboot_boot_uses_the_loader_in_charge(tmp_path, monkeypatch):
     fedora_grub(tmp_path / "fedora", saved=None)
     r = Recorder()
     boot.Booter("reboot", run=r, root=tmp_path / "fedora").boot({"image": "/boot/vmlinuz-6.10"}, "", "id-6.10")
-    assert r.cmds == [["/usr/sbin/grub2-reboot", "id-6.10"], ["systemctl", "--no-block", "reboot"]]
+    # the one-shot entry fsynced before the reboot is asked (a shutdown that
+    # panics would otherwise lose it from the page cache)
+    assert r.cmds == [["/usr/sbin/grub2-reboot", "id-6.10"], ["sync", str(tmp_path / "fedora/boot/grub2/grubenv")],
+                      ["systemctl", "--no-block", "reboot"]]
     sd = tmp_path / "sd"
     sdboot(sd, default=None)
     efivar(sd, "LoaderInfo", LOADER, utf16("systemd-boot 252"))

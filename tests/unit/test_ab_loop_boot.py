@@ -79,7 +79,9 @@ def test_a_boot_by_reboot_sets_grubs_one_shot_entry(monkeypatch, tmp_path):
     r = Recorder()
     boot.Booter("reboot", run=r, root=grub_root(tmp_path)).boot({"image": "/boot/vmlinuz-6.12.0"}, "",
                                                                 "gnulinux-advanced-1>gnulinux-6.12.0-x")
-    assert r.cmds == [["grub-reboot", "gnulinux-advanced-1>gnulinux-6.12.0-x"], ["systemctl", "--no-block", "reboot"]]
+    # grubenv fsynced between: the request is on the disk before the shutdown starts
+    assert r.cmds == [["grub-reboot", "gnulinux-advanced-1>gnulinux-6.12.0-x"],
+                      ["sync", str(tmp_path / "boot/grub/grubenv")], ["systemctl", "--no-block", "reboot"]]
 
 
 def test_a_failed_boot_command_raises_with_its_message():
@@ -113,7 +115,8 @@ def test_clearing_says_so_when_a_kexec_kernel_or_grubs_one_shot_entry_could_not_
     r = Recorder()
     ok = boot.Booter("reboot", run=r, root=root).clear()
     assert ok == ["kexec -u", "grub-editenv unset next_entry"]
-    assert r.cmds[1] == ["/sbin/grub-editenv", str(root / "boot/grub/grubenv"), "unset", "next_entry"]
+    assert r.cmds[1:] == [["/sbin/grub-editenv", str(root / "boot/grub/grubenv"), "unset", "next_entry"],
+                          ["sync", str(root / "boot/grub/grubenv")]]      # on the disk before any reboot
     bad = boot.Booter("reboot", run=Recorder(fail_on="-"), root=root).clear()
     assert len(bad) == 2 and all(line.startswith(boot.NOT_CLEARED) for line in bad)
     assert "Cannot load image" in bad[0] and boot.all_cleared(ok) and not boot.all_cleared(bad)

@@ -335,6 +335,16 @@ class Loader:
             return ["bootctl", "set-oneshot", entry]
         raise RuntimeError(f"--via reboot: {self.how}")
 
+    def flush_cmd(self) -> list[str] | None:
+        """The command that puts the one-shot entry on the disk before the
+        reboot is asked: grub-editenv's write can sit in the page cache, and
+        a shutdown that panics or hangs into a reset loses it (the machine
+        then boots its default, a failed boot nobody caused). None for
+        systemd-boot (an EFI variable is written through at once)."""
+        if self.kind in ("grub", "grub-bls") and self.cfg is not None:
+            return ["sync", str(self.cfg.with_name("grubenv"))]
+        return None
+
     def clear_cmd(self) -> list[str] | None:
         """The command that removes a pending one-shot entry; None where none is pending or possible."""
         if self.kind in ("grub", "grub-bls") and self.cfg is not None:
