@@ -130,8 +130,10 @@ def traffic_steps(raw: dict) -> str:
         for w in ("rebind_fsdax", "rebind_devdax"):
             pp = k["per_page"][w]
             cells.append(f"{_read(pp)} / {pp['device_written_per_page']:g}")
-        out.append(f"| {lab_} | {cells[0]} | {cells[1]} | {who(k['functions']['rebind_fsdax'])} | "
-                   f"{who(k['functions']['rebind_devdax'])} |")
+        # a run recorded before the plugin attributed lines has no functions
+        names = [who(k["functions"][w]) if "functions" in k else "not attributed in this run"
+                 for w in ("rebind_fsdax", "rebind_devdax")]
+        out.append(f"| {lab_} | {cells[0]} | {cells[1]} | {names[0]} | {names[1]} |")
     exact = [k for k in labels if not any(t["kernels"][k]["repeat_spread_bytes_per_page"].values())]
     out += ["", f"One traffic boot a step's kernel (the model above), {len(exact)} of {len(labels)} with both rebinds of "
                 f"each namespace in the boot counting the same device bytes. {meta['finished'][:10]}, {meta['machine']}, "
@@ -153,10 +155,10 @@ def traffic_cost(raw: dict) -> str:
             f"({raw['cpus']} CPUs), commit {raw['commit']}, {raw['cpu']}. Command: `{cmd}`.")
 
 
-PAIRS = {"nt-v3": "lab-traffic-ab-base-nt-v3-xeon-vm-2026-12-07-PENDING",
-         "nt-v2": "lab-traffic-ab-base-nt-v2-xeon-vm-2026-12-07-PENDING"}
-STEPS_RUN = "lab-steps-v8-traffic-xeon-vm-2026-12-07-PENDING/steps.json"
-COST_RUN = "lab-traffic-cost-xeon-vm-2026-12-07-PENDING.json"
+PAIRS = {"nt-v3": "lab-traffic-ab-base-nt-v3-epyc-vm-2026-12-07-84c8b9b",
+         "nt-v2": "lab-traffic-ab-base-nt-v2-epyc-vm-2026-12-07-84c8b9b"}
+STEPS_RUN = "lab-steps-v8-traffic-xeon-vm-2026-12-06-257b92e/steps.json"
+COST_RUN = "lab-traffic-cost-epyc-vm-2026-12-07-260743d.json"
 BLOCKS = {
     "lab-traffic-ab": (traffic_ab, {f"{k} {part}": f"{d}/{f}" for k, d in PAIRS.items() for part, f in (
         ("run", "run.json"), ("base", "base.json"), ("kernel", f"{k}.json"), ("table", "traffic-ab.json"))}),

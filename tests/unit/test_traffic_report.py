@@ -192,8 +192,9 @@ def test_the_section_says_what_the_model_assumes_and_names_its_geometry():
 def test_the_spread_in_words_is_each_boots_own_repeat_of_the_step():
     """The guest runs each step twice a boot: the memmap init's device
     bytes are the same in both runs of every recorded boot (spread zero),
-    demotion's differ by what the windows say (nt-v3's second run read no
-    line where its first read 256)."""
+    and demotion's per demoted page too, to 0.01 byte (each of nt-v3's two
+    runs read the same 256 lines: the workload's own faults, attributed
+    to __handle_mm_fault and do_wp_page, and user space)."""
     runs = summaries("nt-v3")
     t = report.figures(runs, report.windows_for(AB_SCENARIOS))
     for name, s in runs.items():
@@ -207,12 +208,15 @@ def test_the_spread_in_words_is_each_boots_own_repeat_of_the_step():
             if label.startswith("rebind_"):
                 assert want == 0
     nt_demotion = [w["pmem_device_bytes"]["read"] for w in runs["nt-v3"]["windows"] if w["label"] == "demotion"]
-    assert nt_demotion == [256 * 64, 0]
+    assert nt_demotion == [256 * 64, 256 * 64]
     worst = max(k["repeat_spread_bytes_per_page"]["demotion"] for k in t["kernels"].values())
-    assert worst > 0
+    assert worst == 0
     words = t["spread"]
-    assert "fsdax: zero" in words and "devdax: zero" in words
-    assert f"demotion: the boot's two runs of the step differ by up to {worst:g} byte" in words
+    assert "fsdax: zero" in words and "devdax: zero" in words and "demotion: zero" in words
+    # a spread the boots do have is said with its size
+    wide = json.loads(json.dumps(t))
+    wide["kernels"]["base"]["repeat_spread_bytes_per_page"]["demotion"] = 1.75
+    assert "demotion: the boot's two runs of the step differ by up to 1.75 bytes a page" in report.spread_words(wide)
 
 
 def test_the_recorded_spread_between_boots_is_what_the_words_say():
@@ -226,8 +230,8 @@ def test_the_recorded_spread_between_boots_is_what_the_words_say():
     wa, wb = first_window(a, "demotion"), first_window(b, "demotion")
     apart = max(abs(wa["pmem_device_bytes"][k] / wa["pages"] - wb["pmem_device_bytes"][k] / wb["pages"])
                 for k in ("read", "written"))
-    assert 0 < apart and round(apart, 2) == report.RECORDED_DEMOTION_SPREAD
-    assert f"{report.RECORDED_DEMOTION_SPREAD:g} bytes a page at most" in report.spread_words(
+    assert round(apart, 2) == report.RECORDED_DEMOTION_SPREAD
+    assert f"at most {report.RECORDED_DEMOTION_SPREAD:g} bytes apart" in report.spread_words(
         report.figures({"base": a}, ["demotion"]))
 
 
