@@ -74,14 +74,46 @@ def grub_root(tmp_path):
     return tmp_path
 
 
+class GrubReboot(Recorder):
+    """Runs nothing; grub-reboot ENTRY writes next_entry=ENTRY into the
+    machine's grubenv, as grub-editenv does (unless `writes` is False: a
+    read-only /boot, where grub-reboot still exits 0)."""
+
+    def __init__(self, env, writes=True):
+        super().__init__()
+        self.env, self.writes = env, writes
+
+    def __call__(self, cmd, timeout=120):
+        if cmd[0] == "grub-reboot" and self.writes:
+            self.env.write_text(f"# GRUB Environment Block\nnext_entry={cmd[1]}\n")
+        return super().__call__(cmd, timeout)
+
+
 def test_a_boot_by_reboot_sets_grubs_one_shot_entry(monkeypatch, tmp_path):
     monkeypatch.setattr(boot.bootloader, "grub_reboot_binary", lambda: "grub-reboot")
-    r = Recorder()
-    boot.Booter("reboot", run=r, root=grub_root(tmp_path)).boot({"image": "/boot/vmlinuz-6.12.0"}, "",
-                                                                "gnulinux-advanced-1>gnulinux-6.12.0-x")
-    # grubenv fsynced between: the request is on the disk before the shutdown starts
-    assert r.cmds == [["grub-reboot", "gnulinux-advanced-1>gnulinux-6.12.0-x"],
-                      ["sync", str(tmp_path / "boot/grub/grubenv")], ["systemctl", "--no-block", "reboot"]]
+    root = grub_root(tmp_path)
+    r = GrubReboot(root / "boot/grub/grubenv")
+    boot.Booter("reboot", run=r, root=root).boot({"image": "/boot/vmlinuz-6.12.0"}, "",
+                                                 "gnulinux-advanced-1>gnulinux-6.12.0-x")
+    assert r.cmds == [["grub-reboot", "gnulinux-advanced-1>gnulinux-6.12.0-x"], ["systemctl", "--no-block", "reboot"]]
+
+
+def test_a_one_shot_entry_grub_did_not_take_is_an_error_not_a_reboot(monkeypatch, tmp_path):
+    """grub-reboot exits 0 whatever grub-editenv did: under a sandbox that
+    left /boot read-only the lab's series loop rebooted into the default
+    kernel again and again. The entry is read back; where it is not there
+    the boot is refused (the loop stops with why), nothing is rebooted. The
+    mutation it catches: the read-back dropped (a reboot is issued)."""
+    monkeypatch.setattr(boot.bootloader, "grub_reboot_binary", lambda: "grub-reboot")
+    root = grub_root(tmp_path)
+    (root / "boot/grub/grubenv").write_text("# GRUB Environment Block\nnext_entry=\n")
+    r = GrubReboot(root / "boot/grub/grubenv", writes=False)
+    with pytest.raises(RuntimeError, match=r"one-shot entry e-6.12 was not set: .*grubenv holds next_entry=$"):
+        boot.Booter("reboot", run=r, root=root).boot({"image": "/boot/vmlinuz-6.12.0"}, "", "e-6.12")
+    assert ["systemctl", "--no-block", "reboot"] not in r.cmds
+    (root / "boot/grub/grubenv").unlink()
+    with pytest.raises(RuntimeError, match="grubenv cannot be read"):
+        boot.Booter("reboot", run=r, root=root).boot({"image": "/boot/vmlinuz-6.12.0"}, "", "e-6.12")
 
 
 def test_a_failed_boot_command_raises_with_its_message():
@@ -115,8 +147,7 @@ def test_clearing_says_so_when_a_kexec_kernel_or_grubs_one_shot_entry_could_not_
     r = Recorder()
     ok = boot.Booter("reboot", run=r, root=root).clear()
     assert ok == ["kexec -u", "grub-editenv unset next_entry"]
-    assert r.cmds[1:] == [["/sbin/grub-editenv", str(root / "boot/grub/grubenv"), "unset", "next_entry"],
-                          ["sync", str(root / "boot/grub/grubenv")]]      # on the disk before any reboot
+    assert r.cmds[1] == ["/sbin/grub-editenv", str(root / "boot/grub/grubenv"), "unset", "next_entry"]
     bad = boot.Booter("reboot", run=Recorder(fail_on="-"), root=root).clear()
     assert len(bad) == 2 and all(line.startswith(boot.NOT_CLEARED) for line in bad)
     assert "Cannot load image" in bad[0] and boot.all_cleared(ok) and not boot.all_cleared(bad)

@@ -59,8 +59,14 @@ def test_every_directory_the_loop_writes_is_writable_in_its_units_sandbox():
     writable = [_P(w.lstrip("-")) for line in text.splitlines() if line.startswith("ReadWritePaths=")
                 for w in line.split("=", 1)[1].split()]
     wants = [reset.system_conf("x").parent, reset.sysctl_conf("x").parent, reset.grub_conf("x").parent,
-             unit.UNIT_DIR, _P("/var/lib/nttrace/ab"), _P("/boot/grub")]
+             unit.UNIT_DIR, _P("/var/lib/nttrace/ab"), _P("/boot/grub"), _P("/boot/grub2"), _P("/boot/efi/EFI")]
     for d in wants:
         assert any(d == w or w in d.parents for w in writable), (d, writable)
+    # ProtectSystem='s own paths listed themselves stay read-only (systemd keeps
+    # the more restrictive entry of one path): only what lies below them can
+    # be made writable. The mutation it catches: ReadWritePaths=/boot, under
+    # which grub-reboot in the lab's series loop wrote nothing, silently.
+    protected = {_P("/usr"), _P("/boot"), _P("/efi"), _P("/etc")}
+    assert not protected & set(writable), writable
     # /etc and /usr are read-only there: the full protection stays on
     assert not any(_re.fullmatch(r"/(etc|usr)?/?", str(w)) for w in writable), writable

@@ -143,9 +143,9 @@ class Booter:
             if loader.kind == "unknown":
                 raise RuntimeError(f"cannot set a one-shot boot entry: {loader.how}")
             self._must(loader.oneshot_cmd(entry))
-            flush = loader.flush_cmd()
-            if flush is not None:
-                self._must(flush)
+            wrong = loader.oneshot_set(entry)
+            if wrong:           # rebooting now would boot the default kernel, not this one
+                raise RuntimeError(f"the one-shot entry {entry} was not set: {wrong}")
             self._must(["systemctl", "--no-block", "reboot"])
 
     def _try(self, cmd: list[str]) -> str | None:
@@ -170,9 +170,6 @@ class Booter:
             if cmd is not None:
                 what = "grub-editenv unset next_entry" if loader.kind != "systemd-boot" else 'bootctl set-oneshot ""'
                 why = self._try(cmd)
-                flush = loader.flush_cmd()
-                if why is None and flush is not None:
-                    why = self._try(flush)
                 done.append(what if why is None else
                             f"{NOT_CLEARED}the {loader.kind} one-shot entry may stay set ({Path(cmd[0]).name}: {why})")
         return done

@@ -335,15 +335,19 @@ class Loader:
             return ["bootctl", "set-oneshot", entry]
         raise RuntimeError(f"--via reboot: {self.how}")
 
-    def flush_cmd(self) -> list[str] | None:
-        """The command that puts the one-shot entry on the disk before the
-        reboot is asked: grub-editenv's write can sit in the page cache, and
-        a shutdown that panics or hangs into a reset loses it (the machine
-        then boots its default, a failed boot nobody caused). None for
-        systemd-boot (an EFI variable is written through at once)."""
-        if self.kind in ("grub", "grub-bls") and self.cfg is not None:
-            return ["sync", str(self.cfg.with_name("grubenv"))]
-        return None
+    def oneshot_set(self, entry: str) -> str | None:
+        """None where grub's environment block now holds next_entry=entry,
+        else what it holds: grub-reboot exits 0 whatever grub-editenv did
+        (a read-only /boot, a full disk), so its word is not taken. None for
+        systemd-boot, whose bootctl reports its own failure."""
+        if self.kind not in ("grub", "grub-bls") or self.cfg is None:
+            return None
+        env = self.cfg.with_name("grubenv")
+        try:
+            got = grubenv_values(env).get("next_entry")
+        except OSError as exc:
+            return f"{env} cannot be read ({exc.strerror})"
+        return None if got == entry else f"{env} holds next_entry={got or ''}"
 
     def clear_cmd(self) -> list[str] | None:
         """The command that removes a pending one-shot entry; None where none is pending or possible."""
