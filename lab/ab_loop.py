@@ -323,7 +323,8 @@ def fault_scenarios(base, patched, check_args: list[str]) -> list[dict]:
 
 # The emergency scenario's boot deadline: above the loop guest's slowest
 # normal boot to the loop's step (about 70 s of a 2-core host beside a compiler)
-FAULT_DEADLINE_S = 200
+# and above the pmem mount's device timeout with a boot's own time (60 + 70 s)
+FAULT_DEADLINE_S = 300
 
 
 def write_loop_config(tree: Path, kernels: list, scenarios: list[dict], seed: int) -> Path:

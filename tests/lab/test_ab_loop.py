@@ -467,7 +467,7 @@ def test_a_loop_kernel_booted_without_its_watchdog_driver_stops_the_loop(faults)
 
 def test_a_boot_held_before_multi_user_and_one_in_emergency_mode_are_reset_and_retried(faults):
     """Base's first boot never reaches multi-user.target while PID 1 lives
-    and feeds the watchdog: the boot deadline (200 s here) resets it. The
+    and feeds the watchdog: the boot deadline (ab_loop.FAULT_DEADLINE_S here) resets it. The
     patched kernel's first boot drops to emergency mode (the pmem namespace
     fstab mounts does not come up): the deadline's unit, wanted by
     emergency.target, resets it at once. Each is a failed boot blamed on its
@@ -479,7 +479,7 @@ def test_a_boot_held_before_multi_user_and_one_in_emergency_mode_are_reset_and_r
     _nothing_left(end)
     failed = {f["side"]: f for f in _failures(faults, "emergency")}
     assert set(failed) == {"base", "patched"} and {f["blamed"] for f in failed.values()} == {"kernel"}, failed
-    assert "did not reach the loop's step within the boot deadline of 200 s" in failed["base"]["why"], failed["base"]
+    assert f"did not reach the loop's step within the boot deadline of {ab_loop.FAULT_DEADLINE_S} s" in failed["base"]["why"], failed["base"]
     assert "emergency.target" not in failed["base"]["why"]
     assert "emergency.target" in failed["patched"]["why"], failed["patched"]
     console = faults.run.console
