@@ -63,10 +63,6 @@ def lab_ab_loop(raw: dict) -> str:
 
 AB_LOOPS = {"kexec": "lab-ab-loop-kexec-base-nt-v3-xeon-vm-2026-12-06-fdd0ab1",
             "reboot": "lab-ab-loop-reboot-base-nt-v3-xeon-vm-2026-12-06-fdd0ab1"}
-BLOCKS = {
-    "lab-ab-loop": (lab_ab_loop, {**{via: (f"{d}/ab.json", f"{d}/run.json") for via, d in AB_LOOPS.items()},
-                                  "lab.ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
-}
 
 
 # The v8 template series in the steps lab.steps measures (1-3, 4, 5, 6-8, 9) and its base
@@ -120,3 +116,11 @@ def _step_change(change: dict | None) -> str:
     mark = "*" if change.get("significant") else ("~" if change.get("verdict") == "not significant" else
                                                   change.get("verdict", ""))
     return f"{change['change_pct']:+.3g}%" + (f" [{ci[0]:+.3g}, {ci[1]:+.3g}]" if ci else "") + f" {mark}"
+
+
+SERIES_RUN = "lab-ab-series-base-nt-v2-nt-v3-epyc-vm-2026-12-07-aa786f4"
+BLOCKS = {
+    "lab-ab-loop": (lab_ab_loop, {**{via: (f"{d}/ab.json", f"{d}/run.json") for via, d in AB_LOOPS.items()},
+                                  "lab.ab": ICOUNT_RUNS["A/B base/nt-v3"]}),
+    "lab-ab-series": (lab_ab_series, {"series": (f"{SERIES_RUN}/ab.json", f"{SERIES_RUN}/run.json")}),
+}
