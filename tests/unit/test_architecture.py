@@ -62,3 +62,19 @@ def test_each_subpackage_says_in_a_line_what_it_is():
     # only the command line at the root
     assert sorted(p.name for p in root.glob("*.py")) == ["__init__.py", "__main__.py", "cli.py", "errors.py",
                                                          "option_values.py", "trace_cmd.py"]
+
+
+def test_every_test_that_runs_import_linter_is_left_out_of_the_packages_unit_room():
+    """The Debian package's build runs the unit room (debian/tests/unit-room)
+    without import-linter, which Debian does not package: each test here
+    that runs lint-imports must be deselected there, or the package does
+    not build (a new contract test, not deselected, failed dpkg-buildpackage
+    with FileNotFoundError: that is the mutation this catches)."""
+    import inspect
+    room = (REPO / "debian" / "tests" / "unit-room").read_text()
+    this = test_every_test_that_runs_import_linter_is_left_out_of_the_packages_unit_room.__name__
+    uses = [name for name, fn in sorted(globals().items())
+            if name.startswith("test_") and name != this and "lint(" in inspect.getsource(fn)]
+    assert uses, "no test here runs lint-imports: this check would pass on nothing"
+    for name in uses:
+        assert f"--deselect tests/unit/test_architecture.py::{name}" in room, name
