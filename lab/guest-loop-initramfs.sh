@@ -44,6 +44,14 @@ case $fault in
         for dev in /sys/bus/pci/drivers/i6300ESB*/0000:*; do
             [ -e "$dev" ] && echo "${dev##*/}" > "${dev%/*}/unbind"
         done ;;
-    emergency) echo namespace0.0 > /sys/bus/nd/drivers/nd_pmem/unbind ;;
+    emergency)
+        # libnvdimm probes its namespaces asynchronously: under TCG the
+        # namespace may not be bound yet here, and an unbind before the bind
+        # does nothing (the boot then mounts it). Wait for the bind first.
+        i=0
+        while [ ! -e /sys/bus/nd/drivers/nd_pmem/namespace0.0 ] && [ $i -lt 300 ]; do
+            sleep 1; i=$((i + 1))
+        done
+        echo namespace0.0 > /sys/bus/nd/drivers/nd_pmem/unbind ;;
 esac
 exit 0
