@@ -416,9 +416,8 @@ def main(argv: list[str]) -> int:
         section = traffic_report.steps_section(traffic, list(kernels))
         (out / "steps.json").write_text(json.dumps({"meta": meta, "table": t, "traffic": traffic}, indent=1))
         (out / "steps.md").write_text(render_markdown(t, meta) + formats.section_text("markdown", section))
-        for fmt, name in formats.FILES.items():     # the traffic alone, in every format: traffic.txt, .md, ...
-            (out / name.replace("ab.", "traffic.")).write_text(
-                formats.document(fmt, f"Modelled memory traffic per step: {args.series}", [section]))
+        # the traffic alone, in every format: traffic.txt, .md, .json, .html
+        formats.write_documents(out, "traffic", f"Modelled memory traffic per step: {args.series}", [section])
     say(f"{len(order)} boots in {mmss(time.monotonic() - t0)}")
     print(f"step table: {out / 'steps.md'} (and steps.json beside it)")
     return 1 if failed and len(failed) == len(kernels) else 0

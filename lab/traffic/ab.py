@@ -30,13 +30,8 @@ SCENARIOS = ["memmap_fsdax", "memmap_devdax", "demotion"]
 
 def write_report(out: Path, a: str, b: str, t: dict) -> dict[str, Path]:
     """The report in every format, as traffic-ab.<ext> (nttrace.ab.formats' file names)."""
-    section = report.ab_section(t, [a, b], title="Modelled memory traffic")
-    written = {}
-    for fmt, name in formats.FILES.items():
-        path = out / name.replace("ab.", "traffic-ab.")
-        path.write_text(formats.document(fmt, f"Modelled memory traffic: {a} against {b}", [section]))
-        written[fmt] = path
-    return written
+    return formats.write_documents(out, "traffic-ab", f"Modelled memory traffic: {a} against {b}",
+                                   [report.ab_section(t, [a, b], title="Modelled memory traffic")])
 
 
 def run_record(argv: list[str], a: str, b: str, commit: str, started: str, wall_s: float,

@@ -466,11 +466,9 @@ def ab_section(t: dict, names: list[str], title: str = TITLE) -> Section:
     names = list(dict.fromkeys(names))
     head = ["step", "figure", *names] + (["B - A"] if len(names) == 2 else [])
     blocks = [Note(lead(t)), Note(ASSUMES), Note(t["spread"]), Table(head, ab_rows(t, names), numeric_from=2)]
-    for w in t["windows"]:
-        table = function_table(t, names, w)
-        if table:
-            blocks.append(table)
-    if any(function_table(t, names, w) for w in t["windows"]):
+    tables = [table for w in t["windows"] if (table := function_table(t, names, w))]
+    blocks += tables
+    if tables:
         blocks.append(Note(CAUSE_WORDS))
     blocks += [Note(f"{f[0].upper()}{f[1:]}.", warning=True) for f in _failures(t)]
     return Section(title, blocks, "traffic", t)

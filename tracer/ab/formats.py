@@ -24,6 +24,7 @@ import html as html_escape
 import io
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from nttrace.ab import compare, text
 
@@ -143,6 +144,17 @@ def document(fmt: str, title: str, sections: list[Section]) -> str:
         raise ValueError(f"no A/B format {fmt!r}: one of {', '.join(FORMATS)}")
     head = f"# {title}" if fmt == "markdown" else title
     return head + "\n" + "".join(section_text(fmt, s) for s in sections)
+
+
+def write_documents(out: Path, stem: str, title: str, sections: list[Section]) -> dict[str, Path]:
+    """document() in every format, as out/<stem>.txt, .md, .json, .html
+    (FILES' extensions); format -> path written."""
+    written = {}
+    for fmt, name in FILES.items():
+        path = out / (stem + Path(name).suffix)
+        path.write_text(document(fmt, title, sections))
+        written[fmt] = path
+    return written
 
 
 def render(fmt: str, rows: list[dict], base: list[dict], cur: list[dict], report: dict,
