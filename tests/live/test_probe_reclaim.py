@@ -87,3 +87,21 @@ def test_reclaim_declarations_hold_on_this_kernel(reclaimed):
         for m in ReclaimProbe.metrics:
             assert row_value(row, m.value) is not None and all(row_value(row, k) is not None for _l, k in m.labels), m
         assert all(row_value(row, c.key) is not None or c.key.startswith("latency_ns.") for c in ReclaimProbe.columns)
+
+
+@pytest.mark.needs("root", "tracefs", "bcc", "memcg")
+def test_the_reclaim_check_gives_the_figure_an_ab_tests():
+    """`validate --exercise reclaim` as a loop's boot runs it: probe.reclaim
+    gives its primary figure, the memcg episodes' median latency, which is
+    the probe's own histogram's. Fails if the check's primary figure rests
+    on per-call records this probe never keeps (every boot of a loop with
+    --exercise reclaim a failed measurement)."""
+    from nttrace.ab import measured
+    from nttrace.validate import evidence
+    proc = run_nttrace("validate", "--check", "probe.reclaim", "--exercise", "reclaim", "--json", timeout=300)
+    check = json.loads(proc.stdout)["checks"][0]
+    assert check["status"] == "pass", check["summary"]
+    assert measured.unmeasured({"checks": [check]}, ["probe.reclaim"]) is None
+    primary = [f for f in evidence.of(check).figures() if f.role == "primary"]
+    memcg = next(r for r in check["evidence"]["rows"] if r["kind"] == "memcg")
+    assert [(f.metric, f.value) for f in primary] == [("episodes.p50_ms", memcg["latency_ns"]["p50"] / 1e6)]

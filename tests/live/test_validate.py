@@ -87,6 +87,19 @@ def test_core_checks_pass_and_missing_capabilities_skip_with_reasons(quick_repor
 
 
 @pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
+def test_every_measured_check_that_passed_gives_the_figure_an_ab_tests(quick_report):
+    """What `ab` holds a boot to: each check that would measure and ran
+    here (probe.migrate runs unasked) gives its primary figure. Fails if the
+    check's Tracer is not asked for per-call records (probe.migrate then has
+    no call latency: every boot of a loop a failed measurement)."""
+    from nttrace.ab import measured
+    args = measured.validate_args(None, True, None, 1, False, "")
+    ran = [c for c in quick_report["checks"] if c["id"] in measured.measured_checks(args) and c["status"] == "pass"]
+    assert "probe.migrate" in {c["id"] for c in ran}
+    assert {c["id"]: measured.unmeasured({"checks": [c]}, [c["id"]]) for c in ran} == {c["id"]: None for c in ran}
+
+
+@pytest.mark.needs("root", "btf", "tracepoint", "bcc", "uprobe", "perf-software")
 def test_quick_text_ends_with_the_two_paths_and_the_load_it_ran_beside(quick_report):
     """`validate --quick` as a user runs it, with two niced CPU burners
     beside it (a contended host, made so): its text ends with which of the

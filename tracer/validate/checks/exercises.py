@@ -132,7 +132,19 @@ class MemcgReclaimEvidence(ExerciseEvidence):
                 f"p50 {memcg['latency_ns']['p50'] / 1e3:.0f} us, pages: {obs.describe()}")
 
     def figures(self) -> list[Figure]:
-        return [Figure("memcg_episodes", "memcg reclaim episodes", self.memcg().get("episodes")), *super().figures()]
+        # the reclaim probe keeps no per-call records: its calls' figures come
+        # from the memcg episodes' latency histogram, the median the tested one
+        lat = self.memcg().get("latency_ns") or {}
+        ms = {k: None if lat.get(k) is None else lat[k] / 1e6 for k in ("p50", "p99", "max")}
+        n = lat.get("count") or 0
+        return [Figure("memcg_episodes", "memcg reclaim episodes", self.memcg().get("episodes")),
+                Figure("episodes.p50_ms", f"memcg episodes (n={n}), median ms", ms["p50"], None, "median",
+                       role="primary"),
+                Figure("episodes.p99_ms", f"memcg episodes (n={n}), p99 ms", ms["p99"], None, "p99"),
+                Figure("episodes.max_ms", f"memcg episodes (n={n}), slowest ms", ms["max"], None, "max"),
+                Figure("pages", "pages the probe counted", self.seen),
+                Figure("agrees", f"agrees with {self.source or 'the kernel'}",
+                       None if self.agrees is None else ("yes" if self.agrees else "no"))]
 
 
 # the paths whose rows say more than a count, each with its evidence
@@ -162,7 +174,9 @@ def run_exercise(probe_cls, ctx) -> CheckResult:
     evidence_cls = EVIDENCE.get(probe_cls, ExerciseEvidence)
     with ExitStack() as attached:
         try:
-            tracer = attached.enter_context(Tracer([name], caps=ctx.caps, meta=ctx.kernel))
+            # per-call records asked for: the calls' latencies are the check's primary figure
+            tracer = attached.enter_context(Tracer([name], {name: probe_cls.options_for([name], True)},
+                                                   caps=ctx.caps, meta=ctx.kernel))
             unavailable = None if tracer.attached(name) else tracer.status[name].get("reason")
         except CapabilityError as exc:          # the Tracer's: no probe could attach, and why
             tracer, unavailable = None, str(exc)
