@@ -44,7 +44,7 @@ def test_a_dry_run_reads_the_kernels_prints_the_plan_and_writes_nothing(ab_env, 
     env, state = ab_env
     image = str(kernel_image)
     p = start(env, "dry", "--base", image, "--patched", image, "--boots", "3", "--seed", "7",
-              "--cmdline", "root=/dev/vda ro", "--check", "env.*", "--dry-run")
+              "--cmdline", "root=/dev/vda ro", "--check", "probe.migrate", "--dry-run")
     out = p.stdout
     # the kernel's identity as its image holds it, read independently by file(1) where it is installed
     release = next(ln for ln in out.splitlines() if ln.startswith("  base ")).split()[1]
@@ -52,8 +52,11 @@ def test_a_dry_run_reads_the_kernels_prints_the_plan_and_writes_nothing(ab_env, 
         assert f"version {release} " in subprocess.run(["file", "-b", image], capture_output=True, text=True).stdout
     assert f"  seed 7; order (B base, P patched): {schedule.order_text(schedule.make(3, 7))}" in out
     assert "  command line: root=/dev/vda ro" in out
-    assert "  at each boot: nttrace validate --json --check env.*" in out
-    assert f"  unit: nttrace-ab-dry.service -> {NTTRACE.resolve()} ab step dry" in out     # an absolute path
+    assert "  at each boot: nttrace validate --json --check probe.migrate" in out
+    # a check that measures (one the A/B tests): a selection of none is refused before any plan is printed
+    assert "  a boot is a run only where each of these gives its primary figure: probe.migrate " in out
+    assert f"  units: nttrace-ab@dry.service -> {NTTRACE.resolve()} ab step dry; " \
+           "nttrace-ab-deadline@dry.timer (the deadline)" in out     # an absolute path
     assert out.rstrip().endswith("dry run: nothing written, installed, loaded or booted")
     assert any(ln.startswith("  reset: a panic reboots after 10 s (panic=10); ") for ln in out.splitlines())
     assert any(ln.startswith("  time per boot: ") for ln in out.splitlines())
