@@ -7,6 +7,7 @@ a full validate); `make test-unit` and `make test` are held by their
 documented form (`make -n`: the suite cannot run inside itself), and
 tests/unit/test_readme.py holds that the block is these four commands and
 that `.ci/run` runs `make test`."""
+import os
 import re
 import shutil
 import subprocess
@@ -18,8 +19,14 @@ from conftest import REPO
 BLOCK = re.compile(r"## First commands\n.*?```sh\n(.*?)\n```", re.S)
 
 
+# what make passes to the commands it runs: a user's shell has none of it (under `make test`, as CI runs
+# the suite, a README command's make would otherwise be a sub-make printing "make[1]: Entering directory")
+MAKE_VARIABLES = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR")
+
+
 def run(command: str, cwd, timeout: float) -> subprocess.CompletedProcess:
-    return subprocess.run(command, shell=True, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    env = {k: v for k, v in os.environ.items() if k not in MAKE_VARIABLES}
+    return subprocess.run(command, shell=True, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def ends_with_the_paths_paragraph(out: str) -> None:
