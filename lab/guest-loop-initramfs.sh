@@ -17,7 +17,7 @@
 #   no-watchdog  the watchdog's driver is unbound from its device before
 #                systemd would open it, as a driver that fails to probe leaves
 #                it: the loop must see the boot run unprotected
-#   emergency    the pmem namespace fstab mounts is unbound from nd_pmem, as
+#   emergency    the pmem device fstab mounts is unbound from nd_pmem, as
 #                a kernel that cannot bring it up leaves it: systemd drops to
 #                emergency mode
 PREREQ=""
@@ -45,13 +45,24 @@ case $fault in
             [ -e "$dev" ] && echo "${dev##*/}" > "${dev%/*}/unbind"
         done ;;
     emergency)
-        # libnvdimm probes its namespaces asynchronously: under TCG the
-        # namespace may not be bound yet here, and an unbind before the bind
-        # does nothing (the boot then mounts it). Wait for the bind first.
+        # /dev/pmem0 is nd_pmem's disk of whatever it bound: in fsdax mode the
+        # namespace's pfn device (pfn0.N; the namespace itself is claimed by
+        # it and stays unbound), else the namespace. libnvdimm probes
+        # asynchronously, so under TCG nothing may be bound yet here: wait
+        # for the bind, then unbind it, and say what went.
+        drv=/sys/bus/nd/drivers/nd_pmem
         i=0
-        while [ ! -e /sys/bus/nd/drivers/nd_pmem/namespace0.0 ] && [ $i -lt 300 ]; do
+        while [ $i -lt 300 ]; do
+            bound=""
+            for dev in "$drv"/namespace* "$drv"/pfn* "$drv"/btt*; do
+                [ -e "$dev" ] && bound="$bound ${dev##*/}"
+            done
+            [ -n "$bound" ] && break
             sleep 1; i=$((i + 1))
         done
-        echo namespace0.0 > /sys/bus/nd/drivers/nd_pmem/unbind ;;
+        for dev in $bound; do
+            echo "$dev" > "$drv/unbind"
+        done
+        echo "nttrace-lab: emergency: unbound${bound:- nothing} from nd_pmem after ${i} s" > /dev/console ;;
 esac
 exit 0
