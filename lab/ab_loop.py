@@ -56,6 +56,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -121,7 +122,12 @@ class PowerCut:
     unit writes to ab-boots.jsonl (from the step's journal) of `event`:
     "validate" (the step began validate at a boot of the loop kernel
     `variant`) or "booting" (the step asked for the boot of `variant`: the
-    cut lands inside the kexec or the reboot)."""
+    cut lands inside the kexec or the reboot). A "booting" cut comes sooner
+    when the guest's console shows the shutdown begun (SHUTDOWN_BEGUN) after
+    that line: under TCG the services stop and the kexec follows within
+    about two seconds of guest time, so a cut timed from the line alone
+    lands in the next kernel's boot on a host that runs the guest faster
+    than expected (the lockup injected in its initramfs then never fires)."""
     variant: str
     seconds: float
     event: str = "validate"
@@ -138,18 +144,34 @@ class PowerCut:
             raise ValueError(f"--power-cut {text!r}: want [booting:]VARIANT:SECONDS (e.g. base:60, booting:nt-v3:4)")
         return cls(parts[0], seconds, event)
 
-    def due(self, lines: list[tuple[float, dict]], releases: dict[str, str]) -> float | None:
-        """When the cut is due (host time), from the lines seen so far."""
-        for t, b in lines:
+    def line(self, lines: list[tuple[float, dict]], releases: dict[str, str]) -> int | None:
+        """The index of the line the cut is timed from, among those seen so far."""
+        for i, (_t, b) in enumerate(lines):
             if b.get("event") != self.event:
                 continue
             if self.event == "validate" and b.get("kernel") == self.variant:
-                return t + self.seconds
+                return i
             if self.event == "booting" and f" {releases.get(self.variant)} " in f" {b.get('line', '')} ":
-                return t + self.seconds
+                return i
         return None
 
+    def due(self, lines: list[tuple[float, dict]], releases: dict[str, str],
+            shutdown_seen: dict[int, float] | None = None) -> float | None:
+        """When the cut is due (host time), from the lines seen so far and,
+        for a "booting" cut, when the console first showed the shutdown
+        begun after its line (shutdown_seen: line index -> host time)."""
+        i = self.line(lines, releases)
+        if i is None:
+            return None
+        due = lines[i][0] + self.seconds
+        if self.event == "booting" and i in (shutdown_seen or {}):
+            due = min(due, shutdown_seen[i])
+        return due
 
+
+# The console's sign that a shutdown (for a kexec or a reboot) has begun:
+# systemd stopping the services, or past that, systemd-shutdown or the kexec
+SHUTDOWN_BEGUN = re.compile(rb"\bStopping |systemd-shutdown\[1\]|kexec_core: Starting new kernel")
 
 
 @dataclass
@@ -199,19 +221,43 @@ class _Watcher:
     was seen (within a second), and the power cut, when one is asked for,
     sent through QEMU's monitor at its time."""
 
-    def __init__(self, path: Path, monitor: Path, power_cuts: list[PowerCut], releases: dict[str, str]):
+    def __init__(self, path: Path, monitor: Path, power_cuts: list[PowerCut], releases: dict[str, str],
+                 console: Path | None = None):
         self.path, self.monitor, self.power_cuts, self.releases = path, monitor, list(power_cuts), releases
+        self.console = console
         self.arrived: list[tuple[float, str]] = []
+        self.console_before: list[int] = []      # per arrived line: the console's size at the poll before it
+        self.shutdown_seen: dict[int, float] = {}     # a booting line's index -> when the console showed a shutdown
         self.faults: list[dict] = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
+        self._console_size = 0
 
     def _read(self) -> None:
         try:
             lines = self.path.read_text().splitlines()
         except OSError:
             return
-        self.arrived += [(time.time(), line) for line in lines[len(self.arrived):]]
+        new = lines[len(self.arrived):]
+        self.arrived += [(time.time(), line) for line in new]
+        self.console_before += [self._console_size] * len(new)
+
+    def _read_console(self, armed: list[int]) -> None:
+        """For each booting line in `armed` whose shutdown was not yet seen:
+        whether the console since it shows one. Then the console's size."""
+        if self.console is None:
+            return
+        try:
+            with open(self.console, "rb") as f:
+                start = min((self.console_before[i] for i in armed), default=self._console_size)
+                f.seek(start)
+                data = f.read()
+        except OSError:
+            return
+        for i in armed:
+            if SHUTDOWN_BEGUN.search(data, self.console_before[i] - start):
+                self.shutdown_seen.setdefault(i, time.time())
+        self._console_size = start + len(data)
 
     def _lines(self) -> list[tuple[float, dict]]:
         out = []
@@ -219,17 +265,24 @@ class _Watcher:
             try:
                 out.append((t, json.loads(line)))
             except ValueError:
-                continue
+                out.append((t, {}))     # kept: a line's index is its index in `arrived`
         return out
+
+    def _armed(self, done: set) -> list[int]:
+        """The booting lines a pending cut is timed from, whose shutdown the console has not shown yet."""
+        lines = self._lines()
+        return [i for cut in self.power_cuts if cut not in done and cut.event == "booting"
+                for i in [cut.line(lines, self.releases)] if i is not None and i not in self.shutdown_seen]
 
     def _run(self) -> None:
         done: set[PowerCut] = set()
-        while not self.stop.wait(1):
+        while not self.stop.wait(0.05 if self._armed(done) else 1):
             self._read()
+            self._read_console(self._armed(done))
             for cut in self.power_cuts:
                 if cut in done:
                     continue
-                due = cut.due(self._lines(), self.releases)
+                due = cut.due(self._lines(), self.releases, self.shutdown_seen)
                 if due is None or time.time() < due:
                     continue
                 answer = loop_disk.monitor_command(self.monitor, "system_reset")
@@ -237,8 +290,11 @@ class _Watcher:
                 self.faults.append({"fault": "power cut", "how": "QEMU monitor: system_reset", "at": time.time(),
                                     "variant": cut.variant, "seconds": cut.seconds, "event": cut.event,
                                     "monitor": answer.strip()[-200:]})
-                say(f"loop: power cut (system_reset) {cut.seconds:.0f} s after the {cut.event} line of "
-                    f"{cut.variant}")
+                i = cut.line(self._lines(), self.releases)
+                when = "as the console showed the shutdown begun" if i in self.shutdown_seen and \
+                    self.shutdown_seen[i] <= self._lines()[i][0] + cut.seconds else f"{cut.seconds:.0f} s"
+                self.faults[-1]["timed_by"] = "console" if when.startswith("as") else "line"
+                say(f"loop: power cut (system_reset) {when} after the {cut.event} line of {cut.variant}")
 
     def __enter__(self):
         self.thread.start()
@@ -390,7 +446,7 @@ def run_loop(out: Path, base, patched, boots: int = 1, check_args: list[str] = M
     proc = subprocess.Popen(loop_disk.qemu_command(overlay, results, tree, nvdimm, monitor, cpu),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, preexec_fn=die_with_parent)
     watcher = _Watcher(results / "ab-boots.jsonl", monitor, list(power_cuts),
-                       {k.variant: k.release for k in on_disk})
+                       {k.variant: k.release for k in on_disk}, results / "console.log")
     timed_out = False
     try:
         with watcher:

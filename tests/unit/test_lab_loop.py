@@ -4,6 +4,7 @@ kernel build keeps, the superseded kernels the cache keeps, a release per
 variant, and the faults' arguments (the guest itself: tests/lab/test_ab_loop.py)."""
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -112,3 +113,34 @@ def test_a_fault_names_what_and_which_kernel_and_lands_where_it_happens():
                                                                           [["panic", "nt-v3"]])
     series = ab_loop.loop_scenario("s", [("stock", ab_loop.STOCK), ("base", k["base"])], 1, [])
     assert series["series"] == [("stock", ab_loop.STOCK), ("base", k["base"])] and "base" not in series
+
+
+def test_a_cut_inside_the_kexec_comes_when_the_console_shows_the_shutdown_begun(tmp_path):
+    """A "booting" cut is due `seconds` after the step's line, or sooner,
+    as soon as the guest's console shows the services stopping after that
+    line: a cut timed from the line alone lands in the next kernel's boot
+    on a host that runs the guest faster. Fails if the console is not read
+    (the cut waits out its seconds), or if a shutdown printed before the
+    step asked for the boot (an earlier loop's) is taken for this one."""
+    releases = {"base": "7.2.13-nttrace-base", "nt-v3": "7.2.13-nttrace-nt-v3"}
+    boots, console = tmp_path / "ab-boots.jsonl", tmp_path / "console.log"
+    cut = ab_loop.PowerCut("nt-v3", 30, "booting")
+    w = ab_loop._Watcher(boots, tmp_path / "monitor", [cut], releases, console)
+    console.write_text("         Stopping getty@tty1.service - Getty on tty1...\n")    # an earlier shutdown
+    boots.write_text(json.dumps({"event": "boot", "kernel": "base"}) + "\n")
+    w._read()
+    w._read_console(w._armed(set()))
+    boots.write_text(boots.read_text() + "not json\n" + json.dumps(
+        {"event": "booting", "line": "nttrace ab: booting slot 2 of 2: patched 7.2.13-nttrace-nt-v3 (attempt 1)"}) + "\n")
+    w._read()
+    assert w._armed(set()) == [2]
+    w._read_console(w._armed(set()))
+    asked = w._lines()[2][0]
+    assert w.shutdown_seen == {} and cut.due(w._lines(), releases, w.shutdown_seen) == asked + 30
+    with console.open("a") as f:
+        f.write("[   88.1] nttrace: ...\n         Stopping \x1b[0;1;39mkexec-load.service\x1b[0m - Load kernel...\n")
+    w._read_console(w._armed(set()))
+    assert list(w.shutdown_seen) == [2] and w._armed(set()) == []
+    assert cut.due(w._lines(), releases, w.shutdown_seen) == w.shutdown_seen[2] < asked + 30
+    # a validate cut is timed from its line alone
+    assert ab_loop.PowerCut("base", 5).due([(10.0, {"event": "validate", "kernel": "base"})], releases, {0: 11.0}) == 15.0
