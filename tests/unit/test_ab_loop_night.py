@@ -97,6 +97,24 @@ def test_a_loop_kernel_booted_without_its_watchdog_stops_the_loop_and_boots_the_
     assert any("LOOP STOPPED" in line and "rebooting into the default kernel" in line for line in sim.logs)
 
 
+def test_a_stopped_loop_says_why_before_it_asks_for_the_reboot(tmp_path):
+    """Once the reboot is asked for, systemd stops the step's unit and may
+    kill the step before its next line: the journal must already hold why
+    the loop stopped (seen in the lab: the step's line after the request
+    was lost under load). Fails if the LOOP STOPPED line comes after finish."""
+    loop, sim, m = begun(tmp_path, rounds=2, reset=RESET)
+    sim.watchdog_seen = dict(sim.watchdog_seen, present=False, held_by_pid1=False, state=None)
+    sim.reboot()
+    said_before = []
+    finish = m.finish
+    m.finish = lambda reboot: said_before.append(list(sim.logs)) or finish(reboot)
+    assert step.step(loop, m) == 1
+    why = loop.state()["why"]
+    assert len(said_before) == 1 and any(f"LOOP STOPPED: {why}; runs kept in " in line
+                                         and line.endswith("; rebooting into the default kernel")
+                                         for line in said_before[0]), said_before
+
+
 def test_a_watchdog_systemd_did_not_arm_with_the_planned_timeout_stops_the_loop(tmp_path):
     loop, sim, m = begun(tmp_path, rounds=2, reset=RESET)
     sim.watchdog_seen = dict(sim.watchdog_seen, systemd_runtime_s=0.0)

@@ -692,13 +692,19 @@ def _fail(loop: Loop, st: dict, why: str, m: Machine, reboot: bool = True) -> in
     sched = loop.schedule()
     home = _on_default(sched, st, m)
     back = reboot and not sched.get("stay") and not home
-    done = m.finish(back)
-    where = ("; rebooting into the default kernel" if back else
-             "; the machine stays where it is (--stay)" if reboot and sched.get("stay") and not home else
+    stopped = f"{loop.name}: LOOP STOPPED: {why}; runs kept in {loop.runs_dir}" + ("" if saved else " (state not saved)")
+    if back:
+        # said before the reboot is asked for: from then on systemd may stop this step before it says more
+        # (the default kernel's step then says what it undid)
+        m.log(stopped + "; rebooting into the default kernel")
+        done = m.finish(True)
+        if done:
+            m.log(f"{loop.name}: before the reboot: {'; '.join(done)}")
+        return EXIT_CHECK_FAILED
+    done = m.finish(False)
+    where = ("; the machine stays where it is (--stay)" if reboot and sched.get("stay") and not home else
              "" if home else "; the machine stays where it is")
-    m.log(f"{loop.name}: LOOP STOPPED: {why}; runs kept in {loop.runs_dir}"
-          + ("" if saved else " (state not saved)")
-          + (f"; {'; '.join(done)}" if done else "")
+    m.log(stopped + (f"; {'; '.join(done)}" if done else "")
           + (where or ("; the default kernel boots next" if boot.all_cleared(done) else "")))
     return EXIT_CHECK_FAILED
 
