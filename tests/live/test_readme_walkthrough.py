@@ -19,9 +19,10 @@ from conftest import REPO
 BLOCK = re.compile(r"## First commands\n.*?```sh\n(.*?)\n```", re.S)
 
 
-# what make passes to the commands it runs: a user's shell has none of it (under `make test`, as CI runs
-# the suite, a README command's make would otherwise be a sub-make printing "make[1]: Entering directory")
-MAKE_VARIABLES = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR")
+# what make passes to the commands it runs, and the Makefile's own PYTEST_ARGS (which benchmarks/ci_run.py
+# may set for the suite): a user's shell has none of it (under `make test`, as CI runs the suite, a README
+# command's make would otherwise be a sub-make printing "make[1]: Entering directory")
+MAKE_VARIABLES = ("MAKELEVEL", "MAKEFLAGS", "MFLAGS", "MAKEOVERRIDES", "MAKE_TERMOUT", "MAKE_TERMERR", "PYTEST_ARGS")
 
 
 def run(command: str, cwd, timeout: float) -> subprocess.CompletedProcess:
