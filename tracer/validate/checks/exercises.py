@@ -70,6 +70,13 @@ class ExerciseEvidence:
         return ""
 
     def figures(self) -> list[Figure]:
+        return [*self.latency_figures(), Figure("pages", "pages the probe counted", self.seen),
+                Figure("agrees", f"agrees with {self.source or 'the kernel'}",
+                       None if self.agrees is None else ("yes" if self.agrees else "no"))]
+
+    def latency_figures(self) -> list[Figure]:
+        """The calls' latencies, from the probe's per-call records; the
+        fastest is the figure an A/B tests."""
         ms = self.latencies_ms()
         sp = spread(ms) or {}
         samples = ms if len(ms) >= 2 else None
@@ -77,10 +84,7 @@ class ExerciseEvidence:
         return [Figure("calls.min_ms", f"calls{tag}, fastest ms", sp.get("min"), samples, "min", role="primary"),
                 Figure("calls.median_ms", f"calls{tag}, median ms", sp.get("median"), samples, "median",
                        role="secondary"),
-                Figure("calls.max_ms", f"calls{tag}, slowest ms", sp.get("max"), samples, "max"),
-                Figure("pages", "pages the probe counted", self.seen),
-                Figure("agrees", f"agrees with {self.source or 'the kernel'}",
-                       None if self.agrees is None else ("yes" if self.agrees else "no"))]
+                Figure("calls.max_ms", f"calls{tag}, slowest ms", sp.get("max"), samples, "max")]
 
 
 @dataclass
@@ -132,19 +136,18 @@ class MemcgReclaimEvidence(ExerciseEvidence):
                 f"p50 {memcg['latency_ns']['p50'] / 1e3:.0f} us, pages: {obs.describe()}")
 
     def figures(self) -> list[Figure]:
-        # the reclaim probe keeps no per-call records: its calls' figures come
-        # from the memcg episodes' latency histogram, the median the tested one
+        return [Figure("memcg_episodes", "memcg reclaim episodes", self.memcg().get("episodes")), *super().figures()]
+
+    def latency_figures(self) -> list[Figure]:
+        """The reclaim probe keeps no per-call records: the memcg episodes'
+        latency histogram gives them, its median the figure an A/B tests."""
         lat = self.memcg().get("latency_ns") or {}
         ms = {k: None if lat.get(k) is None else lat[k] / 1e6 for k in ("p50", "p99", "max")}
         n = lat.get("count") or 0
-        return [Figure("memcg_episodes", "memcg reclaim episodes", self.memcg().get("episodes")),
-                Figure("episodes.p50_ms", f"memcg episodes (n={n}), median ms", ms["p50"], None, "median",
+        return [Figure("episodes.p50_ms", f"memcg episodes (n={n}), median ms", ms["p50"], None, "median",
                        role="primary"),
                 Figure("episodes.p99_ms", f"memcg episodes (n={n}), p99 ms", ms["p99"], None, "p99"),
-                Figure("episodes.max_ms", f"memcg episodes (n={n}), slowest ms", ms["max"], None, "max"),
-                Figure("pages", "pages the probe counted", self.seen),
-                Figure("agrees", f"agrees with {self.source or 'the kernel'}",
-                       None if self.agrees is None else ("yes" if self.agrees else "no"))]
+                Figure("episodes.max_ms", f"memcg episodes (n={n}), slowest ms", ms["max"], None, "max")]
 
 
 # the paths whose rows say more than a count, each with its evidence
