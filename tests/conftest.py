@@ -21,7 +21,7 @@ pytest.register_assert_rewrite("plugin_capabilities", "plugin_rooms", "plugin_la
 
 from bpf_leaks import bpf_programs, bpftool_prog_ids, held_by, nttrace_programs, program_holders, programs_left  # noqa: F401
 from plugin_capabilities import CAPABILITIES, has, required  # noqa: F401
-from plugin_lab import SELECTED, lab_kernel, lab_variants, prebuild_running  # noqa: F401
+from plugin_lab import SELECTED, SELECTED_USES, lab_kernel, lab_variants, prebuild_running  # noqa: F401
 from plugin_rooms import ROOMS, UNIT_NEEDS, misfiled, room_of  # noqa: F401
 
 pytest_plugins = ["plugin_capabilities", "plugin_rooms", "plugin_lab"]

@@ -29,6 +29,8 @@ from plugin_rooms import room_of
 REPO = Path(__file__).resolve().parents[1]
 _PREBUILD: subprocess.Popen | None = None
 SELECTED: set[str] = set()     # the session's test ids (what a lab test may prepare ahead for)
+# each selected test's fixtures, as pytest resolved them (transitively), and its parameters
+SELECTED_USES: dict[str, tuple[frozenset[str], dict]] = {}
 # Set at the session's end: a boot's prepare step still waiting for a kernel
 # then builds none (the interpreter's exit joins the pool's threads, so a
 # build started there would hold an interrupted session open for its length)
@@ -37,6 +39,9 @@ ENDED = threading.Event()
 
 def pytest_collection_finish(session):
     SELECTED.update(item.nodeid for item in session.items)
+    SELECTED_USES.update({item.nodeid: (frozenset(getattr(item, "fixturenames", ())),
+                                        dict(getattr(getattr(item, "callspec", None), "params", {})))
+                          for item in session.items})
     _start_prebuild(session)
     _start_lab_boots(session)    # after: a lab kernel's boot waits for the prebuild to build it
 

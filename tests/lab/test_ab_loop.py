@@ -40,7 +40,6 @@ figure is testable at 1/1 runs, as it must.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import os
 import re
@@ -49,7 +48,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import SELECTED, has, lab_kernel
+from conftest import SELECTED_USES, has, lab_kernel
 from lab import ab_loop
 from lab import lab as labmod
 from lab import loop_disk
@@ -73,20 +72,19 @@ VALIDATE_CUT = ab_loop.PowerCut("base", 5)
 KEXEC_CUT = ab_loop.PowerCut("nt-v3", 3, "booting")
 
 
-# the fixtures through which the tests take each run (`loop` is parametrized over two)
-FIXTURES_OF = {"ab-loop-kexec": {"loop", "kexec_loop"}, "ab-loop-series": {"loop", "series_loop"},
-               "ab-loop-faults": {"faults"}}
+# the fixture through which the tests take each run alone; `loop` takes the
+# kexec and series runs, one a parameter
+RUN_FIXTURE = {"ab-loop-kexec": "kexec_loop", "ab-loop-series": "series_loop", "ab-loop-faults": "faults"}
 
 
 def _wanted(name: str):
-    """The run `name` is wanted when a selected test takes it: a session of
-    the fault tests alone (-k) starts no kexec or series guest."""
+    """The run `name` is wanted when a selected test takes it, as pytest
+    resolved the test's fixtures: a session of the fault tests alone (-k)
+    starts no kexec or series guest."""
     def wanted() -> bool:
-        if not has("kernel-build", "seeds"):
-            return False
-        users = {t for t, f in globals().items() if t.startswith("test_") and callable(f)
-                 and FIXTURES_OF[name] & set(inspect.signature(f).parameters)}
-        return any(n.split("::")[-1].split("[")[0] in users for n in SELECTED if "test_ab_loop.py" in n)
+        return has("kernel-build", "seeds") and any(
+            RUN_FIXTURE[name] in fixtures or params.get("loop") == name
+            for nodeid, (fixtures, params) in SELECTED_USES.items() if "test_ab_loop.py" in nodeid)
     return wanted
 
 
